@@ -1,0 +1,39 @@
+# The two commands of the README: `make demo` and `make test`. Each does all
+# set-up on a fresh machine: Node.js (from the npm registry when the machine's is
+# older than 22.18), npm ci, and for tests MinIO and the Caddy build.
+SHELL := /bin/bash
+WITH_NODE := scripts/with-node
+
+.PHONY: demo test setup tools check unit integration adapter-test clean
+
+node_modules/.installed: package.json package-lock.json
+	$(WITH_NODE) npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+setup: node_modules/.installed
+
+tools: setup
+	scripts/install-minio.sh
+	scripts/build-caddy.sh
+
+check: setup
+	$(WITH_NODE) npx tsc --noEmit -p .
+	$(WITH_NODE) npx biome check .
+
+unit: setup
+	$(WITH_NODE) node --test --test-concurrency=2 'src/**/*.test.ts' 'runtime/**/*.test.ts'
+
+integration: tools
+	$(WITH_NODE) node --test --test-concurrency=1 'test/**/*.test.ts'
+
+adapter-test:
+	cd adapter && go test ./...
+
+test: check unit adapter-test integration
+
+demo: setup
+	scripts/build-caddy.sh
+	$(WITH_NODE) scripts/demo.sh
+
+clean:
+	rm -rf node_modules .tools .state

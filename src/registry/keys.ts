@@ -1,0 +1,51 @@
+// Every bucket key svc reads or writes, in one place (DESIGN.md "Proposed bucket layout";
+// spec 1 "Identifiers and name rules" fixes the key and runtime prefixes).
+// The layout is documented in docs/bucket-layout.md; change both together.
+
+export const keys = {
+  /** Operator public key and grant. */
+  operator: (kid: string) => `_svc/operators/${kid}.json`,
+  operatorsPrefix: '_svc/operators/',
+  /** Node public key. */
+  nodeKey: (kid: string) => `_svc/nodes/${kid}.json`,
+  nodeKeysPrefix: '_svc/nodes/',
+
+  /** Node record: addresses, labels, versions, heartbeat, processes. */
+  nodeRecord: (id: string) => `_svc/fleet/nodes/${id}.json`,
+  nodeRecordsPrefix: '_svc/fleet/nodes/',
+  /** The coordinator lease {node, fence, expiresAt}. */
+  coordinatorLease: '_svc/fleet/coordinator.json',
+  /** The fleet freeze record. */
+  freeze: '_svc/fleet/freeze.json',
+  /** The bucket self-test's scratch object. */
+  selfTest: (nonce: string) => `_svc/selftest/${nonce}`,
+
+  /** Everything svc keeps for one application. */
+  appPrefix: (name: string) => `_svc/apps/${name}/`,
+  appsPrefix: '_svc/apps/',
+  application: (name: string) => `_svc/apps/${name}/app.json`,
+  trustPolicy: (name: string) => `_svc/apps/${name}/trust.json`,
+  placement: (name: string) => `_svc/apps/${name}/placement.json`,
+  deploy: (name: string, id: string) => `_svc/apps/${name}/deploys/${id}.json`,
+  deploysPrefix: (name: string) => `_svc/apps/${name}/deploys/`,
+  deployment: (name: string, version: string) => `_svc/apps/${name}/deployments/${version}.json`,
+  deploymentsPrefix: (name: string) => `_svc/apps/${name}/deployments/`,
+
+  /** A custom domain claim; its referent is the application. */
+  domainClaim: (host: string) => `_svc/domains/${host}.json`,
+  domainClaimsPrefix: '_svc/domains/',
+
+  /** Observability, batched per node to keep request counts low. */
+  eventsPrefix: '_svc/events/',
+  metricsPrefix: '_svc/metrics/',
+
+  /** The storage protocol's keyspace: nothing else is reachable with an ingress token. */
+  ingressObject: (key: string) => `_svc/ingress/objects/${key}`,
+  ingressObjectsPrefix: '_svc/ingress/objects/',
+  ingressLock: (name: string) => `_svc/ingress/locks/${name}.json`,
+
+  /** The runtime's data for one application (spec 1: `fleets/<name>/`). */
+  fleetPrefix: (name: string) => `fleets/${name}/`,
+  runtimeNodeLease: (name: string, node: string) => `fleets/${name}/nodes/${node}.json`,
+  runtimeNodeLeasesPrefix: (name: string) => `fleets/${name}/nodes/`,
+} as const;
