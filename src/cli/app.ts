@@ -1,0 +1,58 @@
+// `svc app` (spec 3 "svc app"): applications, their domains and runtime leases.
+
+import type { Command } from 'commander';
+import { addBucketFlags, addNameFlags, addRemoteFlags, notBuilt, repeatable } from './flags.ts';
+
+/** An app subcommand: remote flags, --name and --env; bucket flags when it has a bucket path. */
+function appCommand(parent: Command, name: string, description: string, bucketPath: boolean): Command {
+  const command = parent.command(name).description(description);
+  addRemoteFlags(command, { config: !bucketPath });
+  if (bucketPath) addBucketFlags(command);
+  return addNameFlags(command, true);
+}
+
+export function registerApp(program: Command): void {
+  const app = program.command('app').description('Applications: show, block, label, retire, place, domains, delete');
+  appCommand(app, 'list', 'List applications', false).option('--json', 'Print JSON').action(notBuilt('svc app list'));
+  appCommand(app, 'show', 'Show one application', false).option('--json', 'Print JSON').action(notBuilt('svc app show'));
+  appCommand(app, 'block', 'Stop serving and deploying an application (admin)', false).action(notBuilt('svc app block'));
+  appCommand(app, 'unblock', 'Lift a block (admin)', false).action(notBuilt('svc app unblock'));
+  appCommand(app, 'label', 'Replace every label; no pairs clears them (admin)', false)
+    .argument('[pairs...]', 'key=value labels')
+    .action(notBuilt('svc app label'));
+  appCommand(app, 'retire', 'Retire an application', true).action(notBuilt('svc app retire'));
+  appCommand(app, 'unretire', 'Undo a retirement during its grace period', true).action(notBuilt('svc app unretire'));
+  appCommand(app, 'selector', 'Constrain placement by node labels', true)
+    .option('--set <pair>', 'key=value; repeatable', repeatable)
+    .option('--clear', 'Remove the constraint')
+    .action(notBuilt('svc app selector'));
+  appCommand(app, 'replicas', 'Set how many nodes run the application', true)
+    .requiredOption('--count <n>', '`all` or a whole number >= 1')
+    .action(notBuilt('svc app replicas'));
+  const domain = app.command('domain').description('Custom domains');
+  appCommand(domain, 'add', 'Claim a custom domain', true)
+    .argument('<host>', 'Host to claim')
+    .option('--wildcard', 'Also claim every name one label under the host')
+    .option('--json', 'Print JSON')
+    .action(notBuilt('svc app domain add'));
+  appCommand(domain, 'remove', 'Release a custom domain', true)
+    .argument('<host>', 'Host to release')
+    .option('--json', 'Print JSON')
+    .action(notBuilt('svc app domain remove'));
+  appCommand(domain, 'list', 'List claimed domains', true).option('--json', 'Print JSON').action(notBuilt('svc app domain list'));
+  appCommand(app, 'delete', 'Delete a retired application', true)
+    .option('--force', 'Skip the retirement and grace requirements')
+    .action(notBuilt('svc app delete'));
+  const lease = app.command('lease').description("The runtime's node leases (internal tooling, unstable)");
+  addNameFlags(addBucketFlags(lease.command('show').description('Read node leases')), true)
+    .option('--node <id>', 'One node')
+    .option('--json', 'Print JSON')
+    .action(notBuilt('svc app lease show'));
+  addNameFlags(addBucketFlags(lease.command('drop').description('Delete one node lease')), true)
+    .requiredOption('--node <id>', 'Node whose lease to drop')
+    .option('--force', 'Drop even a held lease')
+    .option('--yes', 'Answer the prompt ahead')
+    .option('--dry-run', 'Print the reading, delete nothing')
+    .option('--json', 'Print JSON')
+    .action(notBuilt('svc app lease drop'));
+}

@@ -1,0 +1,36 @@
+// `svc deploy` and `svc deployment prune` (spec 3 "svc deploy", "svc deployment prune").
+
+import type { Command } from 'commander';
+import { addBucketFlags, addNameFlags, notBuilt, repeatable } from './flags.ts';
+
+export function registerDeploy(program: Command): void {
+  program
+    .command('deploy [dir]')
+    .description('Pack a project directory and deploy it')
+    .option('--name <name>', "Application (default: the config's name)")
+    .option('--env <env>', 'Application <name>-<env>')
+    .option('--var <pair>', 'KEY:VALUE overriding the config vars; repeatable', repeatable)
+    .option('--bundle', 'Bundle the worker (default)')
+    .option('--no-bundle', 'Set no_bundle: true in the artifact config')
+    .option('--replicas <n>', 'Whole number or `all`')
+    .option('--node-selector <pair>', 'key=value; repeatable', repeatable)
+    .option('--wait', 'Wait for a queue place when the node is full (default)')
+    .option('--no-wait', 'Fail at once when the node is full')
+    .option('--queue-timeout <seconds>', 'Give up waiting after this long', '600')
+    .option('--node <url>', 'Base URL of the node daemon')
+    .option('--remote <name>', 'Remote to deploy through')
+    .option('--key <key>', 'Key file, portable file, or inline base64: value')
+    .option('--config <file>', 'Path to svc.config.jsonc')
+    .option('--token <token>', 'Bearer token to present instead of signing')
+    .action(notBuilt('svc deploy'));
+}
+
+export function registerDeployment(program: Command): void {
+  const deployment = program.command('deployment').description('Runtime deployments in the bucket');
+  addNameFlags(addBucketFlags(deployment.command('prune').description('Delete old deployments of one application')), true)
+    .option('--keep <n>', 'Newest deployments kept', '10')
+    .option('--older-than <age>', '30d, 12h, 45m, whole seconds, or 0', '24h')
+    .option('--yes', 'Delete without asking')
+    .option('--dry-run', 'Print the plan, delete nothing')
+    .action(notBuilt('svc deployment prune'));
+}

@@ -1,0 +1,82 @@
+// Flag declarations shared by several commands (spec 3 "Shared flag groups"), built
+// from the one settings table so a flag, its environment variable and its config path
+// never drift apart.
+
+import { type Command, Option } from 'commander';
+import { loadConfigFile } from '../config/file.ts';
+import { type SettingSpec, type Settings, resolveSettings, settingSpecs } from '../config/settings.ts';
+import { Problem } from '../problem.ts';
+
+/** Collector for repeatable flags: each occurrence appends. */
+export function repeatable(value: string, previous: string[] | undefined): string[] {
+  return [...(previous ?? []), value];
+}
+
+/** Declares one setting's flag on a command (booleans get their `--no-` twin). */
+export function addSettingFlag(command: Command, spec: SettingSpec): void {
+  if (spec.kind === 'bool') {
+    command.addOption(new Option(`--${spec.flag}`, `${spec.help} [env ${spec.env}]`));
+    command.addOption(new Option(`--no-${spec.flag}`, `Turn off --${spec.flag}`));
+    return;
+  }
+  const option = new Option(`--${spec.flag} <value>`, `${spec.help} [env ${spec.env}]`);
+  if (spec.kind === 'list' || spec.kind === 'pairs') option.argParser(repeatable);
+  command.addOption(option);
+}
+
+const byFlag = new Map(settingSpecs.map((spec) => [spec.flag, spec]));
+
+/** The spec for a flag name; throws on a typo in the program's own declarations. */
+export function settingFor(flag: string): SettingSpec {
+  const spec = byFlag.get(flag);
+  if (!spec) throw new Error(`no setting has the flag --${flag}`);
+  return spec;
+}
+
+/** Declares `--config` and the bucket flags (spec 3 "Bucket flags"). */
+export function addBucketFlags(command: Command): Command {
+  command.option('--config <file>', 'Path to svc.config.jsonc [env SVC_CONFIG]');
+  for (const spec of settingSpecs.filter((s) => s.group === 'bucket')) addSettingFlag(command, spec);
+  return command;
+}
+
+/** Declares settings flags by name. */
+export function addSettingFlags(command: Command, flags: readonly string[]): Command {
+  for (const flag of flags) addSettingFlag(command, settingFor(flag));
+  return command;
+}
+
+/** Declares the remote flags (spec 3 "Remote flags"). */
+export function addRemoteFlags(command: Command, options: { config?: boolean } = {}): Command {
+  if (options.config !== false) command.option('--config <file>', 'Path to svc.config.jsonc, read for its `remote` pin');
+  command.option('--remote <name>', "Remote out of the operator's home [env SVC_REMOTE]");
+  command.option('--node <url>', "Node to reach instead of the remote's first endpoint");
+  command.option('--key <key>', 'Key file, portable file, or inline base64: value [env SVC_OPERATOR_KEY]');
+  return command;
+}
+
+/** Declares `--name` and `--env` (spec 3 "Naming an application"). */
+export function addNameFlags(command: Command, required: boolean): Command {
+  const name = new Option('--name <name>', 'Application');
+  if (required) name.makeOptionMandatory();
+  command.addOption(name);
+  command.option('--env <env>', 'Address the application <name>-<env> instead');
+  return command;
+}
+
+/**
+ * Resolves settings for a command from its parsed flags, the environment and the config
+ * file. Only the settings the command declares are read from flags; the rest still come
+ * from environment and file, so `svc health` finds the listen address `sail` would use.
+ */
+export function settingsFromCommand(flags: Record<string, unknown>, env: NodeJS.ProcessEnv = process.env): Settings {
+  const file = loadConfigFile(flags.config as string | undefined, env);
+  return resolveSettings({ flags, env, file: file.data, filePath: file.path });
+}
+
+/** The refusal for a command whose implementation has not landed yet. */
+export function notBuilt(commandPath: string): () => never {
+  return () => {
+    throw new Problem('capability-missing', 'Command not available', `\`${commandPath}\` is not built in this release of svc`);
+  };
+}

@@ -1,0 +1,15 @@
+// `svc fleet` (spec 3 "svc fleet").
+
+import type { Command } from 'commander';
+import { addBucketFlags, addRemoteFlags, notBuilt } from './flags.ts';
+
+export function registerFleet(program: Command): void {
+  const fleet = program.command('fleet').description('The fleet: nodes and the deploy freeze');
+  addBucketFlags(fleet.command('nodes').description('List the nodes of the fleet (reads the bucket)'))
+    .option('--json', 'Print records as JSON')
+    .action(notBuilt('svc fleet nodes'));
+  addRemoteFlags(fleet.command('freeze').description('Refuse deploys fleet-wide (admin)'))
+    .option('--reason <line>', 'Why, at most 200 characters on one line')
+    .action(notBuilt('svc fleet freeze'));
+  addRemoteFlags(fleet.command('unfreeze').description('Accept deploys again (admin)')).action(notBuilt('svc fleet unfreeze'));
+}

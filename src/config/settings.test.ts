@@ -1,0 +1,82 @@
+import assert from 'node:assert/strict';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { Problem } from '../problem.ts';
+import { loadConfigFile } from './file.ts';
+import { defaultSettings, resolveSettings } from './settings.ts';
+
+const resolveWith = (flags: Record<string, unknown>, env: Record<string, string>, file: unknown = {}) =>
+  resolveSettings({ flags, env, file, filePath: 'svc.config.jsonc' });
+
+test('defaults hold when nothing is set', () => {
+  const settings = resolveWith({}, {});
+  const defaults = defaultSettings();
+  assert.equal(settings.node.listen, defaults.node.listen);
+  assert.equal(settings.api.jsonBytes, 65_536);
+  assert.equal(settings.coordinator.leaseTtlMs, 45_000);
+  assert.deepEqual(settings.ingress.entryPoints, ['web']);
+  assert.equal(settings.api.public, true);
+});
+
+test('flag beats environment beats file', () => {
+  const file = { node: { listen: '127.0.0.1:1001' }, api: { jsonBytes: 10 } };
+  assert.equal(resolveWith({}, {}, file).node.listen, '127.0.0.1:1001');
+  assert.equal(resolveWith({}, { SVC_LISTEN: '127.0.0.1:1002' }, file).node.listen, '127.0.0.1:1002');
+  assert.equal(resolveWith({ listen: '127.0.0.1:1003' }, { SVC_LISTEN: '127.0.0.1:1002' }, file).node.listen, '127.0.0.1:1003');
+  assert.equal(resolveWith({}, { SVC_JSON_BYTES: '20' }, file).api.jsonBytes, 20);
+});
+
+test('an unwritten boolean leaves the decision to environment and file; --no- negates', () => {
+  assert.equal(resolveWith({}, {}, { api: { public: false } }).api.public, false);
+  assert.equal(resolveWith({}, { SVC_API_PUBLIC: 'true' }, { api: { public: false } }).api.public, true);
+  assert.equal(resolveWith({ apiPublic: false }, { SVC_API_PUBLIC: 'true' }).api.public, false);
+  assert.equal(resolveWith({ observability: true }, {}).observability.enabled, true);
+});
+
+test('repeatable flags and comma-separated environment lists', () => {
+  const settings = resolveWith({ platformDomains: ['a.test', 'b.test'], nodeLabels: ['zone=x', 'tier=y'] }, {});
+  assert.deepEqual(settings.platform.domains, ['a.test', 'b.test']);
+  assert.deepEqual(settings.node.labels, { zone: 'x', tier: 'y' });
+  assert.deepEqual(resolveWith({}, { SVC_INGRESS_TOKEN: 'new,old' }).ingress.token, ['new', 'old']);
+  assert.deepEqual(resolveWith({ cellEnv: ['A=1,2', 'B='] }, {}).runtime.cellEnv, { A: '1,2', B: '' });
+  assert.deepEqual(resolveWith({}, { SVC_S3_BUCKET: 'b', SVC_S3_ENDPOINT: 'http://x' }).bucket, {
+    bucket: 'b',
+    endpoint: 'http://x',
+  });
+});
+
+function assertInvalid(fn: () => unknown, setting: string, source: string) {
+  assert.throws(fn, (err: unknown) => {
+    assert.ok(err instanceof Problem);
+    assert.equal(err.code, 'invalid-input');
+    assert.match(err.title, new RegExp(setting.replace('.', '\\.')));
+    assert.match(err.detail ?? '', new RegExp(source));
+    return true;
+  });
+}
+
+test('a malformed value is invalid-input naming the setting and its source', () => {
+  assertInvalid(() => resolveWith({ jsonBytes: 'lots' }, {}), 'api.jsonBytes', '--json-bytes');
+  assertInvalid(() => resolveWith({}, { SVC_REGISTRY_RESYNC_MS: '-5' }), 'registry.resyncMs', 'SVC_REGISTRY_RESYNC_MS');
+  assertInvalid(() => resolveWith({}, {}, { api: { public: 'perhaps' } }), 'api.public', 'svc.config.jsonc');
+  assertInvalid(() => resolveWith({ nodeLabels: ['novalue'] }, {}), 'node.labels', '--node-labels');
+  assertInvalid(() => resolveWith({ listen: 'nowhere' }, {}), 'node.listen', 'host:port');
+  assertInvalid(() => resolveWith({ transport: 'carrier-pigeon' }, {}), 'network.transport', 'wireguard');
+});
+
+test('the config file is JSONC; unknown keys and bad syntax are refused naming the file', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'svc-config-'));
+  const good = join(dir, 'good.jsonc');
+  writeFileSync(good, '// comment\n{ "node": { "listen": "127.0.0.1:9" }, "remote": "prod", }\n');
+  assert.equal(loadConfigFile(good, {}).data.remote, 'prod');
+  const typo = join(dir, 'typo.jsonc');
+  writeFileSync(typo, '{ "node": { "lisen": "x" } }');
+  assert.throws(() => loadConfigFile(typo, {}), /Unknown setting node\.lisen/);
+  const broken = join(dir, 'broken.jsonc');
+  writeFileSync(broken, '{ "node": ');
+  assert.throws(() => loadConfigFile(broken, {}), (err: unknown) => err instanceof Problem && err.code === 'invalid-input');
+  assert.throws(() => loadConfigFile(join(dir, 'missing.jsonc'), {}), /Config file not found/);
+  assert.deepEqual(loadConfigFile(undefined, {}).data, {});
+});

@@ -1,0 +1,322 @@
+// Every setting of `svc sail` (spec 3 "svc sail" and "Shared flag groups") in one typed
+// object, with its flag, environment variable, config-file path and default.
+// Precedence: flag > environment (SVC_*) > svc.config.jsonc > default.
+// The table is the single source: flags are declared from it (cli/flags.ts) and
+// docs/configuration.md lists it.
+
+import { homedir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { Problem } from '../problem.ts';
+
+export type SettingKind = 'string' | 'count' | 'bool' | 'list' | 'pairs';
+
+/** One configurable setting. */
+export interface SettingSpec {
+  /** Dotted path in svc.config.jsonc and in the Settings object, e.g. `node.listen`. */
+  path: string;
+  /** Kebab-case flag name without dashes, e.g. `listen`. */
+  flag: string;
+  /** Environment variable. */
+  env: string;
+  kind: SettingKind;
+  /** One line shown in `--help`. */
+  help: string;
+  /** Groups a command may declare: `bucket` flags are shared by every command with a bucket path. */
+  group: 'bucket' | 'node' | 'wg' | 'runtime' | 'registry' | 'coordinator' | 'deploy' | 'api';
+}
+
+const s = (
+  path: string,
+  flag: string,
+  kind: SettingKind,
+  group: SettingSpec['group'],
+  help: string,
+  env = `SVC_${flag.toUpperCase().replaceAll('-', '_')}`,
+): SettingSpec => ({ path, flag, env, kind, help, group });
+
+/** The settings table, in the order of spec 3's `svc sail` table. */
+export const settingSpecs: readonly SettingSpec[] = [
+  s('bucket.endpoint', 'endpoint', 'string', 'bucket', 'S3-compatible endpoint URL, or file:///abs/dir', 'SVC_S3_ENDPOINT'),
+  s('bucket.region', 'region', 'string', 'bucket', 'Bucket region', 'SVC_S3_REGION'),
+  s('bucket.bucket', 'bucket', 'string', 'bucket', 'Bucket name', 'SVC_S3_BUCKET'),
+  s('bucket.prefix', 'prefix', 'string', 'bucket', 'Key prefix inside the bucket', 'SVC_S3_PREFIX'),
+  s('bucket.accessKey', 'access-key', 'string', 'bucket', 'Bucket access key id', 'SVC_S3_ACCESS_KEY'),
+  s('bucket.secretKey', 'secret-key', 'string', 'bucket', 'Bucket secret key', 'SVC_S3_SECRET_KEY'),
+  s('node.id', 'node-id', 'string', 'node', 'Id the node registers under'),
+  s('node.stateDir', 'state-dir', 'string', 'node', "Directory for the node's identity"),
+  s('node.labels', 'node-labels', 'pairs', 'node', 'key=value, one pair per flag, for applications to select on'),
+  s('node.listen', 'listen', 'string', 'node', 'host:port the node API binds to'),
+  s('node.advertise', 'advertise', 'string', 'node', 'host:port other nodes reach this one at'),
+  s('network.transport', 'transport', 'string', 'wg', '`wireguard` or `none`'),
+  s('network.wgAddress', 'wg-address', 'string', 'wg', 'Tunnel address with prefix length'),
+  s('network.wgEndpoint', 'wg-endpoint', 'string', 'wg', 'host:port peers send tunnel traffic to'),
+  s('network.wgPort', 'wg-port', 'count', 'wg', 'UDP port of the tunnel interface'),
+  s('platform.domains', 'platform-domains', 'list', 'api', 'Apex domain to serve; repeatable'),
+  s('ingress.token', 'ingress-token', 'list', 'api', 'Token admitted on /v1/ingress and /v1/storage; repeat to admit the previous one during rotation'),
+  s('runtime.cellBin', 'cell-bin', 'string', 'runtime', 'Executable that runs one application'),
+  s('runtime.cellEnv', 'cell-env', 'pairs', 'runtime', 'Runtime variable for every process, NAME=value per flag'),
+  s('runtime.portRangeStart', 'port-range-start', 'count', 'runtime', 'First port for runtime processes'),
+  s('runtime.portRangeEnd', 'port-range-end', 'count', 'runtime', 'Last port for runtime processes'),
+  s('runtime.portQuarantineMs', 'port-quarantine-ms', 'count', 'runtime', 'How long a released port is kept from a different application'),
+  s('runtime.bindHost', 'bind-host', 'string', 'runtime', 'Address runtime processes bind to'),
+  s('registry.resyncMs', 'registry-resync-ms', 'count', 'registry', 'Full registry re-read interval'),
+  s('registry.nodeRefreshMs', 'registry-node-refresh-ms', 'count', 'registry', 'Node record re-read interval'),
+  s('coordinator.leaseTtlMs', 'coordinator-lease-ttl-ms', 'count', 'coordinator', 'Coordinator lease lifetime; renewed at a third of it'),
+  s('coordinator.reapIntervalMs', 'coordinator-reap-interval-ms', 'count', 'coordinator', 'Time between reap passes while coordinating'),
+  s('applications.retireGraceMs', 'retire-grace-ms', 'count', 'coordinator', 'How long a retired application can be unretired before deletion'),
+  s('deploy.artifactBytes', 'artifact-bytes', 'count', 'deploy', 'Max compressed and expanded bytes per deploy artifact'),
+  s('deploy.archiveEntries', 'archive-entries', 'count', 'deploy', 'Max entries per deploy archive'),
+  s('deploy.activeTasks', 'active-tasks', 'count', 'deploy', 'Max active deploy tasks per node'),
+  s('deploy.applicationActiveTasks', 'application-active-tasks', 'count', 'deploy', 'Max active deploy tasks per application'),
+  s('deploy.queuedTasks', 'queued-tasks', 'count', 'deploy', 'Max receiving and queued deploys per node'),
+  s('deploy.applicationQueuedTasks', 'application-queued-tasks', 'count', 'deploy', 'Max receiving and queued deploys per application'),
+  s('deploy.stagedBytes', 'staged-bytes', 'count', 'deploy', 'Max staged deploy bytes per node'),
+  s('deploy.applicationStagedBytes', 'application-staged-bytes', 'count', 'deploy', 'Max staged deploy bytes per application'),
+  s('deploy.receiveTimeoutMs', 'receive-timeout-ms', 'count', 'deploy', 'Deploy receive deadline'),
+  s('deploy.queueTimeoutMs', 'queue-timeout-ms', 'count', 'deploy', 'Deploy queue deadline'),
+  s('deploy.taskTimeoutMs', 'task-timeout-ms', 'count', 'deploy', 'Deploy active-task deadline'),
+  s('deploy.outputBytes', 'output-bytes', 'count', 'deploy', 'Subprocess output tail kept in memory'),
+  s('observability.enabled', 'observability', 'bool', 'api', "Emit the node's own events and give runtime processes CELL_OTEL=1"),
+  s('observability.ingressAccessLog', 'ingress-access-log', 'string', 'api', "File the ingress writes its JSON access log to"),
+  s('api.public', 'api-public', 'bool', 'api', 'Serve the fleet API at each platform apex'),
+  s('api.jsonBytes', 'json-bytes', 'count', 'api', 'Max bytes of a JSON control request'),
+  s('ingress.entryPoints', 'proxyb-entrypoints', 'list', 'api', 'Entry point for the routers of the second proxy format; repeatable'),
+];
+
+/** Where the runtime executable of this checkout lives; the default `--cell-bin`. */
+const packageRoot = resolve(import.meta.dirname, '..', '..');
+
+/** The typed settings every part of the daemon reads. */
+export interface Settings {
+  bucket: { endpoint?: string; region?: string; bucket?: string; prefix?: string; accessKey?: string; secretKey?: string };
+  node: { id?: string; stateDir: string; labels: Record<string, string>; listen: string; advertise?: string };
+  network: { transport: 'none' | 'wireguard'; wgAddress?: string; wgEndpoint?: string; wgPort: number };
+  platform: { domains: string[] };
+  ingress: { token: string[]; entryPoints: string[] };
+  runtime: {
+    cellBin: string;
+    cellEnv: Record<string, string>;
+    portRangeStart: number;
+    portRangeEnd: number;
+    portQuarantineMs: number;
+    bindHost: string;
+  };
+  registry: { resyncMs: number; nodeRefreshMs: number };
+  coordinator: { leaseTtlMs: number; reapIntervalMs: number };
+  applications: { retireGraceMs: number };
+  deploy: {
+    artifactBytes: number;
+    archiveEntries: number;
+    activeTasks: number;
+    applicationActiveTasks: number;
+    queuedTasks: number;
+    applicationQueuedTasks: number;
+    stagedBytes: number;
+    applicationStagedBytes: number;
+    receiveTimeoutMs: number;
+    queueTimeoutMs: number;
+    taskTimeoutMs: number;
+    outputBytes: number;
+  };
+  observability: { enabled: boolean; ingressAccessLog?: string };
+  api: { public: boolean; jsonBytes: number };
+}
+
+const MiB = 1024 * 1024;
+
+/** Documented defaults (docs/configuration.md). */
+export function defaultSettings(): Settings {
+  const stateHome = process.env.XDG_STATE_HOME || join(homedir(), '.local', 'state');
+  return {
+    bucket: {},
+    node: { stateDir: join(stateHome, 'svc'), labels: {}, listen: '127.0.0.1:7311' },
+    network: { transport: 'none', wgPort: 51820 },
+    platform: { domains: [] },
+    ingress: { token: [], entryPoints: ['web'] },
+    runtime: {
+      cellBin: join(packageRoot, 'runtime', 'bin', 'cell'),
+      cellEnv: {},
+      portRangeStart: 24000,
+      portRangeEnd: 24998,
+      portQuarantineMs: 600_000,
+      bindHost: '127.0.0.1',
+    },
+    registry: { resyncMs: 60_000, nodeRefreshMs: 30_000 },
+    coordinator: { leaseTtlMs: 45_000, reapIntervalMs: 600_000 },
+    applications: { retireGraceMs: 7 * 24 * 3600_000 },
+    deploy: {
+      artifactBytes: 64 * MiB,
+      archiveEntries: 10_000,
+      activeTasks: 2,
+      applicationActiveTasks: 1,
+      queuedTasks: 16,
+      applicationQueuedTasks: 4,
+      stagedBytes: 512 * MiB,
+      applicationStagedBytes: 128 * MiB,
+      receiveTimeoutMs: 120_000,
+      queueTimeoutMs: 600_000,
+      taskTimeoutMs: 300_000,
+      outputBytes: 64 * 1024,
+    },
+    observability: { enabled: false },
+    api: { public: true, jsonBytes: 65_536 },
+  };
+}
+
+/** A raw value as it arrived, with where it came from (for refusals that name the source). */
+export interface RawValue {
+  value: unknown;
+  source: string;
+}
+
+function invalidSetting(spec: SettingSpec, source: string, why: string): Problem {
+  return new Problem('invalid-input', `Invalid setting ${spec.path}`, `${source}: ${why}`);
+}
+
+/** Turns one raw value into the setting's type, or refuses naming the setting and its source. */
+export function coerceSetting(spec: SettingSpec, raw: RawValue): unknown {
+  const { value, source } = raw;
+  switch (spec.kind) {
+    case 'string': {
+      if (typeof value !== 'string') throw invalidSetting(spec, source, 'expected a string');
+      return value;
+    }
+    case 'count': {
+      const text = typeof value === 'number' ? String(value) : value;
+      if (typeof text !== 'string' || !/^\d+$/.test(text.trim()) || !Number.isSafeInteger(Number(text))) {
+        throw invalidSetting(spec, source, `expected a whole number >= 0, got ${JSON.stringify(value)}`);
+      }
+      return Number(text);
+    }
+    case 'bool': {
+      if (typeof value === 'boolean') return value;
+      const text = typeof value === 'string' ? value.trim().toLowerCase() : '';
+      if (['1', 'true', 'yes', 'on'].includes(text)) return true;
+      if (['0', 'false', 'no', 'off'].includes(text)) return false;
+      throw invalidSetting(spec, source, `expected true or false, got ${JSON.stringify(value)}`);
+    }
+    case 'list': {
+      const items = typeof value === 'string' ? value.split(',') : value;
+      if (!Array.isArray(items) || items.some((item) => typeof item !== 'string')) {
+        throw invalidSetting(spec, source, 'expected a list of strings');
+      }
+      return (items as string[]).map((item) => item.trim()).filter((item) => item !== '');
+    }
+    case 'pairs':
+      return coercePairs(spec, raw);
+  }
+}
+
+/**
+ * `key=value` pairs: repeated flags (an array), an object in the config file, or in the
+ * environment one pair per line (runtime values may hold commas; labels may also be
+ * comma-separated).
+ */
+function coercePairs(spec: SettingSpec, { value, source }: RawValue): Record<string, string> {
+  if (value && typeof value === 'object' && !Array.isArray(value)) {
+    const entries = Object.entries(value);
+    if (entries.some(([, v]) => typeof v !== 'string')) throw invalidSetting(spec, source, 'values must be strings');
+    return Object.fromEntries(entries) as Record<string, string>;
+  }
+  let pairs: unknown[];
+  if (typeof value === 'string') {
+    pairs = spec.path === 'runtime.cellEnv' ? value.split('\n') : value.split(/[\n,]/);
+    pairs = pairs.filter((pair) => (pair as string).trim() !== '');
+  } else if (Array.isArray(value)) {
+    pairs = value;
+  } else {
+    throw invalidSetting(spec, source, 'expected key=value pairs');
+  }
+  const result: Record<string, string> = {};
+  for (const pair of pairs) {
+    const at = typeof pair === 'string' ? pair.indexOf('=') : -1;
+    if (typeof pair !== 'string' || at < 1) {
+      throw invalidSetting(spec, source, `expected key=value, got ${JSON.stringify(pair)}`);
+    }
+    result[pair.slice(0, at).trim()] = pair.slice(at + 1);
+  }
+  return result;
+}
+
+function setPath(target: Record<string, unknown>, path: string, value: unknown): void {
+  const [group, name] = path.split('.') as [string, string];
+  (target[group] as Record<string, unknown>)[name] = value;
+}
+
+/** Looks a dotted path up in the parsed config file; undefined when absent. */
+export function readPath(source: unknown, path: string): unknown {
+  let current = source;
+  for (const part of path.split('.')) {
+    if (!current || typeof current !== 'object') return undefined;
+    current = (current as Record<string, unknown>)[part];
+  }
+  return current;
+}
+
+/** The three sources a setting can come from, highest precedence first. */
+export interface SettingSources {
+  /** Values from commander, keyed by flag name in camelCase as commander gives them. */
+  flags: Record<string, unknown>;
+  env: NodeJS.ProcessEnv;
+  /** The parsed svc.config.jsonc, or {} when there is none. */
+  file: unknown;
+  /** The config file's path, for refusals. */
+  filePath?: string;
+}
+
+/** camelCase of a flag name, as commander stores it (`node-id` → `nodeId`). */
+export function flagKey(flag: string): string {
+  return flag.replace(/-([a-z])/g, (_, c: string) => c.toUpperCase());
+}
+
+/** The one value a setting takes from the sources, or undefined when none sets it. */
+function pick(spec: SettingSpec, sources: SettingSources): RawValue | undefined {
+  const flagValue = sources.flags[flagKey(spec.flag)];
+  if (flagValue !== undefined) return { value: flagValue, source: `--${spec.flag}` };
+  const envValue = sources.env[spec.env];
+  if (envValue !== undefined && envValue !== '') return { value: envValue, source: spec.env };
+  const fileValue = readPath(sources.file, spec.path);
+  if (fileValue !== undefined) return { value: fileValue, source: `${sources.filePath ?? 'config file'} ${spec.path}` };
+  return undefined;
+}
+
+/** Resolves every setting from flags, environment and config file, then validates the result. */
+export function resolveSettings(sources: SettingSources, only?: readonly SettingSpec[]): Settings {
+  const settings = defaultSettings();
+  for (const spec of only ?? settingSpecs) {
+    const raw = pick(spec, sources);
+    if (raw !== undefined) setPath(settings as unknown as Record<string, unknown>, spec.path, coerceSetting(spec, raw));
+  }
+  validateSettings(settings);
+  settings.node.stateDir = resolve(settings.node.stateDir);
+  return settings;
+}
+
+const hostPort = /^(\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]+):(\d{1,5})$/;
+
+/** Checks relations between settings and the forms a plain type cannot express. */
+function validateSettings(settings: Settings): void {
+  const bad = (path: string, why: string) => new Problem('invalid-input', `Invalid setting ${path}`, why);
+  for (const [path, value] of [
+    ['node.listen', settings.node.listen],
+    ['node.advertise', settings.node.advertise],
+  ] as const) {
+    if (value === undefined) continue;
+    const match = hostPort.exec(value);
+    if (!match || Number(match[2]) > 65535) throw bad(path, `expected host:port, got ${JSON.stringify(value)}`);
+  }
+  if (!['none', 'wireguard'].includes(settings.network.transport)) {
+    throw bad('network.transport', `expected wireguard or none, got ${JSON.stringify(settings.network.transport)}`);
+  }
+  const { portRangeStart, portRangeEnd } = settings.runtime;
+  if (portRangeStart < 1 || portRangeEnd > 65535 || portRangeStart > portRangeEnd) {
+    throw bad('runtime.portRangeStart', `port range ${portRangeStart}-${portRangeEnd} is not within 1-65535 and ordered`);
+  }
+  if (settings.api.jsonBytes < 2) throw bad('api.jsonBytes', 'must be at least 2 bytes');
+  if (settings.coordinator.leaseTtlMs < 3) throw bad('coordinator.leaseTtlMs', 'must be at least 3 ms');
+  for (const domain of settings.platform.domains) {
+    if (!/^([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/.test(domain)) {
+      throw bad('platform.domains', `${JSON.stringify(domain)} is not a lowercase domain name`);
+    }
+  }
+}

@@ -1,0 +1,81 @@
+// Entry point of the `svc` executable: builds the command tree (spec 3, help order) and
+// maps every failure to the exit behaviour of spec 3 "Exit behaviour".
+
+import { Command, CommanderError } from 'commander';
+import { registerApp } from './cli/app.ts';
+import { registerDeploy, registerDeployment } from './cli/deploy.ts';
+import { registerFleet } from './cli/fleet.ts';
+import { registerHealth } from './cli/health.ts';
+import { registerMetrics, registerTraces } from './cli/observe.ts';
+import { registerOperator } from './cli/operator.ts';
+import { registerRemote } from './cli/remote.ts';
+import { registerSail } from './cli/sail.ts';
+import { registerTrust } from './cli/trust.ts';
+import { registerWg } from './cli/wg.ts';
+import { Problem, renderFailureLine } from './problem.ts';
+import { SVC_VERSION } from './version.ts';
+
+/** The whole command tree, top-level commands in spec 3's help order. */
+export function buildProgram(): Command {
+  const program = new Command('svc')
+    .description('Run Workers-style applications on a fleet that shares one S3-compatible bucket')
+    .version(`svc ${SVC_VERSION}`, '-V, --version')
+    .showHelpAfterError('(run with --help for usage)')
+    .exitOverride()
+    .configureOutput({ outputError: () => {} });
+  for (const register of [
+    registerSail,
+    registerHealth,
+    registerRemote,
+    registerOperator,
+    registerFleet,
+    registerApp,
+    registerDeploy,
+    registerDeployment,
+    registerTrust,
+    registerMetrics,
+    registerTraces,
+    registerWg,
+  ]) {
+    register(program);
+  }
+  for (const command of allCommands(program)) command.exitOverride().configureOutput({ outputError: () => {} });
+  return program;
+}
+
+function* allCommands(command: Command): Generator<Command> {
+  for (const child of command.commands) {
+    yield child;
+    yield* allCommands(child);
+  }
+}
+
+/** Hidden aliases kept until launch (spec 3): each prints a deprecation line, then runs. */
+const deprecatedAliases: Record<string, string[]> = { up: ['sail'], keygen: ['operator', 'keygen'] };
+
+export function rewriteAliases(args: string[]): string[] {
+  const replacement = deprecatedAliases[args[0] ?? ''];
+  if (!replacement) return args;
+  process.stderr.write(
+    `svc: \`svc ${args[0]}\` is deprecated and will be removed at launch; use \`svc ${replacement.join(' ')}\`\n`,
+  );
+  return [...replacement, ...args.slice(1)];
+}
+
+/** Runs the CLI and answers the process exit code. */
+export async function main(argv: string[]): Promise<number> {
+  const program = buildProgram();
+  try {
+    await program.parseAsync(rewriteAliases(argv), { from: 'user' });
+    return 0;
+  } catch (err) {
+    if (err instanceof CommanderError) {
+      if (err.exitCode === 0) return 0;
+      const message = err.message.replace(/^error: /, '');
+      process.stderr.write(`${renderFailureLine(new Problem('invalid-input', 'Invalid command line', message))}\n`);
+      return 1;
+    }
+    process.stderr.write(`${renderFailureLine(err)}\n`);
+    return 1;
+  }
+}

@@ -1,0 +1,69 @@
+// The node daemon behind `svc sail` (spec 3 "svc sail"; spec 1 "What the service does"):
+// opens and self-tests the bucket, binds the node API, and stops cleanly on a signal.
+
+import { mkdir } from 'node:fs/promises';
+import type { FastifyInstance } from 'fastify';
+import { pino } from 'pino';
+import type { Settings } from '../config/settings.ts';
+import { openStore } from '../store/open.ts';
+import { selfTestStore } from '../store/selftest.ts';
+import { SVC_VERSION } from '../version.ts';
+import type { NodeContext } from './context.ts';
+import { ensureNodeId } from './node-id.ts';
+import { buildServer } from './server.ts';
+
+/** A started daemon. */
+export interface Daemon {
+  ctx: NodeContext;
+  url: string;
+  server: FastifyInstance;
+  stop(): Promise<void>;
+}
+
+/** Starts every part of the daemon and answers once the API is serving. */
+export async function startDaemon(settings: Settings): Promise<Daemon> {
+  const log = pino({ name: 'svc', level: process.env.SVC_LOG_LEVEL ?? 'info' }, pino.destination(2));
+  await mkdir(settings.node.stateDir, { recursive: true, mode: 0o700 });
+  const nodeId = await ensureNodeId(settings.node.stateDir, settings.node.id);
+  const store = await openStore({ ...settings.bucket, stateDir: settings.node.stateDir });
+  try {
+    await selfTestStore(store);
+  } catch (err) {
+    await store.close();
+    throw err;
+  }
+  const ctx: NodeContext = { settings, store, nodeId, version: SVC_VERSION, log };
+  const server = await buildServer(ctx);
+  const [host, port] = splitHostPort(settings.node.listen);
+  await server.listen({ host, port });
+  const address = server.server.address();
+  const boundPort = typeof address === 'object' && address ? address.port : port;
+  const url = `http://${host.includes(':') ? `[${host}]` : host}:${boundPort}`;
+  log.info({ url, node: nodeId, store: store.description }, 'serving');
+  return {
+    ctx,
+    url,
+    server,
+    async stop() {
+      await server.close();
+      await store.close();
+    },
+  };
+}
+
+/** Runs the daemon until SIGTERM or SIGINT. */
+export async function runDaemon(settings: Settings): Promise<void> {
+  const daemon = await startDaemon(settings);
+  process.stdout.write(`svc ${SVC_VERSION} listening on ${daemon.url} as node "${daemon.ctx.nodeId}"\n`);
+  const signal = await new Promise<string>((resolve) => {
+    process.once('SIGTERM', () => resolve('SIGTERM'));
+    process.once('SIGINT', () => resolve('SIGINT'));
+  });
+  daemon.ctx.log.info({ signal }, 'stopping');
+  await daemon.stop();
+}
+
+function splitHostPort(listen: string): [string, number] {
+  const at = listen.lastIndexOf(':');
+  return [listen.slice(0, at).replace(/^\[(.*)\]$/, '$1'), Number(listen.slice(at + 1))];
+}

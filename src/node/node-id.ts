@@ -1,0 +1,32 @@
+// The node's id (spec 3 "svc sail" `--node-id`): given, or generated once and kept in the
+// state directory so a restart registers as the same node.
+
+import { randomBytes } from 'node:crypto';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { Problem } from '../problem.ts';
+
+/** Node ids share the operators' keyspace and appear in lease keys: 1-128 of [A-Za-z0-9_.-]. */
+export const NODE_ID_PATTERN = /^[A-Za-z0-9_.-]{1,128}$/;
+
+export function checkNodeId(id: string, source: string): string {
+  if (!NODE_ID_PATTERN.test(id) || id === '.' || id === '..') {
+    throw new Problem('invalid-slug', 'Invalid node id', `${source}: ${JSON.stringify(id)} must be 1-128 ASCII letters, digits, underscores, hyphens or dots`);
+  }
+  return id;
+}
+
+/** Answers the configured id, else the one kept in `<stateDir>/node-id`, else a new `node-<hex>` kept there. */
+export async function ensureNodeId(stateDir: string, configured: string | undefined): Promise<string> {
+  if (configured !== undefined) return checkNodeId(configured, 'node.id');
+  const file = join(stateDir, 'node-id');
+  try {
+    return checkNodeId((await readFile(file, 'utf8')).trim(), file);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+  }
+  const id = `node-${randomBytes(4).toString('hex')}`;
+  await mkdir(stateDir, { recursive: true, mode: 0o700 });
+  await writeFile(file, `${id}\n`, { mode: 0o600, flag: 'wx' });
+  return id;
+}

@@ -1,0 +1,8 @@
+// GET /.well-known/svc/health (spec 1): public, answers the health document.
+
+import type { FastifyInstance } from 'fastify';
+import type { NodeContext } from '../context.ts';
+
+export function healthRoutes(app: FastifyInstance, ctx: NodeContext): void {
+  app.get('/.well-known/svc/health', async () => ({ ok: true, version: ctx.version, node: ctx.nodeId }));
+}

@@ -1,0 +1,68 @@
+// The node API's HTTP server (spec 1 "Endpoints", "Problem document", "Errors"): Fastify
+// with one JSON parser bounded by `api.jsonBytes`, every failure a problem document, and
+// route plugins registered per concern.
+
+import Fastify, { type FastifyError, type FastifyInstance } from 'fastify';
+import { PROBLEM_CONTENT_TYPE, Problem, isProblem } from '../problem.ts';
+import type { NodeContext } from './context.ts';
+import { healthRoutes } from './routes/health.ts';
+
+/** A route plugin: registers one concern's routes against the shared context. */
+export type RoutePlugin = (app: FastifyInstance, ctx: NodeContext) => void | Promise<void>;
+
+const routePlugins: RoutePlugin[] = [healthRoutes];
+
+/** Builds the server with every route plugin; the caller listens. */
+export async function buildServer(ctx: NodeContext, plugins: RoutePlugin[] = routePlugins): Promise<FastifyInstance> {
+  const app = Fastify({
+    logger: false,
+    bodyLimit: ctx.settings.api.jsonBytes,
+    forceCloseConnections: true,
+    return503OnClosing: true,
+  });
+  installJsonParser(app, ctx.settings.api.jsonBytes);
+  app.setErrorHandler((err, request, reply) => {
+    const problem = toProblem(err);
+    if (problem.status >= 500 && !isProblem(err)) ctx.log.error({ err, url: request.url }, 'request failed');
+    return reply.code(problem.status).headers(problem.headers).type(PROBLEM_CONTENT_TYPE).send(JSON.stringify(problem));
+  });
+  app.setNotFoundHandler((request, reply) => {
+    const problem = new Problem('not-found', 'No such route', `${request.method} ${request.url.split('?')[0]} is not a route of this node`);
+    return reply.code(404).type(PROBLEM_CONTENT_TYPE).send(JSON.stringify(problem));
+  });
+  for (const plugin of plugins) await plugin(app, ctx);
+  return app;
+}
+
+/** JSON control bodies: bounded, and malformed JSON is `invalid-input`, never a 500. */
+function installJsonParser(app: FastifyInstance, limit: number): void {
+  app.removeContentTypeParser('application/json');
+  app.addContentTypeParser(/^application\/([a-z0-9.+-]+\+)?json$/, { parseAs: 'string', bodyLimit: limit }, (_req, body, done) => {
+    const text = body as string;
+    if (text.trim() === '') return done(null, undefined);
+    try {
+      done(null, JSON.parse(text));
+    } catch {
+      done(new Problem('invalid-input', 'Malformed JSON body', 'the request body is not valid JSON'), undefined);
+    }
+  });
+}
+
+/** Maps anything thrown in a handler to the problem it answers with. */
+export function toProblem(err: unknown): Problem {
+  if (isProblem(err)) return err;
+  const fastifyError = err as FastifyError;
+  switch (fastifyError.code) {
+    case 'FST_ERR_CTP_BODY_TOO_LARGE':
+      return new Problem('resource-limit', 'Request body too large', 'the body is over the api.jsonBytes limit (--json-bytes)');
+    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
+      return new Problem('invalid-input', 'Unsupported content type', 'send application/json');
+    case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
+      return new Problem('invalid-input', 'Invalid content-length', 'the content-length does not match the body');
+  }
+  const status = fastifyError.statusCode;
+  if (typeof status === 'number' && status >= 400 && status < 500) {
+    return new Problem('invalid-input', 'Malformed request', fastifyError.message);
+  }
+  return new Problem('internal', 'Internal error', 'the node failed to answer; see its log');
+}
