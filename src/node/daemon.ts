@@ -12,6 +12,21 @@ import type { NodeContext } from './context.ts';
 import { ensureNodeId } from './node-id.ts';
 import { buildServer } from './server.ts';
 
+/**
+ * A background part of the daemon (heartbeat, lease, reconcile loop, supervisor...).
+ * Started in list order once the bucket is open, stopped in reverse order.
+ */
+export interface DaemonService {
+  name: string;
+  start(ctx: NodeContext): Promise<void>;
+  stop(): Promise<void>;
+}
+
+/** Builds the daemon's services for one context; each concern adds its own here. */
+function buildServices(_ctx: NodeContext): DaemonService[] {
+  return [];
+}
+
 /** A started daemon. */
 export interface Daemon {
   ctx: NodeContext;
@@ -33,9 +48,25 @@ export async function startDaemon(settings: Settings): Promise<Daemon> {
     throw err;
   }
   const ctx: NodeContext = { settings, store, nodeId, version: SVC_VERSION, log };
+  const services = buildServices(ctx);
+  const started: DaemonService[] = [];
+  const stopServices = async () => {
+    for (const service of started.reverse()) await service.stop();
+  };
   const server = await buildServer(ctx);
+  try {
+    for (const service of services) {
+      await service.start(ctx);
+      started.push(service);
+    }
+    const [host, port] = splitHostPort(settings.node.listen);
+    await server.listen({ host, port });
+  } catch (err) {
+    await stopServices();
+    await store.close();
+    throw err;
+  }
   const [host, port] = splitHostPort(settings.node.listen);
-  await server.listen({ host, port });
   const address = server.server.address();
   const boundPort = typeof address === 'object' && address ? address.port : port;
   const url = `http://${host.includes(':') ? `[${host}]` : host}:${boundPort}`;
@@ -46,6 +77,7 @@ export async function startDaemon(settings: Settings): Promise<Daemon> {
     server,
     async stop() {
       await server.close();
+      await stopServices();
       await store.close();
     },
   };
