@@ -1,0 +1,97 @@
+// The typed registry records svc keeps in the bucket (spec 1 "Resources and their fields";
+// DESIGN.md "Proposed bucket layout"). Keys are in keys.ts. Every record carries `v: 1`.
+
+/** How many nodes run an application: every eligible node, or a fixed count. */
+export type Replicas = 'all' | number;
+
+/** One application (spec 1 "ApplicationRecord"); created by its first deploy. */
+export interface ApplicationRecord {
+  v: 1;
+  name: string;
+  createdAt: string;
+  updatedAt: string;
+  /** Fleet-owned labels; removed from a non-admin's view. */
+  labels: Record<string, string>;
+  /** Visible to every caller. */
+  blocked: boolean;
+  /** Present while retired; unretire is allowed until `graceUntil`. */
+  retired?: { at: string; by: string; graceUntil: string };
+  /** Node labels a placement must match; null places anywhere. */
+  selector: Record<string, string> | null;
+  replicas: Replicas;
+  /** Claimed custom hosts, sorted. */
+  domains: string[];
+  /** The subset of `domains` claimed with their subdomains, sorted. */
+  wildcardDomains: string[];
+  /** The deployment the last successful deploy produced, when known. */
+  deployment?: string;
+}
+
+/** A custom domain claim at `_svc/domains/<host>.json`; its referent is the application. */
+export interface DomainClaim {
+  v: 1;
+  host: string;
+  application: string;
+  wildcard: boolean;
+  claimedAt: string;
+  by: string;
+}
+
+/** What the supervisor reports for one runtime process (spec 1 "ProcessStatus"). */
+export interface ProcessStatus {
+  application: string;
+  port: number;
+  /** `cell --version` of the executable that runs it. */
+  runtimeVersion: string;
+  ready: boolean;
+  state: 'starting' | 'ready' | 'crashloop' | 'stopping';
+  restarts: number;
+  pid?: number;
+}
+
+/** A node's registry record at `_svc/fleet/nodes/<id>.json`, rewritten on every heartbeat. */
+export interface NodeRecord {
+  v: 1;
+  id: string;
+  /** `host:port` other nodes and ingresses reach the daemon at. */
+  advertise: string;
+  listen: string;
+  labels: Record<string, string>;
+  versions: { svc: string; cell?: string };
+  state: 'starting' | 'ready' | 'draining';
+  /** Wall-clock time of the last heartbeat, ms since the epoch. */
+  beatMs: number;
+  startedAt: string;
+  processes: ProcessStatus[];
+}
+
+/** The coordinator lease at `_svc/fleet/coordinator.json` (spec 1 "CoordinatorLease"). */
+export interface CoordinatorLease {
+  v: 1;
+  node: string;
+  /** Incremented on every change of holder; never reused. */
+  fence: number;
+  acquiredAt: string;
+  /** Changes on every renewal, so that the object's ETag does too. */
+  renewedAt: string;
+  /** ms since the epoch. */
+  expiresMs: number;
+}
+
+/** The coordinator's placement decision for one application. */
+export interface PlacementRecord {
+  v: 1;
+  application: string;
+  nodes: string[];
+  /** Fence of the lease the decision was taken under. */
+  fence: number;
+  decidedAt: string;
+}
+
+/** The fleet freeze (spec 1 "FreezeRecord"). */
+export interface FreezeRecord {
+  v: 1;
+  frozenAt: string;
+  by: string;
+  reason?: string;
+}
