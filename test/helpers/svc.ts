@@ -1,0 +1,145 @@
+// Starts real `bin/svc` processes for integration tests: `sail` nodes on loopback and
+// one-shot CLI runs. No sleeps: readiness is the daemon's own "listening on" line.
+
+import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+
+export const SVC_BIN = resolve(import.meta.dirname, '..', '..', 'bin', 'svc');
+
+/** A fresh temporary directory. */
+export function tempDir(prefix = 'svc-test-'): string {
+  return mkdtempSync(join(tmpdir(), prefix));
+}
+
+/** A loopback port nothing listens on right now. */
+export async function freePort(): Promise<number> {
+  return new Promise((resolvePort, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      const port = typeof address === 'object' && address ? address.port : 0;
+      server.close(() => resolvePort(port));
+    });
+  });
+}
+
+/** The outcome of one CLI run. */
+export interface RunResult {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs `svc <args>` to completion. */
+export function runSvc(
+  args: string[],
+  options: { env?: NodeJS.ProcessEnv; cwd?: string; input?: string; timeoutMs?: number } = {},
+): Promise<RunResult> {
+  return new Promise((resolveRun, reject) => {
+    const child = spawn(process.execPath, [SVC_BIN, ...args], {
+      cwd: options.cwd,
+      env: { ...process.env, ...options.env },
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (chunk) => {
+      stdout += chunk;
+    });
+    child.stderr.on('data', (chunk) => {
+      stderr += chunk;
+    });
+    const timer = setTimeout(() => child.kill('SIGKILL'), options.timeoutMs ?? 30_000);
+    child.on('error', reject);
+    child.on('close', (code) => {
+      clearTimeout(timer);
+      resolveRun({ code, stdout, stderr });
+    });
+    child.stdin.end(options.input ?? '');
+  });
+}
+
+/** A running `svc sail`. */
+export interface SailProcess {
+  url: string;
+  nodeId: string;
+  listen: string;
+  stateDir: string;
+  child: ChildProcess;
+  /** Everything the daemon wrote to stderr so far (its JSON log). */
+  log(): string;
+  /** SIGTERM, then wait for exit; answers the exit code. */
+  stop(signal?: NodeJS.Signals): Promise<number | null>;
+}
+
+/**
+ * Starts `svc sail` with the given extra flags on a free loopback port and a fresh state
+ * directory (unless given), and resolves once it prints its listening line.
+ */
+export async function startSail(
+  flags: string[] = [],
+  options: { env?: NodeJS.ProcessEnv; stateDir?: string; port?: number; timeoutMs?: number } = {},
+): Promise<SailProcess> {
+  const port = options.port ?? (await freePort());
+  const stateDir = options.stateDir ?? tempDir('svc-node-');
+  const listen = `127.0.0.1:${port}`;
+  const child = spawn(process.execPath, [SVC_BIN, 'sail', '--listen', listen, '--state-dir', stateDir, ...flags], {
+    env: { ...process.env, SVC_LOG_LEVEL: process.env.SVC_LOG_LEVEL ?? 'warn', ...options.env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let stderr = '';
+  child.stderr!.on('data', (chunk) => {
+    stderr += chunk;
+  });
+  const exited = new Promise<number | null>((resolveExit) => child.on('exit', (code) => resolveExit(code)));
+  const line = await new Promise<string>((resolveLine, reject) => {
+    let stdout = '';
+    const timer = setTimeout(() => reject(new Error(`svc sail did not start in time:\n${stderr}`)), options.timeoutMs ?? 30_000);
+    child.stdout!.on('data', (chunk) => {
+      stdout += chunk;
+      const match = /svc \S+ listening on \S+ as node "[^"]+"/.exec(stdout);
+      if (match) {
+        clearTimeout(timer);
+        resolveLine(match[0]);
+      }
+    });
+    exited.then((code) => {
+      clearTimeout(timer);
+      reject(new Error(`svc sail exited with ${code} before listening:\n${stderr}`));
+    });
+  });
+  const [, url, nodeId] = /listening on (\S+) as node "([^"]+)"/.exec(line)!;
+  return {
+    url: url!,
+    nodeId: nodeId!,
+    listen,
+    stateDir,
+    child,
+    log: () => stderr,
+    async stop(signal = 'SIGTERM') {
+      if (child.exitCode !== null || child.signalCode !== null) return child.exitCode;
+      child.kill(signal);
+      return exited;
+    },
+  };
+}
+
+/** Polls `check` until it answers a truthy value or the deadline passes. */
+export async function waitFor<T>(check: () => Promise<T> | T, what: string, timeoutMs = 15_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let lastError: unknown;
+  while (Date.now() < deadline) {
+    try {
+      const value = await check();
+      if (value) return value;
+    } catch (err) {
+      lastError = err;
+    }
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error(`timed out waiting for ${what}${lastError ? `: ${String(lastError)}` : ''}`);
+}
