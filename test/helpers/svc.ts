@@ -7,6 +7,12 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 
+/** Deadlines (never sleeps): how long a CLI run or a daemon start may take. */
+const RUN_DEADLINE_MS = 30_000;
+const START_DEADLINE_MS = 30_000;
+const WAIT_DEADLINE_MS = 15_000;
+const POLL_EVERY_MS = 50;
+
 export const SVC_BIN = resolve(import.meta.dirname, '..', '..', 'bin', 'svc');
 
 /** A fresh temporary directory. */
@@ -53,7 +59,7 @@ export function runSvc(
     child.stderr.on('data', (chunk) => {
       stderr += chunk;
     });
-    const timer = setTimeout(() => child.kill('SIGKILL'), options.timeoutMs ?? 30_000);
+    const timer = setTimeout(() => child.kill('SIGKILL'), options.timeoutMs ?? RUN_DEADLINE_MS);
     child.on('error', reject);
     child.on('close', (code) => {
       clearTimeout(timer);
@@ -98,7 +104,7 @@ export async function startSail(
   const exited = new Promise<number | null>((resolveExit) => child.on('exit', (code) => resolveExit(code)));
   const line = await new Promise<string>((resolveLine, reject) => {
     let stdout = '';
-    const timer = setTimeout(() => reject(new Error(`svc sail did not start in time:\n${stderr}`)), options.timeoutMs ?? 30_000);
+    const timer = setTimeout(() => reject(new Error(`svc sail did not start in time:\n${stderr}`)), options.timeoutMs ?? START_DEADLINE_MS);
     child.stdout!.on('data', (chunk) => {
       stdout += chunk;
       const match = /svc \S+ listening on \S+ as node "[^"]+"/.exec(stdout);
@@ -129,7 +135,7 @@ export async function startSail(
 }
 
 /** Polls `check` until it answers a truthy value or the deadline passes. */
-export async function waitFor<T>(check: () => Promise<T> | T, what: string, timeoutMs = 15_000): Promise<T> {
+export async function waitFor<T>(check: () => Promise<T> | T, what: string, timeoutMs = WAIT_DEADLINE_MS): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   let lastError: unknown;
   while (Date.now() < deadline) {
@@ -139,7 +145,7 @@ export async function waitFor<T>(check: () => Promise<T> | T, what: string, time
     } catch (err) {
       lastError = err;
     }
-    await new Promise((r) => setTimeout(r, 50));
+    await new Promise((r) => setTimeout(r, POLL_EVERY_MS));
   }
   throw new Error(`timed out waiting for ${what}${lastError ? `: ${String(lastError)}` : ''}`);
 }
