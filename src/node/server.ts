@@ -2,7 +2,7 @@
 // with one JSON parser bounded by `api.jsonBytes`, every failure a problem document, and
 // route plugins registered per concern.
 
-import Fastify, { type FastifyError, type FastifyInstance } from 'fastify';
+import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply } from 'fastify';
 import { PROBLEM_CONTENT_TYPE, Problem, isProblem } from '../problem.ts';
 import type { NodeContext } from './context.ts';
 import { healthRoutes } from './routes/health.ts';
@@ -24,14 +24,23 @@ export async function buildServer(ctx: NodeContext, plugins: RoutePlugin[] = rou
   app.setErrorHandler((err, request, reply) => {
     const problem = toProblem(err);
     if (problem.status >= 500 && !isProblem(err)) ctx.log.error({ err, url: request.url }, 'request failed');
-    return reply.code(problem.status).headers(problem.headers).type(PROBLEM_CONTENT_TYPE).send(JSON.stringify(problem));
+    return sendProblem(reply, problem);
   });
   app.setNotFoundHandler((request, reply) => {
     const problem = new Problem('not-found', 'No such route', `${request.method} ${request.url.split('?')[0]} is not a route of this node`);
-    return reply.code(404).type(PROBLEM_CONTENT_TYPE).send(JSON.stringify(problem));
+    return sendProblem(reply, problem);
   });
   for (const plugin of plugins) await plugin(app, ctx);
   return app;
+}
+
+/** Answers a problem document with exactly `application/problem+json` (a Buffer keeps Fastify from adding a charset). */
+export function sendProblem(reply: FastifyReply, problem: Problem): FastifyReply {
+  return reply
+    .code(problem.status)
+    .headers(problem.headers)
+    .header('content-type', PROBLEM_CONTENT_TYPE)
+    .send(Buffer.from(JSON.stringify(problem)));
 }
 
 /** JSON control bodies: bounded, and malformed JSON is `invalid-input`, never a 500. */
