@@ -3,17 +3,21 @@
 // route plugins registered per concern.
 
 import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply } from 'fastify';
-import { PROBLEM_CONTENT_TYPE, Problem, isProblem } from '../problem.ts';
+import { ingressRoutes } from '../ingress/routes.ts';
+import { isProblem, PROBLEM_CONTENT_TYPE, Problem } from '../problem.ts';
 import type { NodeContext } from './context.ts';
 import { healthRoutes } from './routes/health.ts';
 
 /** A route plugin: registers one concern's routes against the shared context. */
 export type RoutePlugin = (app: FastifyInstance, ctx: NodeContext) => void | Promise<void>;
 
-const routePlugins: RoutePlugin[] = [healthRoutes];
+const routePlugins: RoutePlugin[] = [healthRoutes, ingressRoutes];
 
 /** Builds the server with every route plugin; the caller listens. */
-export async function buildServer(ctx: NodeContext, plugins: RoutePlugin[] = routePlugins): Promise<FastifyInstance> {
+export async function buildServer(
+  ctx: NodeContext,
+  plugins: RoutePlugin[] = routePlugins,
+): Promise<FastifyInstance> {
   const app = Fastify({
     logger: false,
     bodyLimit: ctx.settings.api.jsonBytes,
@@ -27,7 +31,11 @@ export async function buildServer(ctx: NodeContext, plugins: RoutePlugin[] = rou
     return sendProblem(reply, problem);
   });
   app.setNotFoundHandler((request, reply) => {
-    const problem = new Problem('not-found', 'No such route', `${request.method} ${request.url.split('?')[0]} is not a route of this node`);
+    const problem = new Problem(
+      'not-found',
+      'No such route',
+      `${request.method} ${request.url.split('?')[0]} is not a route of this node`,
+    );
     return sendProblem(reply, problem);
   });
   for (const plugin of plugins) await plugin(app, ctx);
@@ -46,15 +54,22 @@ export function sendProblem(reply: FastifyReply, problem: Problem): FastifyReply
 /** JSON control bodies: bounded, and malformed JSON is `invalid-input`, never a 500. */
 function installJsonParser(app: FastifyInstance, limit: number): void {
   app.removeContentTypeParser('application/json');
-  app.addContentTypeParser(/^application\/([a-z0-9.+-]+\+)?json$/, { parseAs: 'string', bodyLimit: limit }, (_req, body, done) => {
-    const text = body as string;
-    if (text.trim() === '') return done(null, undefined);
-    try {
-      done(null, JSON.parse(text));
-    } catch {
-      done(new Problem('invalid-input', 'Malformed JSON body', 'the request body is not valid JSON'), undefined);
-    }
-  });
+  app.addContentTypeParser(
+    /^application\/([a-z0-9.+-]+\+)?json$/,
+    { parseAs: 'string', bodyLimit: limit },
+    (_req, body, done) => {
+      const text = body as string;
+      if (text.trim() === '') return done(null, undefined);
+      try {
+        done(null, JSON.parse(text));
+      } catch {
+        done(
+          new Problem('invalid-input', 'Malformed JSON body', 'the request body is not valid JSON'),
+          undefined,
+        );
+      }
+    },
+  );
 }
 
 /** Maps anything thrown in a handler to the problem it answers with. */
@@ -63,11 +78,19 @@ export function toProblem(err: unknown): Problem {
   const fastifyError = err as FastifyError;
   switch (fastifyError.code) {
     case 'FST_ERR_CTP_BODY_TOO_LARGE':
-      return new Problem('resource-limit', 'Request body too large', 'the body is over the api.jsonBytes limit (--json-bytes)');
+      return new Problem(
+        'resource-limit',
+        'Request body too large',
+        'the body is over the api.jsonBytes limit (--json-bytes)',
+      );
     case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
       return new Problem('invalid-input', 'Unsupported content type', 'send application/json');
     case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
-      return new Problem('invalid-input', 'Invalid content-length', 'the content-length does not match the body');
+      return new Problem(
+        'invalid-input',
+        'Invalid content-length',
+        'the content-length does not match the body',
+      );
   }
   const status = fastifyError.statusCode;
   if (typeof status === 'number' && status >= 400 && status < 500) {
