@@ -19,7 +19,7 @@ export function settingsDocument(): string {
     'Pair settings (`key=value`) repeat their flag; in the environment `SVC_NODE_LABELS` is comma- or',
     'newline-separated and `SVC_CELL_ENV` newline-separated (values may hold commas). A malformed value is',
     'refused with `invalid-input` naming the setting and where it came from; an unknown key in the file too.',
-    'The file may also hold `remote`, the CLI\'s remote pin.',
+    "The file may also hold `remote`, the CLI's remote pin.",
     '',
     '| Setting (file path) | Flag | Environment | Default | Meaning |',
     '| --- | --- | --- | --- | --- |',
@@ -30,11 +30,13 @@ export function settingsDocument(): string {
       spec.path === 'node.stateDir'
         ? '`$XDG_STATE_HOME/svc` (`~/.local/state/svc`)'
         : spec.path === 'runtime.cellBin'
-          ? "`runtime/bin/cell` of this checkout"
+          ? '`runtime/bin/cell` of this checkout'
           : value === undefined
             ? 'unset'
             : `\`${JSON.stringify(value)}\``;
-    lines.push(`| \`${spec.path}\` | \`--${spec.flag}\` | \`${spec.env}\` | ${shown} | ${spec.help.replaceAll('|', '\\|')} |`);
+    lines.push(
+      `| \`${spec.path}\` | \`--${spec.flag}\` | \`${spec.env}\` | ${shown} | ${spec.help.replaceAll('|', '\\|')} |`,
+    );
   }
   return `${lines.join('\n')}\n`;
 }

@@ -39,7 +39,8 @@ export function buildProgram(): Command {
   ]) {
     register(program);
   }
-  for (const command of allCommands(program)) command.exitOverride().configureOutput({ outputError: () => {} });
+  for (const command of allCommands(program))
+    command.exitOverride().configureOutput({ outputError: () => {} });
   return program;
 }
 
@@ -72,7 +73,9 @@ export async function main(argv: string[]): Promise<number> {
     if (err instanceof CommanderError) {
       if (err.exitCode === 0) return 0;
       const message = err.message.replace(/^error: /, '');
-      process.stderr.write(`${renderFailureLine(new Problem('invalid-input', 'Invalid command line', message))}\n`);
+      process.stderr.write(
+        `${renderFailureLine(new Problem('invalid-input', 'Invalid command line', message))}\n`,
+      );
       return 1;
     }
     process.stderr.write(`${renderFailureLine(err)}\n`);

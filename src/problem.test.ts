@@ -42,13 +42,23 @@ test('the CLI failure line follows spec 3 "Exit behaviour"', () => {
     renderFailureLine(new Problem('not-found', 'Node is not answering', 'http://x')),
     'svc: Node is not answering: http://x [urn:svc:not-found]',
   );
-  assert.equal(renderFailureLine(new Problem('draining', 'No node is coordinating')), 'svc: No node is coordinating [urn:svc:draining]');
-  const chain = new Error('a', { cause: new Error('b', { cause: new Error('c', { cause: new Error('d', { cause: new Error('e', { cause: new Error('f') }) }) }) }) });
+  assert.equal(
+    renderFailureLine(new Problem('draining', 'No node is coordinating')),
+    'svc: No node is coordinating [urn:svc:draining]',
+  );
+  const chain = new Error('a', {
+    cause: new Error('b', {
+      cause: new Error('c', { cause: new Error('d', { cause: new Error('e', { cause: new Error('f') }) }) }),
+    }),
+  });
   assert.equal(renderFailureLine(chain), 'svc: unexpected failure: a: b: c: d: e');
 });
 
 test('a node problem document is re-rendered with the node code', () => {
-  const problem = Problem.fromDocument({ type: 'urn:svc:deploys-frozen', title: 'Deploys are frozen', status: 409 }, 409);
+  const problem = Problem.fromDocument(
+    { type: 'urn:svc:deploys-frozen', title: 'Deploys are frozen', status: 409 },
+    409,
+  );
   assert.equal(problem.code, 'deploys-frozen');
   assert.equal(renderFailureLine(problem), 'svc: Deploys are frozen [urn:svc:deploys-frozen]');
   const odd = Problem.fromDocument({ type: 'urn:svc:future-code', title: 'New', status: 418 }, 418);

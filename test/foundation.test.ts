@@ -4,13 +4,26 @@
 
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { type SailProcess, freePort, runSvc, startSail, tempDir } from './helpers/svc.ts';
+import { freePort, runSvc, type SailProcess, startSail, tempDir } from './helpers/svc.ts';
 
 test('svc --help lists the top-level commands in the spec order', async () => {
   const { code, stdout } = await runSvc(['--help']);
   assert.equal(code, 0);
   const names = [...stdout.matchAll(/^ {2}([a-z]+)\b/gm)].map((m) => m[1]).filter((n) => n !== 'help');
-  assert.deepEqual(names, ['sail', 'health', 'remote', 'operator', 'fleet', 'app', 'deploy', 'deployment', 'trust', 'metrics', 'traces', 'wg']);
+  assert.deepEqual(names, [
+    'sail',
+    'health',
+    'remote',
+    'operator',
+    'fleet',
+    'app',
+    'deploy',
+    'deployment',
+    'trust',
+    'metrics',
+    'traces',
+    'wg',
+  ]);
   assert.doesNotMatch(stdout, /\bup\b|\bkeygen\b/, 'hidden aliases stay hidden');
 });
 
@@ -24,7 +37,10 @@ test('svc up prints a deprecation line, then runs sail', async () => {
 test('malformed settings are refused naming the setting and the source', async () => {
   const fromEnv = await runSvc(['sail'], { env: { SVC_REGISTRY_RESYNC_MS: 'soon' } });
   assert.equal(fromEnv.code, 1);
-  assert.match(fromEnv.stderr, /^svc: Invalid setting registry\.resyncMs: SVC_REGISTRY_RESYNC_MS: .*\[urn:svc:invalid-input\]\n$/);
+  assert.match(
+    fromEnv.stderr,
+    /^svc: Invalid setting registry\.resyncMs: SVC_REGISTRY_RESYNC_MS: .*\[urn:svc:invalid-input\]\n$/,
+  );
   const fromFlag = await runSvc(['sail', '--listen', 'nowhere']);
   assert.match(fromFlag.stderr, /Invalid setting node\.listen/);
 });
@@ -32,7 +48,10 @@ test('malformed settings are refused naming the setting and the source', async (
 test('an unknown flag is an invalid-input line, exit 1', async () => {
   const { code, stderr } = await runSvc(['sail', '--no-such-flag']);
   assert.equal(code, 1);
-  assert.match(stderr, /^svc: Invalid command line: unknown option '--no-such-flag' \[urn:svc:invalid-input\]/);
+  assert.match(
+    stderr,
+    /^svc: Invalid command line: unknown option '--no-such-flag' \[urn:svc:invalid-input\]/,
+  );
 });
 
 test('svc health against a stopped node fails with the spec line', async () => {
@@ -40,7 +59,10 @@ test('svc health against a stopped node fails with the spec line', async () => {
   const { code, stdout, stderr } = await runSvc(['health', '--listen', `127.0.0.1:${port}`]);
   assert.equal(code, 1);
   assert.equal(stdout, '');
-  assert.equal(stderr, `svc: Node is not answering: nothing answered at http://127.0.0.1:${port}/.well-known/svc/health within 2 s [urn:svc:not-found]\n`);
+  assert.equal(
+    stderr,
+    `svc: Node is not answering: nothing answered at http://127.0.0.1:${port}/.well-known/svc/health within 2 s [urn:svc:not-found]\n`,
+  );
 });
 
 describe('a running node', () => {

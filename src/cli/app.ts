@@ -12,16 +12,26 @@ function appCommand(parent: Command, name: string, description: string, bucketPa
 }
 
 export function registerApp(program: Command): void {
-  const app = program.command('app').description('Applications: show, block, label, retire, place, domains, delete');
-  appCommand(app, 'list', 'List applications', false).option('--json', 'Print JSON').action(notBuilt('svc app list'));
-  appCommand(app, 'show', 'Show one application', false).option('--json', 'Print JSON').action(notBuilt('svc app show'));
-  appCommand(app, 'block', 'Stop serving and deploying an application (admin)', false).action(notBuilt('svc app block'));
+  const app = program
+    .command('app')
+    .description('Applications: show, block, label, retire, place, domains, delete');
+  appCommand(app, 'list', 'List applications', false)
+    .option('--json', 'Print JSON')
+    .action(notBuilt('svc app list'));
+  appCommand(app, 'show', 'Show one application', false)
+    .option('--json', 'Print JSON')
+    .action(notBuilt('svc app show'));
+  appCommand(app, 'block', 'Stop serving and deploying an application (admin)', false).action(
+    notBuilt('svc app block'),
+  );
   appCommand(app, 'unblock', 'Lift a block (admin)', false).action(notBuilt('svc app unblock'));
   appCommand(app, 'label', 'Replace every label; no pairs clears them (admin)', false)
     .argument('[pairs...]', 'key=value labels')
     .action(notBuilt('svc app label'));
   appCommand(app, 'retire', 'Retire an application', true).action(notBuilt('svc app retire'));
-  appCommand(app, 'unretire', 'Undo a retirement during its grace period', true).action(notBuilt('svc app unretire'));
+  appCommand(app, 'unretire', 'Undo a retirement during its grace period', true).action(
+    notBuilt('svc app unretire'),
+  );
   appCommand(app, 'selector', 'Constrain placement by node labels', true)
     .option('--set <pair>', 'key=value; repeatable', repeatable)
     .option('--clear', 'Remove the constraint')
@@ -39,7 +49,9 @@ export function registerApp(program: Command): void {
     .argument('<host>', 'Host to release')
     .option('--json', 'Print JSON')
     .action(notBuilt('svc app domain remove'));
-  appCommand(domain, 'list', 'List claimed domains', true).option('--json', 'Print JSON').action(notBuilt('svc app domain list'));
+  appCommand(domain, 'list', 'List claimed domains', true)
+    .option('--json', 'Print JSON')
+    .action(notBuilt('svc app domain list'));
   appCommand(app, 'delete', 'Delete a retired application', true)
     .option('--force', 'Skip the retirement and grace requirements')
     .action(notBuilt('svc app delete'));

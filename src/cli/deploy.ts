@@ -27,7 +27,10 @@ export function registerDeploy(program: Command): void {
 
 export function registerDeployment(program: Command): void {
   const deployment = program.command('deployment').description('Runtime deployments in the bucket');
-  addNameFlags(addBucketFlags(deployment.command('prune').description('Delete old deployments of one application')), true)
+  addNameFlags(
+    addBucketFlags(deployment.command('prune').description('Delete old deployments of one application')),
+    true,
+  )
     .option('--keep <n>', 'Newest deployments kept', '10')
     .option('--older-than <age>', '30d, 12h, 45m, whole seconds, or 0', '24h')
     .option('--yes', 'Delete without asking')

@@ -4,7 +4,7 @@
 
 import { type Command, Option } from 'commander';
 import { loadConfigFile } from '../config/file.ts';
-import { type SettingSpec, type Settings, resolveSettings, settingSpecs } from '../config/settings.ts';
+import { resolveSettings, type SettingSpec, type Settings, settingSpecs } from '../config/settings.ts';
 import { Problem } from '../problem.ts';
 
 /** Collector for repeatable flags: each occurrence appends. */
@@ -48,7 +48,8 @@ export function addSettingFlags(command: Command, flags: readonly string[]): Com
 
 /** Declares the remote flags (spec 3 "Remote flags"). */
 export function addRemoteFlags(command: Command, options: { config?: boolean } = {}): Command {
-  if (options.config !== false) command.option('--config <file>', 'Path to svc.config.jsonc, read for its `remote` pin');
+  if (options.config !== false)
+    command.option('--config <file>', 'Path to svc.config.jsonc, read for its `remote` pin');
   command.option('--remote <name>', "Remote out of the operator's home [env SVC_REMOTE]");
   command.option('--node <url>', "Node to reach instead of the remote's first endpoint");
   command.option('--key <key>', 'Key file, portable file, or inline base64: value [env SVC_OPERATOR_KEY]');
@@ -69,7 +70,10 @@ export function addNameFlags(command: Command, required: boolean): Command {
  * file. Only the settings the command declares are read from flags; the rest still come
  * from environment and file, so `svc health` finds the listen address `sail` would use.
  */
-export function settingsFromCommand(flags: Record<string, unknown>, env: NodeJS.ProcessEnv = process.env): Settings {
+export function settingsFromCommand(
+  flags: Record<string, unknown>,
+  env: NodeJS.ProcessEnv = process.env,
+): Settings {
   const file = loadConfigFile(flags.config as string | undefined, env);
   return resolveSettings({ flags, env, file: file.data, filePath: file.path });
 }
@@ -77,6 +81,10 @@ export function settingsFromCommand(flags: Record<string, unknown>, env: NodeJS.
 /** The refusal for a command whose implementation has not landed yet. */
 export function notBuilt(commandPath: string): () => never {
   return () => {
-    throw new Problem('capability-missing', 'Command not available', `\`${commandPath}\` is not built in this release of svc`);
+    throw new Problem(
+      'capability-missing',
+      'Command not available',
+      `\`${commandPath}\` is not built in this release of svc`,
+    );
   };
 }

@@ -11,5 +11,7 @@ export function registerFleet(program: Command): void {
   addRemoteFlags(fleet.command('freeze').description('Refuse deploys fleet-wide (admin)'))
     .option('--reason <line>', 'Why, at most 200 characters on one line')
     .action(notBuilt('svc fleet freeze'));
-  addRemoteFlags(fleet.command('unfreeze').description('Accept deploys again (admin)')).action(notBuilt('svc fleet unfreeze'));
+  addRemoteFlags(fleet.command('unfreeze').description('Accept deploys again (admin)')).action(
+    notBuilt('svc fleet unfreeze'),
+  );
 }

@@ -46,8 +46,18 @@ export async function checkHealth(url: string): Promise<unknown> {
     body = undefined;
   }
   const doc = body as { ok?: unknown; version?: unknown; node?: unknown } | undefined;
-  if (!response.ok || !doc || doc.ok !== true || typeof doc.version !== 'string' || typeof doc.node !== 'string') {
-    throw new Problem('not-found', 'Node is not healthy', `${url} answered ${response.status} without a healthy health document`);
+  if (
+    !response.ok ||
+    !doc ||
+    doc.ok !== true ||
+    typeof doc.version !== 'string' ||
+    typeof doc.node !== 'string'
+  ) {
+    throw new Problem(
+      'not-found',
+      'Node is not healthy',
+      `${url} answered ${response.status} without a healthy health document`,
+    );
   }
   return body;
 }

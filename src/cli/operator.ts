@@ -4,7 +4,9 @@ import type { Command } from 'commander';
 import { addBucketFlags, addRemoteFlags, notBuilt, repeatable } from './flags.ts';
 
 export function registerOperator(program: Command): void {
-  const operator = program.command('operator').description('Operator keys: create, enroll, rotate, revoke, list');
+  const operator = program
+    .command('operator')
+    .description('Operator keys: create, enroll, rotate, revoke, list');
   addBucketFlags(
     operator
       .command('keygen')
@@ -33,5 +35,7 @@ export function registerOperator(program: Command): void {
   addRemoteFlags(operator.command('revoke').description('Stop trusting a key'))
     .requiredOption('--id <id>', 'Key to revoke (not your own)')
     .action(notBuilt('svc operator revoke'));
-  addRemoteFlags(operator.command('list').description('List trusted operator keys')).action(notBuilt('svc operator list'));
+  addRemoteFlags(operator.command('list').description('List trusted operator keys')).action(
+    notBuilt('svc operator list'),
+  );
 }

@@ -16,7 +16,10 @@ export function registerRemote(program: Command): void {
     .option('--config <file>', 'Path to svc.config.jsonc (for --register)')
     .action(notBuilt('svc remote add'));
   remote.command('list').description('List remotes').action(notBuilt('svc remote list'));
-  remote.command('remove <name>').description('Remove a remote and its key if unshared').action(notBuilt('svc remote remove'));
+  remote
+    .command('remove <name>')
+    .description('Remove a remote and its key if unshared')
+    .action(notBuilt('svc remote remove'));
   remote
     .command('export <name>')
     .description('Write a portable self-contained file readable by its owner alone')

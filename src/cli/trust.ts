@@ -10,13 +10,15 @@ export function registerTrust(program: Command): void {
       .requiredOption('--issuer <url>', 'Issuer URL as carried in iss')
       .requiredOption('--subject <pattern>', 'Subject pattern, * matches any run; repeatable', repeatable)
       .option('--audience <aud>', 'Audience', 'svc');
-  subject(addNameFlags(addBucketFlags(trust.command('set').description('Replace the subjects of an issuer')), true)).action(
-    notBuilt('svc trust set'),
+  subject(
+    addNameFlags(addBucketFlags(trust.command('set').description('Replace the subjects of an issuer')), true),
+  ).action(notBuilt('svc trust set'));
+  subject(
+    addNameFlags(addBucketFlags(trust.command('add').description('Add subjects to an issuer')), true),
+  ).action(notBuilt('svc trust add'));
+  addNameFlags(addBucketFlags(trust.command('show').description('Print trusted issuers')), true).action(
+    notBuilt('svc trust show'),
   );
-  subject(addNameFlags(addBucketFlags(trust.command('add').description('Add subjects to an issuer')), true)).action(
-    notBuilt('svc trust add'),
-  );
-  addNameFlags(addBucketFlags(trust.command('show').description('Print trusted issuers')), true).action(notBuilt('svc trust show'));
   addNameFlags(addBucketFlags(trust.command('remove').description('Stop trusting an issuer')), true)
     .requiredOption('--issuer <url>', 'Issuer URL')
     .action(notBuilt('svc trust remove'));

@@ -3,7 +3,16 @@
 import type { Command } from 'commander';
 import { addBucketFlags, addSettingFlags, notBuilt } from './flags.ts';
 
-const wgFlags = ['node-id', 'state-dir', 'transport', 'listen', 'advertise', 'wg-address', 'wg-endpoint', 'wg-port'];
+const wgFlags = [
+  'node-id',
+  'state-dir',
+  'transport',
+  'listen',
+  'advertise',
+  'wg-address',
+  'wg-endpoint',
+  'wg-port',
+];
 
 export function registerWg(program: Command): void {
   const wg = program.command('wg').description('WireGuard tunnel configuration');

@@ -20,7 +20,10 @@ export interface ConfigFile {
  * when it exists. A named file that is missing or malformed is refused; so is a key svc
  * does not know, since a misspelt setting would otherwise be ignored silently.
  */
-export function loadConfigFile(explicit: string | undefined, env: NodeJS.ProcessEnv = process.env): ConfigFile {
+export function loadConfigFile(
+  explicit: string | undefined,
+  env: NodeJS.ProcessEnv = process.env,
+): ConfigFile {
   const named = explicit ?? env.SVC_CONFIG;
   const path = resolve(named ?? DEFAULT_CONFIG_FILE);
   if (!existsSync(path)) {
@@ -37,7 +40,11 @@ export function loadConfigFile(explicit: string | undefined, env: NodeJS.Process
   const data: unknown = parse(text, errors, { allowTrailingComma: true });
   if (errors.length > 0) {
     const first = errors[0]!;
-    throw new Problem('invalid-input', 'Malformed config file', `${path} at offset ${first.offset}: ${printParseErrorCode(first.error)}`);
+    throw new Problem(
+      'invalid-input',
+      'Malformed config file',
+      `${path} at offset ${first.offset}: ${printParseErrorCode(first.error)}`,
+    );
   }
   if (!data || typeof data !== 'object' || Array.isArray(data)) {
     throw new Problem('invalid-input', 'Malformed config file', `${path} must hold a JSON object`);
@@ -52,15 +59,24 @@ const knownGroups = new Set(settingSpecs.map((spec) => spec.path.split('.')[0]))
 function checkKnownKeys(path: string, data: Record<string, unknown>): void {
   for (const [group, value] of Object.entries(data)) {
     if (group === 'remote') {
-      if (typeof value !== 'string') throw new Problem('invalid-input', 'Invalid setting remote', `${path}: expected a remote name`);
+      if (typeof value !== 'string')
+        throw new Problem('invalid-input', 'Invalid setting remote', `${path}: expected a remote name`);
       continue;
     }
     if (!knownGroups.has(group) || !value || typeof value !== 'object' || Array.isArray(value)) {
-      throw new Problem('invalid-input', `Unknown setting ${group}`, `${path}: svc has no setting group "${group}" (see docs/configuration.md)`);
+      throw new Problem(
+        'invalid-input',
+        `Unknown setting ${group}`,
+        `${path}: svc has no setting group "${group}" (see docs/configuration.md)`,
+      );
     }
     for (const name of Object.keys(value)) {
       if (!knownPaths.has(`${group}.${name}`)) {
-        throw new Problem('invalid-input', `Unknown setting ${group}.${name}`, `${path}: see docs/configuration.md for the settings svc reads`);
+        throw new Problem(
+          'invalid-input',
+          `Unknown setting ${group}.${name}`,
+          `${path}: see docs/configuration.md for the settings svc reads`,
+        );
       }
     }
   }

@@ -24,7 +24,10 @@ test('flag beats environment beats file', () => {
   const file = { node: { listen: '127.0.0.1:1001' }, api: { jsonBytes: 10 } };
   assert.equal(resolveWith({}, {}, file).node.listen, '127.0.0.1:1001');
   assert.equal(resolveWith({}, { SVC_LISTEN: '127.0.0.1:1002' }, file).node.listen, '127.0.0.1:1002');
-  assert.equal(resolveWith({ listen: '127.0.0.1:1003' }, { SVC_LISTEN: '127.0.0.1:1002' }, file).node.listen, '127.0.0.1:1003');
+  assert.equal(
+    resolveWith({ listen: '127.0.0.1:1003' }, { SVC_LISTEN: '127.0.0.1:1002' }, file).node.listen,
+    '127.0.0.1:1003',
+  );
   assert.equal(resolveWith({}, { SVC_JSON_BYTES: '20' }, file).api.jsonBytes, 20);
 });
 
@@ -36,7 +39,10 @@ test('an unwritten boolean leaves the decision to environment and file; --no- ne
 });
 
 test('repeatable flags and comma-separated environment lists', () => {
-  const settings = resolveWith({ platformDomains: ['a.test', 'b.test'], nodeLabels: ['zone=x', 'tier=y'] }, {});
+  const settings = resolveWith(
+    { platformDomains: ['a.test', 'b.test'], nodeLabels: ['zone=x', 'tier=y'] },
+    {},
+  );
   assert.deepEqual(settings.platform.domains, ['a.test', 'b.test']);
   assert.deepEqual(settings.node.labels, { zone: 'x', tier: 'y' });
   assert.deepEqual(resolveWith({}, { SVC_INGRESS_TOKEN: 'new,old' }).ingress.token, ['new', 'old']);
@@ -59,7 +65,11 @@ function assertInvalid(fn: () => unknown, setting: string, source: string) {
 
 test('a malformed value is invalid-input naming the setting and its source', () => {
   assertInvalid(() => resolveWith({ jsonBytes: 'lots' }, {}), 'api.jsonBytes', '--json-bytes');
-  assertInvalid(() => resolveWith({}, { SVC_REGISTRY_RESYNC_MS: '-5' }), 'registry.resyncMs', 'SVC_REGISTRY_RESYNC_MS');
+  assertInvalid(
+    () => resolveWith({}, { SVC_REGISTRY_RESYNC_MS: '-5' }),
+    'registry.resyncMs',
+    'SVC_REGISTRY_RESYNC_MS',
+  );
   assertInvalid(() => resolveWith({}, {}, { api: { public: 'perhaps' } }), 'api.public', 'svc.config.jsonc');
   assertInvalid(() => resolveWith({ nodeLabels: ['novalue'] }, {}), 'node.labels', '--node-labels');
   assertInvalid(() => resolveWith({ listen: 'nowhere' }, {}), 'node.listen', 'host:port');
@@ -76,7 +86,10 @@ test('the config file is JSONC; unknown keys and bad syntax are refused naming t
   assert.throws(() => loadConfigFile(typo, {}), /Unknown setting node\.lisen/);
   const broken = join(dir, 'broken.jsonc');
   writeFileSync(broken, '{ "node": ');
-  assert.throws(() => loadConfigFile(broken, {}), (err: unknown) => err instanceof Problem && err.code === 'invalid-input');
+  assert.throws(
+    () => loadConfigFile(broken, {}),
+    (err: unknown) => err instanceof Problem && err.code === 'invalid-input',
+  );
   assert.throws(() => loadConfigFile(join(dir, 'missing.jsonc'), {}), /Config file not found/);
   assert.deepEqual(loadConfigFile(undefined, {}).data, {});
 });

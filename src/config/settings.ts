@@ -36,7 +36,14 @@ const s = (
 
 /** The settings table, in the order of spec 3's `svc sail` table. */
 export const settingSpecs: readonly SettingSpec[] = [
-  s('bucket.endpoint', 'endpoint', 'string', 'bucket', 'S3-compatible endpoint URL, or file:///abs/dir', 'SVC_S3_ENDPOINT'),
+  s(
+    'bucket.endpoint',
+    'endpoint',
+    'string',
+    'bucket',
+    'S3-compatible endpoint URL, or file:///abs/dir',
+    'SVC_S3_ENDPOINT',
+  ),
   s('bucket.region', 'region', 'string', 'bucket', 'Bucket region', 'SVC_S3_REGION'),
   s('bucket.bucket', 'bucket', 'string', 'bucket', 'Bucket name', 'SVC_S3_BUCKET'),
   s('bucket.prefix', 'prefix', 'string', 'bucket', 'Key prefix inside the bucket', 'SVC_S3_PREFIX'),
@@ -44,7 +51,13 @@ export const settingSpecs: readonly SettingSpec[] = [
   s('bucket.secretKey', 'secret-key', 'string', 'bucket', 'Bucket secret key', 'SVC_S3_SECRET_KEY'),
   s('node.id', 'node-id', 'string', 'node', 'Id the node registers under'),
   s('node.stateDir', 'state-dir', 'string', 'node', "Directory for the node's identity"),
-  s('node.labels', 'node-labels', 'pairs', 'node', 'key=value, one pair per flag, for applications to select on'),
+  s(
+    'node.labels',
+    'node-labels',
+    'pairs',
+    'node',
+    'key=value, one pair per flag, for applications to select on',
+  ),
   s('node.listen', 'listen', 'string', 'node', 'host:port the node API binds to'),
   s('node.advertise', 'advertise', 'string', 'node', 'host:port other nodes reach this one at'),
   s('network.transport', 'transport', 'string', 'wg', '`wireguard` or `none`'),
@@ -52,35 +65,119 @@ export const settingSpecs: readonly SettingSpec[] = [
   s('network.wgEndpoint', 'wg-endpoint', 'string', 'wg', 'host:port peers send tunnel traffic to'),
   s('network.wgPort', 'wg-port', 'count', 'wg', 'UDP port of the tunnel interface'),
   s('platform.domains', 'platform-domains', 'list', 'api', 'Apex domain to serve; repeatable'),
-  s('ingress.token', 'ingress-token', 'list', 'api', 'Token admitted on /v1/ingress and /v1/storage; repeat to admit the previous one during rotation'),
+  s(
+    'ingress.token',
+    'ingress-token',
+    'list',
+    'api',
+    'Token admitted on /v1/ingress and /v1/storage; repeat to admit the previous one during rotation',
+  ),
   s('runtime.cellBin', 'cell-bin', 'string', 'runtime', 'Executable that runs one application'),
-  s('runtime.cellEnv', 'cell-env', 'pairs', 'runtime', 'Runtime variable for every process, NAME=value per flag'),
+  s(
+    'runtime.cellEnv',
+    'cell-env',
+    'pairs',
+    'runtime',
+    'Runtime variable for every process, NAME=value per flag',
+  ),
   s('runtime.portRangeStart', 'port-range-start', 'count', 'runtime', 'First port for runtime processes'),
   s('runtime.portRangeEnd', 'port-range-end', 'count', 'runtime', 'Last port for runtime processes'),
-  s('runtime.portQuarantineMs', 'port-quarantine-ms', 'count', 'runtime', 'How long a released port is kept from a different application'),
+  s(
+    'runtime.portQuarantineMs',
+    'port-quarantine-ms',
+    'count',
+    'runtime',
+    'How long a released port is kept from a different application',
+  ),
   s('runtime.bindHost', 'bind-host', 'string', 'runtime', 'Address runtime processes bind to'),
   s('registry.resyncMs', 'registry-resync-ms', 'count', 'registry', 'Full registry re-read interval'),
-  s('registry.nodeRefreshMs', 'registry-node-refresh-ms', 'count', 'registry', 'Node record re-read interval'),
-  s('coordinator.leaseTtlMs', 'coordinator-lease-ttl-ms', 'count', 'coordinator', 'Coordinator lease lifetime; renewed at a third of it'),
-  s('coordinator.reapIntervalMs', 'coordinator-reap-interval-ms', 'count', 'coordinator', 'Time between reap passes while coordinating'),
-  s('applications.retireGraceMs', 'retire-grace-ms', 'count', 'coordinator', 'How long a retired application can be unretired before deletion'),
-  s('deploy.artifactBytes', 'artifact-bytes', 'count', 'deploy', 'Max compressed and expanded bytes per deploy artifact'),
+  s(
+    'registry.nodeRefreshMs',
+    'registry-node-refresh-ms',
+    'count',
+    'registry',
+    'Node record re-read interval',
+  ),
+  s(
+    'coordinator.leaseTtlMs',
+    'coordinator-lease-ttl-ms',
+    'count',
+    'coordinator',
+    'Coordinator lease lifetime; renewed at a third of it',
+  ),
+  s(
+    'coordinator.reapIntervalMs',
+    'coordinator-reap-interval-ms',
+    'count',
+    'coordinator',
+    'Time between reap passes while coordinating',
+  ),
+  s(
+    'applications.retireGraceMs',
+    'retire-grace-ms',
+    'count',
+    'coordinator',
+    'How long a retired application can be unretired before deletion',
+  ),
+  s(
+    'deploy.artifactBytes',
+    'artifact-bytes',
+    'count',
+    'deploy',
+    'Max compressed and expanded bytes per deploy artifact',
+  ),
   s('deploy.archiveEntries', 'archive-entries', 'count', 'deploy', 'Max entries per deploy archive'),
   s('deploy.activeTasks', 'active-tasks', 'count', 'deploy', 'Max active deploy tasks per node'),
-  s('deploy.applicationActiveTasks', 'application-active-tasks', 'count', 'deploy', 'Max active deploy tasks per application'),
+  s(
+    'deploy.applicationActiveTasks',
+    'application-active-tasks',
+    'count',
+    'deploy',
+    'Max active deploy tasks per application',
+  ),
   s('deploy.queuedTasks', 'queued-tasks', 'count', 'deploy', 'Max receiving and queued deploys per node'),
-  s('deploy.applicationQueuedTasks', 'application-queued-tasks', 'count', 'deploy', 'Max receiving and queued deploys per application'),
+  s(
+    'deploy.applicationQueuedTasks',
+    'application-queued-tasks',
+    'count',
+    'deploy',
+    'Max receiving and queued deploys per application',
+  ),
   s('deploy.stagedBytes', 'staged-bytes', 'count', 'deploy', 'Max staged deploy bytes per node'),
-  s('deploy.applicationStagedBytes', 'application-staged-bytes', 'count', 'deploy', 'Max staged deploy bytes per application'),
+  s(
+    'deploy.applicationStagedBytes',
+    'application-staged-bytes',
+    'count',
+    'deploy',
+    'Max staged deploy bytes per application',
+  ),
   s('deploy.receiveTimeoutMs', 'receive-timeout-ms', 'count', 'deploy', 'Deploy receive deadline'),
   s('deploy.queueTimeoutMs', 'queue-timeout-ms', 'count', 'deploy', 'Deploy queue deadline'),
   s('deploy.taskTimeoutMs', 'task-timeout-ms', 'count', 'deploy', 'Deploy active-task deadline'),
   s('deploy.outputBytes', 'output-bytes', 'count', 'deploy', 'Subprocess output tail kept in memory'),
-  s('observability.enabled', 'observability', 'bool', 'api', "Emit the node's own events and give runtime processes CELL_OTEL=1"),
-  s('observability.ingressAccessLog', 'ingress-access-log', 'string', 'api', "File the ingress writes its JSON access log to"),
+  s(
+    'observability.enabled',
+    'observability',
+    'bool',
+    'api',
+    "Emit the node's own events and give runtime processes CELL_OTEL=1",
+  ),
+  s(
+    'observability.ingressAccessLog',
+    'ingress-access-log',
+    'string',
+    'api',
+    'File the ingress writes its JSON access log to',
+  ),
   s('api.public', 'api-public', 'bool', 'api', 'Serve the fleet API at each platform apex'),
   s('api.jsonBytes', 'json-bytes', 'count', 'api', 'Max bytes of a JSON control request'),
-  s('ingress.entryPoints', 'proxyb-entrypoints', 'list', 'api', 'Entry point for the routers of the second proxy format; repeatable'),
+  s(
+    'ingress.entryPoints',
+    'proxyb-entrypoints',
+    'list',
+    'api',
+    'Entry point for the routers of the second proxy format; repeatable',
+  ),
 ];
 
 /** Where the runtime executable of this checkout lives; the default `--cell-bin`. */
@@ -88,7 +185,14 @@ const packageRoot = resolve(import.meta.dirname, '..', '..');
 
 /** The typed settings every part of the daemon reads. */
 export interface Settings {
-  bucket: { endpoint?: string; region?: string; bucket?: string; prefix?: string; accessKey?: string; secretKey?: string };
+  bucket: {
+    endpoint?: string;
+    region?: string;
+    bucket?: string;
+    prefix?: string;
+    accessKey?: string;
+    secretKey?: string;
+  };
   node: { id?: string; stateDir: string; labels: Record<string, string>; listen: string; advertise?: string };
   network: { transport: 'none' | 'wireguard'; wgAddress?: string; wgEndpoint?: string; wgPort: number };
   platform: { domains: string[] };
@@ -215,7 +319,8 @@ export function coerceSetting(spec: SettingSpec, raw: RawValue): unknown {
 function coercePairs(spec: SettingSpec, { value, source }: RawValue): Record<string, string> {
   if (value && typeof value === 'object' && !Array.isArray(value)) {
     const entries = Object.entries(value);
-    if (entries.some(([, v]) => typeof v !== 'string')) throw invalidSetting(spec, source, 'values must be strings');
+    if (entries.some(([, v]) => typeof v !== 'string'))
+      throw invalidSetting(spec, source, 'values must be strings');
     return Object.fromEntries(entries) as Record<string, string>;
   }
   let pairs: unknown[];
@@ -276,7 +381,8 @@ function pick(spec: SettingSpec, sources: SettingSources): RawValue | undefined 
   const envValue = sources.env[spec.env];
   if (envValue !== undefined && envValue !== '') return { value: envValue, source: spec.env };
   const fileValue = readPath(sources.file, spec.path);
-  if (fileValue !== undefined) return { value: fileValue, source: `${sources.filePath ?? 'config file'} ${spec.path}` };
+  if (fileValue !== undefined)
+    return { value: fileValue, source: `${sources.filePath ?? 'config file'} ${spec.path}` };
   return undefined;
 }
 
@@ -285,7 +391,8 @@ export function resolveSettings(sources: SettingSources, only?: readonly Setting
   const settings = defaultSettings();
   for (const spec of only ?? settingSpecs) {
     const raw = pick(spec, sources);
-    if (raw !== undefined) setPath(settings as unknown as Record<string, unknown>, spec.path, coerceSetting(spec, raw));
+    if (raw !== undefined)
+      setPath(settings as unknown as Record<string, unknown>, spec.path, coerceSetting(spec, raw));
   }
   validateSettings(settings);
   settings.node.stateDir = resolve(settings.node.stateDir);
@@ -303,14 +410,21 @@ function validateSettings(settings: Settings): void {
   ] as const) {
     if (value === undefined) continue;
     const match = hostPort.exec(value);
-    if (!match || Number(match[2]) > 65535) throw bad(path, `expected host:port, got ${JSON.stringify(value)}`);
+    if (!match || Number(match[2]) > 65535)
+      throw bad(path, `expected host:port, got ${JSON.stringify(value)}`);
   }
   if (!['none', 'wireguard'].includes(settings.network.transport)) {
-    throw bad('network.transport', `expected wireguard or none, got ${JSON.stringify(settings.network.transport)}`);
+    throw bad(
+      'network.transport',
+      `expected wireguard or none, got ${JSON.stringify(settings.network.transport)}`,
+    );
   }
   const { portRangeStart, portRangeEnd } = settings.runtime;
   if (portRangeStart < 1 || portRangeEnd > 65535 || portRangeStart > portRangeEnd) {
-    throw bad('runtime.portRangeStart', `port range ${portRangeStart}-${portRangeEnd} is not within 1-65535 and ordered`);
+    throw bad(
+      'runtime.portRangeStart',
+      `port range ${portRangeStart}-${portRangeEnd} is not within 1-65535 and ordered`,
+    );
   }
   if (settings.api.jsonBytes < 2) throw bad('api.jsonBytes', 'must be at least 2 bytes');
   if (settings.coordinator.leaseTtlMs < 3) throw bad('coordinator.leaseTtlMs', 'must be at least 3 ms');

@@ -11,7 +11,11 @@ export const NODE_ID_PATTERN = /^[A-Za-z0-9_.-]{1,128}$/;
 
 export function checkNodeId(id: string, source: string): string {
   if (!NODE_ID_PATTERN.test(id) || id === '.' || id === '..') {
-    throw new Problem('invalid-slug', 'Invalid node id', `${source}: ${JSON.stringify(id)} must be 1-128 ASCII letters, digits, underscores, hyphens or dots`);
+    throw new Problem(
+      'invalid-slug',
+      'Invalid node id',
+      `${source}: ${JSON.stringify(id)} must be 1-128 ASCII letters, digits, underscores, hyphens or dots`,
+    );
   }
   return id;
 }

@@ -15,12 +15,20 @@ import { buildServer } from './server.ts';
 let app: FastifyInstance;
 const settings = defaultSettings();
 settings.api.jsonBytes = 64;
-const ctx = { settings, store: {} as Store, nodeId: 'node-test', version: '0.0.0', log: pino({ level: 'silent' }) } as NodeContext;
+const ctx = {
+  settings,
+  store: {} as Store,
+  nodeId: 'node-test',
+  version: '0.0.0',
+  log: pino({ level: 'silent' }),
+} as NodeContext;
 
 before(async () => {
   app = await buildServer(ctx, [
     (server) => {
-      server.post('/echo', { config: { auth: 'public' } } as object, async (request) => ({ got: request.body ?? null }));
+      server.post('/echo', { config: { auth: 'public' } } as object, async (request) => ({
+        got: request.body ?? null,
+      }));
       server.get('/boom', { config: { auth: 'public' } } as object, async () => {
         throw new Error('secret internals');
       });
@@ -41,7 +49,11 @@ async function problemOf(response: Response) {
 }
 
 test('a JSON body within api.jsonBytes is parsed', async () => {
-  const response = await fetch(`${url()}/echo`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"a":1}' });
+  const response = await fetch(`${url()}/echo`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: '{"a":1}',
+  });
   assert.equal(response.status, 200);
   assert.deepEqual(await response.json(), { got: { a: 1 } });
 });
@@ -71,7 +83,11 @@ test('a chunked stream growing past api.jsonBytes is 413 resource-limit', async 
 });
 
 test('malformed JSON is invalid-input', async () => {
-  const response = await fetch(`${url()}/echo`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"a":' });
+  const response = await fetch(`${url()}/echo`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: '{"a":',
+  });
   assert.equal(response.status, 400);
   const body = await problemOf(response);
   assert.equal(body.type, 'urn:svc:invalid-input');
@@ -90,11 +106,20 @@ test('property: no body or content type makes the parser answer 500', async () =
   await fc.assert(
     fc.asyncProperty(
       fc.string({ maxLength: 120 }),
-      fc.constantFrom('application/json', 'application/problem+json', 'text/plain', 'application/json; charset=utf-8', ''),
+      fc.constantFrom(
+        'application/json',
+        'application/problem+json',
+        'text/plain',
+        'application/json; charset=utf-8',
+        '',
+      ),
       async (body, contentType) => {
         const headers: Record<string, string> = contentType ? { 'content-type': contentType } : {};
         const response = await fetch(`${url()}/echo`, { method: 'POST', headers, body });
-        assert.ok(response.status < 500, `status ${response.status} for ${JSON.stringify(body)} as ${contentType}`);
+        assert.ok(
+          response.status < 500,
+          `status ${response.status} for ${JSON.stringify(body)} as ${contentType}`,
+        );
         if (response.status >= 400) assert.match((await problemOf(response)).type, /^urn:svc:/);
         else await response.arrayBuffer();
       },

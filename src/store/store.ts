@@ -77,6 +77,11 @@ export async function getJson<T>(store: Store, key: string): Promise<{ value: T;
 }
 
 /** Writes a value as JSON under a condition; answers the new ETag. */
-export function putJson(store: Store, key: string, value: unknown, condition?: WriteCondition): Promise<string> {
+export function putJson(
+  store: Store,
+  key: string,
+  value: unknown,
+  condition?: WriteCondition,
+): Promise<string> {
   return store.put(key, JSON.stringify(value), condition);
 }

@@ -93,10 +93,14 @@ export async function startSail(
   const port = options.port ?? (await freePort());
   const stateDir = options.stateDir ?? tempDir('svc-node-');
   const listen = `127.0.0.1:${port}`;
-  const child = spawn(process.execPath, [SVC_BIN, 'sail', '--listen', listen, '--state-dir', stateDir, ...flags], {
-    env: { ...process.env, SVC_LOG_LEVEL: process.env.SVC_LOG_LEVEL ?? 'warn', ...options.env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  const child = spawn(
+    process.execPath,
+    [SVC_BIN, 'sail', '--listen', listen, '--state-dir', stateDir, ...flags],
+    {
+      env: { ...process.env, SVC_LOG_LEVEL: process.env.SVC_LOG_LEVEL ?? 'warn', ...options.env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  );
   let stderr = '';
   child.stderr!.on('data', (chunk) => {
     stderr += chunk;
@@ -104,7 +108,10 @@ export async function startSail(
   const exited = new Promise<number | null>((resolveExit) => child.on('exit', (code) => resolveExit(code)));
   const line = await new Promise<string>((resolveLine, reject) => {
     let stdout = '';
-    const timer = setTimeout(() => reject(new Error(`svc sail did not start in time:\n${stderr}`)), options.timeoutMs ?? START_DEADLINE_MS);
+    const timer = setTimeout(
+      () => reject(new Error(`svc sail did not start in time:\n${stderr}`)),
+      options.timeoutMs ?? START_DEADLINE_MS,
+    );
     child.stdout!.on('data', (chunk) => {
       stdout += chunk;
       const match = /svc \S+ listening on \S+ as node "[^"]+"/.exec(stdout);
@@ -135,7 +142,11 @@ export async function startSail(
 }
 
 /** Polls `check` until it answers a truthy value or the deadline passes. */
-export async function waitFor<T>(check: () => Promise<T> | T, what: string, timeoutMs = WAIT_DEADLINE_MS): Promise<T> {
+export async function waitFor<T>(
+  check: () => Promise<T> | T,
+  what: string,
+  timeoutMs = WAIT_DEADLINE_MS,
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   let lastError: unknown;
   while (Date.now() < deadline) {
