@@ -1,0 +1,296 @@
+// Spec 2 "Routing document rules" and "Rendering for the second proxy": invariants that must hold
+// for every fleet, checked on generated fleets whose small name pools force collisions.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import fc from 'fast-check';
+import { renderProxyb, serializeProxyb } from './proxyb.ts';
+import { compare, renderRouting, resolvePrefer, serializeRouting } from './render.ts';
+import type { FleetRouting, RoutingInput, Upstream } from './types.ts';
+
+const APPS = ['a', 'b', 'a-b', 'a-x', 'b-x', 'shop', 'shop-dev', 'shop-dev-x', 'api', 'x', 'x-apps'];
+const PLATFORM = ['svc.test', 'api.svc.test', 'example.com', 'apps.example.com'];
+const HOSTS = [
+  'example.com',
+  'x.example.com',
+  'a.example.com',
+  'shop.example',
+  'dev.shop.example',
+  'svc.test',
+  'a.svc.test',
+  'x.apps.example.com',
+];
+const NODES = ['n1', 'n2', 'n3', 'n10'];
+
+const inputArb: fc.Arbitrary<RoutingInput> = fc.record({
+  nodes: fc.uniqueArray(
+    fc.record({
+      id: fc.constantFrom(...NODES),
+      address: fc.constantFrom('10.0.0.1:7070', '10.0.0.2:7070', '[fd00::1]:7070', 'node.lan:7070'),
+      state: fc.constantFrom('starting' as const, 'ready' as const, 'draining' as const),
+      live: fc.boolean(),
+      processes: fc.array(
+        fc.record({
+          application: fc.constantFrom(...APPS, 'ghost'),
+          port: fc.integer({ min: 8000, max: 8003 }),
+          ready: fc.boolean(),
+        }),
+        { maxLength: 6 },
+      ),
+    }),
+    { selector: (n) => n.id, maxLength: 4 },
+  ),
+  applications: fc.uniqueArray(
+    fc.record({ name: fc.constantFrom(...APPS), blocked: fc.boolean(), retired: fc.boolean() }),
+    { selector: (a) => a.name, maxLength: APPS.length },
+  ),
+  claims: fc.array(
+    fc.record({
+      host: fc.constantFrom(...HOSTS),
+      application: fc.constantFrom(...APPS),
+      wildcard: fc.boolean(),
+    }),
+    { maxLength: 6 },
+  ),
+  platformDomains: fc.uniqueArray(fc.constantFrom(...PLATFORM), { maxLength: 3 }),
+  apiPublic: fc.boolean(),
+  selfNodeId: fc.constantFrom(...NODES),
+});
+
+const preferArb = fc.constantFrom(undefined, '', 'self', 'none', ...NODES);
+
+function atOrUnder(host: string, domain: string): boolean {
+  return host === domain || host.endsWith(`.${domain}`);
+}
+
+// Deterministic Fisher-Yates driven by a seed, so a failing shuffle is reproducible.
+function shuffled<T>(list: T[], seed: number): T[] {
+  const out = [...list];
+  let s = seed >>> 0 || 1;
+  for (let i = out.length - 1; i > 0; i--) {
+    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
+    const j = s % (i + 1);
+    [out[i], out[j]] = [out[j], out[i]];
+  }
+  return out;
+}
+
+function shuffleInput(input: RoutingInput, seed: number): RoutingInput {
+  return {
+    ...input,
+    nodes: shuffled(
+      input.nodes.map((n, i) => ({ ...n, processes: shuffled(n.processes, seed + i) })),
+      seed,
+    ),
+    applications: shuffled(input.applications, seed + 7),
+    claims: shuffled(input.claims, seed + 13),
+    platformDomains: shuffled(input.platformDomains, seed + 17),
+  };
+}
+
+const key = (u: Upstream) => `${u.node} ${u.address}`;
+
+test('routes are sorted by host in code-unit order, each host once', () => {
+  fc.assert(
+    fc.property(inputArb, preferArb, (input, prefer) => {
+      const { routes } = renderRouting(input, prefer);
+      for (let i = 1; i < routes.length; i++) assert.equal(compare(routes[i - 1].host, routes[i].host), -1);
+    }),
+  );
+});
+
+test('upstreams are never empty and, in fleet order, sorted by node id', () => {
+  fc.assert(
+    fc.property(inputArb, (input) => {
+      const doc = renderRouting(input);
+      for (const route of doc.routes) {
+        assert.ok(route.upstreams.length > 0, route.host);
+        for (let i = 1; i < route.upstreams.length; i++) {
+          assert.ok(compare(route.upstreams[i - 1].node, route.upstreams[i].node) <= 0);
+        }
+      }
+      if (doc.api) {
+        assert.ok(doc.api.upstreams.length > 0 && doc.api.hosts.length > 0);
+        assert.deepEqual([...doc.api.hosts].sort(compare), doc.api.hosts);
+      }
+    }),
+  );
+});
+
+test('no wildcard key under a platform domain; claims there are ignored', () => {
+  fc.assert(
+    fc.property(inputArb, (input) => {
+      const doc = renderRouting(input);
+      const pds = input.platformDomains;
+      const underPlatform = (host: string) => pds.some((d) => atOrUnder(host, d));
+      for (const route of doc.routes) {
+        if (route.host.startsWith('*.')) assert.ok(!underPlatform(route.host.slice(2)), route.host);
+        if (!underPlatform(route.host) || pds.some((d) => route.host === `${route.application}.${d}`))
+          continue;
+        // Anything else under a platform domain can only be an env host of a claim made above it.
+        const dot = route.host.indexOf('.');
+        const base = route.host.slice(dot + 1);
+        const env = route.host.slice(0, dot);
+        const holder = route.application.slice(0, route.application.length - env.length - 1);
+        assert.ok(route.application.endsWith(`-${env}`), route.host);
+        assert.ok(
+          input.claims.some((c) => c.wildcard && c.host === base && c.application === holder) &&
+            !underPlatform(base),
+          route.host,
+        );
+      }
+    }),
+  );
+});
+
+test('only serving, routable applications get routes; api hosts never repeat a route host', () => {
+  fc.assert(
+    fc.property(inputArb, (input) => {
+      const doc = renderRouting(input);
+      const hosts = new Set(doc.routes.map((r) => r.host));
+      for (const route of doc.routes) {
+        const app = input.applications.find((a) => a.name === route.application);
+        assert.ok(app && !app.blocked && !app.retired, route.application);
+        for (const u of route.upstreams) {
+          const node = input.nodes.find((n) => n.id === u.node)!;
+          assert.ok(node.live && node.state !== 'draining');
+        }
+      }
+      for (const host of doc.api?.hosts ?? []) assert.ok(!hosts.has(host), host);
+      if (doc.api) assert.ok(input.apiPublic && input.platformDomains.length > 0);
+    }),
+  );
+});
+
+test('prefer only reorders: same routes, same upstreams, the preferred node first, the rest in order', () => {
+  fc.assert(
+    fc.property(inputArb, preferArb, (input, prefer) => {
+      const base = renderRouting(input);
+      const doc = renderRouting(input, prefer);
+      const node = resolvePrefer(prefer, input.selfNodeId);
+      const check = (before: Upstream[], after: Upstream[]) => {
+        assert.deepEqual(after.map(key).sort(), before.map(key).sort());
+        const n = node === undefined ? 0 : before.filter((u) => u.node === node).length;
+        assert.ok(after.slice(0, n).every((u) => u.node === node));
+        assert.deepEqual(
+          after.slice(n),
+          before.filter((u) => u.node !== node),
+        );
+      };
+      assert.deepEqual(
+        doc.routes.map((r) => [r.host, r.application]),
+        base.routes.map((r) => [r.host, r.application]),
+      );
+      for (const [i, r] of doc.routes.entries()) check(base.routes[i].upstreams, r.upstreams);
+      assert.equal(doc.api === undefined, base.api === undefined);
+      if (doc.api && base.api) {
+        assert.deepEqual(doc.api.hosts, base.api.hosts);
+        assert.deepEqual(doc.api.denied, base.api.denied);
+        check(base.api.upstreams, doc.api.upstreams);
+      }
+    }),
+  );
+});
+
+test('rendering is deterministic: the same fleet in any order gives the same bytes in both formats', () => {
+  fc.assert(
+    fc.property(inputArb, preferArb, fc.integer(), (input, prefer, seed) => {
+      const again = shuffleInput(input, seed);
+      const a = renderRouting(input, prefer);
+      const b = renderRouting(again, prefer);
+      assert.equal(serializeRouting(b), serializeRouting(a));
+      const options = { entryPoints: ['web'], preferNode: resolvePrefer(prefer, input.selfNodeId) };
+      assert.equal(serializeProxyb(renderProxyb(b, options)), serializeProxyb(renderProxyb(a, options)));
+    }),
+  );
+});
+
+test('proxyb is consistent: sorted keys, every service exists, no empty server list, deny routers bare', () => {
+  fc.assert(
+    fc.property(inputArb, preferArb, (input, prefer) => {
+      const doc = renderRouting(input, prefer);
+      const config = renderProxyb(doc, {
+        entryPoints: ['web'],
+        preferNode: resolvePrefer(prefer, input.selfNodeId),
+      });
+      if (!config.http) {
+        assert.equal(doc.routes.length, 0);
+        assert.equal(doc.api, undefined);
+        assert.equal(serializeProxyb(config), '{}');
+        return;
+      }
+      const { routers, services } = config.http;
+      assert.deepEqual(Object.keys(routers), Object.keys(routers).sort(compare));
+      assert.deepEqual(Object.keys(services), Object.keys(services).sort(compare));
+      const expectedRouters = doc.routes.length + 2 * (doc.api?.hosts.length ?? 0);
+      assert.equal(Object.keys(routers).length, expectedRouters);
+      for (const router of Object.values(routers)) {
+        if (router.service === 'noop@internal') {
+          assert.equal(router.priority, 3);
+          assert.equal(router.middlewares, undefined);
+          continue;
+        }
+        assert.deepEqual(router.middlewares, ['svc_retry']);
+        assert.ok(router.service in services, router.service);
+      }
+      for (const service of Object.values(services)) {
+        if ('failover' in service) {
+          const { service: local, fallback } = service.failover;
+          assert.ok(local in services && fallback in services);
+        } else {
+          assert.ok(service.loadBalancer.servers.length > 0);
+        }
+      }
+    }),
+  );
+});
+
+test('no prefer never renders a failover', () => {
+  fc.assert(
+    fc.property(inputArb, (input) => {
+      const config = renderProxyb(renderRouting(input), { entryPoints: ['web'] });
+      for (const service of Object.values(config.http?.services ?? {})) assert.ok(!('failover' in service));
+    }),
+  );
+});
+
+test('the document is served with its keys in spec order', () => {
+  const doc: FleetRouting = renderRouting({
+    nodes: [
+      {
+        id: 'n1',
+        address: 'h:1',
+        state: 'ready',
+        live: true,
+        processes: [{ application: 'a', port: 2, ready: true }],
+      },
+    ],
+    applications: [{ name: 'a', blocked: false, retired: false }],
+    claims: [],
+    platformDomains: ['p.test'],
+    apiPublic: true,
+    selfNodeId: 'n1',
+  });
+  assert.equal(
+    serializeRouting(doc),
+    '{"v":1,"routes":[{"host":"a.p.test","application":"a","upstreams":[{"node":"n1","address":"h:2"}]}],' +
+      '"api":{"hosts":["p.test"],"upstreams":[{"node":"n1","address":"h:1"}],"denied":["/v1/storage","/v1/ingress/routes"]}}',
+  );
+});
+
+test('an empty preferNode is no prefer', () => {
+  const doc: FleetRouting = {
+    v: 1,
+    routes: [
+      {
+        host: 'a.p.test',
+        application: 'a',
+        upstreams: [
+          { node: '', address: 'h:1' },
+          { node: 'n2', address: 'h:2' },
+        ],
+      },
+    ],
+  };
+  const config = renderProxyb(doc, { entryPoints: ['web'], preferNode: '' });
+  assert.ok('loadBalancer' in config.http!.services['svc_a.p.test']);
+});
