@@ -10,6 +10,8 @@ export interface ApplicationRecord {
   name: string;
   createdAt: string;
   updatedAt: string;
+  /** Who deployed first and so created the application. */
+  createdBy?: string;
   /** Fleet-owned labels; removed from a non-admin's view. */
   labels: Record<string, string>;
   /** Visible to every caller. */
