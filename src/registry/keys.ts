@@ -48,4 +48,24 @@ export const keys = {
   fleetPrefix: (name: string) => `fleets/${name}/`,
   runtimeNodeLease: (name: string, node: string) => `fleets/${name}/nodes/${node}.json`,
   runtimeNodeLeasesPrefix: (name: string) => `fleets/${name}/nodes/`,
+  // The runtime's deployments (docs/runtime.md "Storage layout"): code and manifest per
+  // version, records, the fleet-wide selector and per-script pointers, content-addressed blobs.
+  runtimeSelector: (name: string) => `fleets/${name}/selector.json`,
+  runtimeScriptPointer: (name: string, script: string) => `fleets/${name}/pointers/${script}.json`,
+  runtimeScriptPointersPrefix: (name: string) => `fleets/${name}/pointers/`,
+  runtimeRecord: (name: string, script: string, version: string) => `fleets/${name}/records/${script}/${version}.json`,
+  runtimeRecordsPrefix: (name: string) => `fleets/${name}/records/`,
+  runtimeDeployPrefix: (name: string) => `fleets/${name}/deploy/`,
+  runtimeDeployment: (name: string, script: string, version: string) => `fleets/${name}/deploy/${script}/${version}/`,
+  runtimeManifest: (name: string, script: string, version: string) =>
+    `fleets/${name}/deploy/${script}/${version}/manifest.json`,
+  runtimeAssetsIndex: (name: string, script: string, version: string) =>
+    `fleets/${name}/deploy/${script}/${version}/assets.json`,
+  runtimeModule: (name: string, script: string, version: string, module: string) =>
+    `fleets/${name}/deploy/${script}/${version}/modules/${module}`,
+  runtimeBlob: (name: string, hash: string) => `fleets/${name}/deploy-blobs/${hash}`,
+  runtimeBlobsPrefix: (name: string) => `fleets/${name}/deploy-blobs/`,
+  runtimeImage: (name: string, key: string) => `fleets/${name}/deploy/images/${key}.tar`,
+  runtimeImagesPrefix: (name: string) => `fleets/${name}/deploy/images/`,
+  runtimeQueuesPrefix: (name: string) => `fleets/${name}/deploy/queues/`,
 } as const;

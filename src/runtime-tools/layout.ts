@@ -1,0 +1,309 @@
+// The documents the runtime keeps under `fleets/<name>/` (DESIGN.md "The runtime contract
+// (`cell`)"; layout and schemas in docs/runtime.md): their shapes, the features a reader must
+// understand, and the strict parsers both `cell` and the svc storage tools (prune, lease) use.
+// A parser answers a value or a reason; callers turn the reason into their own refusal.
+
+/** The one schema version of every runtime document this release writes and reads. */
+export const SCHEMA_VERSION = 1;
+
+/**
+ * Required features a reader must understand before acting on a manifest or `assets.json`.
+ * `modules`: code under `modules/`; `assets`: static files content-addressed in `deploy-blobs/`;
+ * `containers`: container images under `deploy/images/` named by `containers[].image` and
+ * `fence_image` (written by no release of `cell` yet, but understood by prune).
+ */
+export const KNOWN_FEATURES: readonly string[] = ['modules', 'assets', 'containers'];
+
+/** Runtime releases the storage tools (prune, lease) were verified against (spec 3). */
+export const VERIFIED_RUNTIME_RELEASES: readonly string[] = ['0.5.0', '0.5.1', '0.6.0', '0.6.1', '0.6.2'];
+
+/** A deployment version: lowercase hex, as `cell publish` writes it. */
+export const VERSION_PATTERN = /^[0-9a-f]{1,64}$/;
+/** A script name: the application-name rule, so it is safe in keys. */
+export const SCRIPT_PATTERN = /^[a-z0-9]+(?:-[a-z0-9]+)*$/;
+/** Script names that would collide with the non-script folders under `deploy/`. */
+export const RESERVED_SCRIPTS: readonly string[] = ['images', 'queues'];
+/** A content key: the lowercase hex SHA-256 of a blob's bytes. */
+export const BLOB_PATTERN = /^[0-9a-f]{64}$/;
+/** A container image reference inside a manifest. */
+export const IMAGE_REFERENCE = /^cell-image:([0-9a-f]+)$/;
+
+export function isScriptName(value: unknown): value is string {
+  return (
+    typeof value === 'string' &&
+    value.length <= 63 &&
+    SCRIPT_PATTERN.test(value) &&
+    !RESERVED_SCRIPTS.includes(value)
+  );
+}
+
+/** One module of a deployment, stored at `deploy/<script>/<version>/modules/<name>`. */
+export interface ModuleEntry {
+  name: string;
+  type: ModuleType;
+  size: number;
+  sha256: string;
+}
+
+export type ModuleType = 'esm' | 'commonjs' | 'text' | 'data' | 'wasm' | 'json';
+export const MODULE_TYPES: readonly ModuleType[] = ['esm', 'commonjs', 'text', 'data', 'wasm', 'json'];
+
+/** How static assets are matched, as wrangler's `assets` keys say. */
+export interface AssetsConfig {
+  /** Binding name the worker reaches the assets through, or null. */
+  binding: string | null;
+  html_handling: 'auto-trailing-slash' | 'force-trailing-slash' | 'drop-trailing-slash' | 'none';
+  not_found_handling: 'none' | '404-page' | 'single-page-application';
+}
+
+/** `deploy/<script>/<version>/manifest.json`: written last, so its presence marks a complete deployment. */
+export interface Manifest {
+  schema_version: number;
+  required_features: string[];
+  application: string;
+  script: string;
+  deployment: string;
+  created_ms: number;
+  /** `cell --version` of the publisher. */
+  runtime: string;
+  main_module: string;
+  modules: ModuleEntry[];
+  compatibility_date: string;
+  compatibility_flags: string[];
+  /** Bindings: a string is a text binding, anything else a JSON binding. */
+  vars: Record<string, unknown>;
+  /** Null when the deployment has no static assets. */
+  assets: AssetsConfig | null;
+  containers?: { image: string }[];
+  fence_image?: string;
+}
+
+/** One static file: its request path maps to a blob in `deploy-blobs/`. */
+export interface AssetEntry {
+  blob: string;
+  size: number;
+  content_type: string;
+}
+
+/** `deploy/<script>/<version>/assets.json`. */
+export interface AssetsIndex {
+  schema_version: number;
+  required_features: string[];
+  /** Keyed by request path, starting with `/`. */
+  files: Record<string, AssetEntry>;
+}
+
+/** `records/<script>/<version>.json`: written before the manifest; its time orders deployments. */
+export interface DeploymentRecord {
+  schema_version: number;
+  application: string;
+  script: string;
+  deployment: string;
+  created_ms: number;
+  runtime: string;
+  modules: number;
+  assets: number;
+  bytes: number;
+}
+
+/** `selector.json` (fleet-wide) and `pointers/<script>.json` (per script). */
+export interface Pointer {
+  schema_version: number;
+  script: string;
+  deployment: string;
+  moved_ms: number;
+}
+
+/** The runtime's node lease `nodes/<node>.json`. */
+export interface NodeLease {
+  node: string;
+  expires_ms: number;
+}
+
+/** A parse outcome: the value, or why the document is malformed. */
+export type Parsed<T> = { ok: true; value: T } | { ok: false; why: string };
+
+const fail = <T>(why: string): Parsed<T> => ({ ok: false, why });
+
+/** Decodes bytes as a JSON object; answers why not. */
+export function parseJsonObject(body: Uint8Array | string): Parsed<Record<string, unknown>> {
+  let value: unknown;
+  try {
+    value = JSON.parse(typeof body === 'string' ? body : new TextDecoder('utf-8', { fatal: true }).decode(body));
+  } catch (err) {
+    return fail(`not JSON (${(err as Error).message})`);
+  }
+  if (!value || typeof value !== 'object' || Array.isArray(value)) return fail('not a JSON object');
+  return { ok: true, value: value as Record<string, unknown> };
+}
+
+const isString = (v: unknown): v is string => typeof v === 'string';
+const isWhole = (v: unknown): v is number => typeof v === 'number' && Number.isSafeInteger(v) && v >= 0;
+
+/**
+ * Checks the two fields every versioned document carries. Answers the unknown parts (an unknown
+ * schema version or unknown required features) apart from malformation, since the first is
+ * `capability-missing` and the second `store-nonconforming`.
+ */
+export function checkVersioned(
+  doc: Record<string, unknown>,
+): { ok: true; unknown: string | null } | { ok: false; why: string } {
+  if (!isWhole(doc.schema_version)) return fail('schema_version is not a whole number');
+  if (!Array.isArray(doc.required_features) || !doc.required_features.every(isString)) {
+    return fail('required_features is not a list of strings');
+  }
+  if (doc.schema_version !== SCHEMA_VERSION) return { ok: true, unknown: `schema_version ${doc.schema_version}` };
+  const unknown = (doc.required_features as string[]).filter((f) => !KNOWN_FEATURES.includes(f));
+  if (unknown.length > 0) return { ok: true, unknown: `required features ${unknown.join(', ')}` };
+  return { ok: true, unknown: null };
+}
+
+/** A manifest whose versioned fields are known; `unknown` names what this release cannot read. */
+export type ParsedVersioned<T> = { ok: true; value: T } | { ok: false; why: string; unknown?: boolean };
+
+export function parseManifest(body: Uint8Array | string): ParsedVersioned<Manifest> {
+  const json = parseJsonObject(body);
+  if (!json.ok) return json;
+  const doc = json.value;
+  const versioned = checkVersioned(doc);
+  if (!versioned.ok) return versioned;
+  if (versioned.unknown) return { ok: false, why: versioned.unknown, unknown: true };
+  if (!isString(doc.script) || !isString(doc.deployment) || !isString(doc.application)) {
+    return fail('application, script or deployment is missing');
+  }
+  if (!isWhole(doc.created_ms)) return fail('created_ms is not a whole number');
+  if (!isString(doc.main_module)) return fail('main_module is missing');
+  if (!Array.isArray(doc.modules) || !doc.modules.every(isModuleEntry)) return fail('modules is malformed');
+  if (!(doc.modules as ModuleEntry[]).some((m) => m.name === doc.main_module)) {
+    return fail('main_module is not among the modules');
+  }
+  if (!isString(doc.compatibility_date)) return fail('compatibility_date is missing');
+  if (!Array.isArray(doc.compatibility_flags) || !doc.compatibility_flags.every(isString)) {
+    return fail('compatibility_flags is malformed');
+  }
+  if (!doc.vars || typeof doc.vars !== 'object' || Array.isArray(doc.vars)) return fail('vars is not an object');
+  if (doc.assets !== null && !isAssetsConfig(doc.assets)) return fail('assets is malformed');
+  const images = imageReferences(doc);
+  if (!images.ok) return images;
+  return { ok: true, value: doc as unknown as Manifest };
+}
+
+function isModuleEntry(v: unknown): v is ModuleEntry {
+  if (!v || typeof v !== 'object') return false;
+  const m = v as Record<string, unknown>;
+  return (
+    isString(m.name) &&
+    isModulePath(m.name) &&
+    MODULE_TYPES.includes(m.type as ModuleType) &&
+    isWhole(m.size) &&
+    isString(m.sha256) &&
+    BLOB_PATTERN.test(m.sha256)
+  );
+}
+
+/** A module name is a relative path without `.`/`..` segments, so it stays inside its folder. */
+export function isModulePath(name: string): boolean {
+  if (name.length === 0 || name.length > 512 || name.startsWith('/') || name.includes('\\')) return false;
+  return name.split('/').every((part) => part !== '' && part !== '.' && part !== '..');
+}
+
+function isAssetsConfig(v: unknown): v is AssetsConfig {
+  if (!v || typeof v !== 'object') return false;
+  const a = v as Record<string, unknown>;
+  return (
+    (a.binding === null || isString(a.binding)) &&
+    ['auto-trailing-slash', 'force-trailing-slash', 'drop-trailing-slash', 'none'].includes(a.html_handling as string) &&
+    ['none', '404-page', 'single-page-application'].includes(a.not_found_handling as string)
+  );
+}
+
+/**
+ * The container image content keys a manifest names (`containers[].image`, `fence_image`).
+ * Every reference must be `cell-image:` plus a lowercase hex key (spec 3 prune rule 4).
+ */
+export function imageReferences(doc: Record<string, unknown>): Parsed<string[]> {
+  const found: string[] = [];
+  const take = (ref: unknown, where: string): string | null => {
+    const match = isString(ref) ? IMAGE_REFERENCE.exec(ref) : null;
+    if (!match) return `${where} ${JSON.stringify(ref)} is not cell-image: plus a lowercase hex key`;
+    found.push(match[1]!);
+    return null;
+  };
+  if (doc.containers !== undefined) {
+    if (!Array.isArray(doc.containers)) return fail('containers is not a list');
+    for (const [i, container] of doc.containers.entries()) {
+      if (!container || typeof container !== 'object') return fail(`containers[${i}] is not an object`);
+      const why = take((container as Record<string, unknown>).image, `containers[${i}].image`);
+      if (why) return fail(why);
+    }
+  }
+  if (doc.fence_image !== undefined) {
+    const why = take(doc.fence_image, 'fence_image');
+    if (why) return fail(why);
+  }
+  return { ok: true, value: found };
+}
+
+export function parseAssetsIndex(body: Uint8Array | string): ParsedVersioned<AssetsIndex> {
+  const json = parseJsonObject(body);
+  if (!json.ok) return json;
+  const doc = json.value;
+  const versioned = checkVersioned(doc);
+  if (!versioned.ok) return versioned;
+  if (versioned.unknown) return { ok: false, why: versioned.unknown, unknown: true };
+  if (!doc.files || typeof doc.files !== 'object' || Array.isArray(doc.files)) return fail('files is not an object');
+  for (const [path, entry] of Object.entries(doc.files as Record<string, unknown>)) {
+    if (!path.startsWith('/')) return fail(`file ${JSON.stringify(path)} does not start with /`);
+    const e = entry as Record<string, unknown> | null;
+    if (!e || typeof e !== 'object' || !isString(e.blob) || !BLOB_PATTERN.test(e.blob)) {
+      return fail(`file ${JSON.stringify(path)} names no blob (64 lowercase hex)`);
+    }
+    if (!isWhole(e.size) || !isString(e.content_type)) return fail(`file ${JSON.stringify(path)} is malformed`);
+  }
+  return { ok: true, value: doc as unknown as AssetsIndex };
+}
+
+export function parseRecord(body: Uint8Array | string): ParsedVersioned<DeploymentRecord> {
+  const json = parseJsonObject(body);
+  if (!json.ok) return json;
+  const doc = json.value;
+  if (!isWhole(doc.schema_version)) return fail('schema_version is not a whole number');
+  if (doc.schema_version !== SCHEMA_VERSION) {
+    return { ok: false, why: `schema_version ${doc.schema_version}`, unknown: true };
+  }
+  if (!isString(doc.script) || !isString(doc.deployment)) return fail('script or deployment is missing');
+  if (!isWhole(doc.created_ms)) return fail('created_ms is not a whole number');
+  return { ok: true, value: doc as unknown as DeploymentRecord };
+}
+
+export function parsePointer(body: Uint8Array | string): ParsedVersioned<Pointer> {
+  const json = parseJsonObject(body);
+  if (!json.ok) return json;
+  const doc = json.value;
+  if (!isWhole(doc.schema_version)) return fail('schema_version is not a whole number');
+  if (doc.schema_version !== SCHEMA_VERSION) {
+    return { ok: false, why: `schema_version ${doc.schema_version}`, unknown: true };
+  }
+  if (!isScriptName(doc.script)) return fail('script is not a script name');
+  if (!isString(doc.deployment) || !VERSION_PATTERN.test(doc.deployment)) return fail('deployment is not a hex version');
+  return { ok: true, value: doc as unknown as Pointer };
+}
+
+/** A node lease: required fields `node` (string) and `expires_ms` (number). */
+export function parseNodeLease(body: Uint8Array | string): Parsed<NodeLease> {
+  const json = parseJsonObject(body);
+  if (!json.ok) return json;
+  const doc = json.value;
+  if (!isString(doc.node) || doc.node === '') return fail('field node is missing or not a string');
+  if (typeof doc.expires_ms !== 'number' || !Number.isFinite(doc.expires_ms)) {
+    return fail('field expires_ms is missing or not a number');
+  }
+  return { ok: true, value: doc as unknown as NodeLease };
+}
+
+/** Renders a `cell --version` line or bare version as the bare version; null when neither. */
+export function runtimeRelease(reported: unknown): string | null {
+  if (!isString(reported)) return null;
+  const match = /^(?:cell\s+)?v?(\d+\.\d+\.\d+(?:[-+][0-9A-Za-z.-]+)?)$/.exec(reported.trim());
+  return match ? match[1]! : null;
+}
