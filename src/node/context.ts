@@ -1,6 +1,8 @@
 // What every part of the running daemon shares: settings, the bucket, who this node is.
 
 import type { Logger } from 'pino';
+import type { SigningKeyPair } from '../auth/ed25519.ts';
+import type { AuthState } from '../auth/state.ts';
 import type { Settings } from '../config/settings.ts';
 import type { RoutingSource } from '../ingress/routes.ts';
 import type { Store } from '../store/store.ts';
@@ -14,4 +16,8 @@ export interface NodeContext {
   log: Logger;
   /** The fleet state of the last reconcile pass, for the routing routes; set by the reconcile loop. */
   routing?: RoutingSource;
+  /** This node's signing key (src/auth/node-key.ts); set by the identity service at boot. */
+  nodeKey?: SigningKeyPair;
+  /** The token verifier and admitted ingress tokens (src/auth/state.ts); created on first use. */
+  auth?: AuthState;
 }

@@ -4,6 +4,7 @@
 import { mkdir } from 'node:fs/promises';
 import type { FastifyInstance } from 'fastify';
 import { pino } from 'pino';
+import { identityService } from '../auth/identity-service.ts';
 import type { Settings } from '../config/settings.ts';
 import { openStore } from '../store/open.ts';
 import { selfTestStore } from '../store/selftest.ts';
@@ -24,7 +25,8 @@ export interface DaemonService {
 
 /** Builds the daemon's services for one context; each concern adds its own here. */
 function buildServices(_ctx: NodeContext): DaemonService[] {
-  return [];
+  // Identity first: every later service may sign node tokens or need the ingress tokens.
+  return [identityService()];
 }
 
 /** A started daemon. */

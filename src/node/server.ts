@@ -3,6 +3,7 @@
 // route plugins registered per concern.
 
 import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply } from 'fastify';
+import { authGuard } from '../auth/guard.ts';
 import { ingressRoutes } from '../ingress/routes.ts';
 import { isProblem, PROBLEM_CONTENT_TYPE, Problem } from '../problem.ts';
 import type { NodeContext } from './context.ts';
@@ -38,6 +39,8 @@ export async function buildServer(
     );
     return sendProblem(reply, problem);
   });
+  // Authentication runs in onRequest, before any body is read, for every route below.
+  authGuard(app, ctx);
   for (const plugin of plugins) await plugin(app, ctx);
   return app;
 }

@@ -4,5 +4,9 @@ import type { FastifyInstance } from 'fastify';
 import type { NodeContext } from '../context.ts';
 
 export function healthRoutes(app: FastifyInstance, ctx: NodeContext): void {
-  app.get('/.well-known/svc/health', async () => ({ ok: true, version: ctx.version, node: ctx.nodeId }));
+  app.get('/.well-known/svc/health', { config: { auth: 'public' } }, async () => ({
+    ok: true,
+    version: ctx.version,
+    node: ctx.nodeId,
+  }));
 }

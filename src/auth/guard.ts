@@ -1,0 +1,168 @@
+// The authentication guard of the node API (spec 1 "Endpoints" auth column and
+// "Authentication"). Routes declare their tier in `config.auth`; the guard runs in
+// `onRequest`, before any body is read, and sets `request.caller`. A route that declares
+// nothing is refused (fail closed), except the 404 handler.
+//
+// Tiers:
+//   public            no token (health)
+//   ingress           an admitted ingress token only; `X-Svc-Storage-Version` absent, empty or 1
+//   node-or-operator  a node or operator token
+//   operator          an operator token; its record re-read on this request; node token → auth-scope
+//   admin             as operator, and role admin (scope on `:name` checked first, then the tier)
+//   deploy            a node, operator or workload token (workload: src/auth/workload.ts)
+// On every route with a `:name` parameter the name must be an application name
+// (`invalid-slug`) and the caller's scope must reach it (`auth-scope`), before any handler I/O.
+
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { NodeContext } from '../node/context.ts';
+import { Problem } from '../problem.ts';
+import { keys } from '../registry/keys.ts';
+import { type Caller, requireScope } from './caller.ts';
+import { checkApplicationName, isApplicationName } from './names.ts';
+import { asTrustedOperator, type TrustedOperator } from './records.ts';
+import { authState } from './state.ts';
+import { authInvalid, bearerToken } from './token.ts';
+import { readJson } from './verifier.ts';
+import { isWorkloadToken, verifyWorkloadToken } from './workload.ts';
+
+export type AuthLevel = 'public' | 'ingress' | 'node-or-operator' | 'operator' | 'admin' | 'deploy';
+
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    auth?: AuthLevel;
+  }
+  interface FastifyRequest {
+    /** Who is calling; set by the guard before any handler runs (unset on public routes). */
+    caller: Caller;
+  }
+}
+
+const LEVELS = new Set<string>(['public', 'ingress', 'node-or-operator', 'operator', 'admin', 'deploy']);
+
+/** Installs the guard on the root instance; buildServer calls it before any route plugin. */
+export function authGuard(app: FastifyInstance, ctx: NodeContext): void {
+  app.decorateRequest('caller', null as never);
+  app.addHook('onRoute', (route) => {
+    const level = (route.config as { auth?: string } | undefined)?.auth;
+    if (!level || !LEVELS.has(level)) {
+      ctx.log.error(
+        { method: route.method, url: route.url },
+        'route declares no auth tier; it refuses every call',
+      );
+    }
+  });
+  app.addHook('onRequest', async (request) => {
+    const caller = await authenticate(request, ctx);
+    if (caller) request.caller = caller;
+  });
+}
+
+/** Authenticates one request against its route's tier; null for public routes and the 404 handler. */
+export async function authenticate(request: FastifyRequest, ctx: NodeContext): Promise<Caller | null> {
+  if (request.is404) return null;
+  const level = (request.routeOptions.config as { auth?: string } | undefined)?.auth;
+  switch (level) {
+    case 'public':
+      return null;
+    case 'ingress':
+      return authenticateIngress(request, ctx);
+    case 'node-or-operator':
+    case 'operator':
+    case 'admin':
+    case 'deploy':
+      return authenticateSigned(request, ctx, level);
+    default:
+      ctx.log.error({ url: request.url }, 'refused a call to a route that declares no auth tier');
+      throw new Problem(
+        'internal',
+        'Route not guarded',
+        'this route declares no authentication; see the node log',
+      );
+  }
+}
+
+function authenticateIngress(request: FastifyRequest, ctx: NodeContext): Caller {
+  const tokens = authState(ctx).ingress;
+  if (!tokens?.admits(bearerToken(request.headers.authorization))) throw authInvalid();
+  const version = request.headers['x-svc-storage-version'];
+  if (version !== undefined && version !== '' && version !== '1') {
+    throw new Problem(
+      'invalid-input',
+      'Unsupported storage protocol version',
+      `X-Svc-Storage-Version ${JSON.stringify(version)}; this node speaks 1`,
+    );
+  }
+  return { kind: 'ingress' };
+}
+
+async function authenticateSigned(
+  request: FastifyRequest,
+  ctx: NodeContext,
+  level: 'node-or-operator' | 'operator' | 'admin' | 'deploy',
+): Promise<Caller> {
+  const token = bearerToken(request.headers.authorization);
+  if (token === null) throw authInvalid();
+  const name = nameParam(request);
+
+  let caller: Caller;
+  if (level === 'deploy' && isWorkloadToken(token)) {
+    caller = await verifyWorkloadToken(ctx, token, applicationOf(request));
+  } else {
+    const verifier = authState(ctx).verifier;
+    const signer = await verifier.verify(token);
+    if (signer.kind === 'node') {
+      if (level === 'operator' || level === 'admin') throw operatorRequired();
+      caller = { kind: 'node', id: signer.id };
+    } else {
+      let record: TrustedOperator = signer.record;
+      if (level === 'operator' || level === 'admin') {
+        // Spec 1: operator routes re-read the operator record on every request, so a revoked
+        // key or a changed grant takes effect at once here, not after the key cache expires.
+        const fresh = asTrustedOperator(await readJson(ctx.store, keys.operator(signer.id)), signer.id);
+        if (!fresh || fresh.publicKey.x !== record.publicKey.x) {
+          verifier.forget(signer.id);
+          throw authInvalid();
+        }
+        record = fresh;
+      }
+      caller = { kind: 'operator', id: record.id, role: record.role, applications: [...record.applications] };
+    }
+  }
+
+  if (name !== undefined) {
+    checkApplicationName(name);
+    requireScope(caller, name);
+  }
+  if (level === 'admin' && !(caller.kind === 'operator' && caller.role === 'admin')) {
+    throw new Problem('auth-scope', 'Admin key required', 'this route answers admin operator keys only');
+  }
+  return caller;
+}
+
+function operatorRequired(): Problem {
+  return new Problem(
+    'auth-scope',
+    'Operator key required',
+    'node tokens do not reach this route; sign with an operator key',
+  );
+}
+
+function nameParam(request: FastifyRequest): string | undefined {
+  const params = request.params as Record<string, unknown> | undefined;
+  if (!params || !Object.hasOwn(params, 'name')) return undefined;
+  return typeof params.name === 'string' ? params.name : '';
+}
+
+/**
+ * The application a request is about, for workload tokens: `:name`, or the application half
+ * of a deploy id `<name>.<16 hex>` in `:id`; null when it names none.
+ */
+export function applicationOf(request: FastifyRequest): string | null {
+  const params = (request.params ?? {}) as Record<string, unknown>;
+  if (typeof params.name === 'string') return isApplicationName(params.name) ? params.name : null;
+  if (typeof params.id === 'string') {
+    const match = /^(.+)\.[0-9a-f]{16}$/.exec(params.id);
+    if (match && isApplicationName(match[1])) return match[1]!;
+  }
+  return null;
+}

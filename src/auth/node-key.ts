@@ -1,0 +1,123 @@
+// A node's identity (spec 1 "Node and operator tokens"; "Store key prefixes used"): an
+// Ed25519 key pair kept in the state directory, its public half published at
+// `_svc/nodes/<id>.json` at every daemon start, and the fresh token a node signs for each
+// call it makes to another node.
+
+import { readFile, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { NodeContext } from '../node/context.ts';
+import { Problem } from '../problem.ts';
+import { keys } from '../registry/keys.ts';
+import { isCasConflict, type Store } from '../store/store.ts';
+import { generateSigningKey, type SigningKeyPair, signingKeyFromJwk } from './ed25519.ts';
+import { asNodeKeyRecord, type NodeKeyRecord } from './records.ts';
+import { signToken } from './token.ts';
+import { readJson } from './verifier.ts';
+
+export const NODE_KEY_FILE = 'node-key.json';
+
+/** Answers the node's key pair from `<stateDir>/node-key.json`, making one (0600) on first start. */
+export async function ensureNodeKey(stateDir: string): Promise<SigningKeyPair> {
+  const file = join(stateDir, NODE_KEY_FILE);
+  const existing = await readNodeKey(file);
+  if (existing) return existing;
+  const pair = generateSigningKey();
+  try {
+    // `wx`: two daemons started on one state directory must not overwrite each other's key.
+    await writeFile(file, `${JSON.stringify({ v: 1, privateKey: pair.privateJwk }, null, 2)}\n`, {
+      mode: 0o600,
+      flag: 'wx',
+    });
+    return pair;
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+    return (await readNodeKey(file))!;
+  }
+}
+
+/** The key kept in the file; null when there is no file; refused when the file holds no key. */
+async function readNodeKey(file: string): Promise<SigningKeyPair | null> {
+  let text: string;
+  try {
+    text = await readFile(file, 'utf8');
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return null;
+    throw err;
+  }
+  const pair = signingKeyFromJwk((safeParse(text) as { privateKey?: unknown } | undefined)?.privateKey);
+  if (!pair) {
+    throw new Problem(
+      'invalid-input',
+      'Unreadable node key',
+      `${file} holds no Ed25519 private key; move it away to make a new one`,
+    );
+  }
+  return pair;
+}
+
+/**
+ * Publishes the node's public half. Operator and node ids share one keyspace and the
+ * verifier looks operators up first, so a node whose id names an operator key could never
+ * authenticate: refused at start. An unchanged record is not rewritten.
+ */
+export async function publishNodeKey(
+  store: Store,
+  nodeId: string,
+  pair: SigningKeyPair,
+): Promise<NodeKeyRecord> {
+  if ((await readJson(store, keys.operator(nodeId))) !== undefined) {
+    throw new Problem(
+      'reference-held',
+      'Node id taken',
+      `an operator key is registered as ${JSON.stringify(nodeId)}; start the node with another --node-id`,
+    );
+  }
+  const record: NodeKeyRecord = {
+    v: 1,
+    id: nodeId,
+    publicKey: pair.publicJwk,
+    publishedAt: new Date().toISOString(),
+  };
+  for (let attempt = 0; ; attempt++) {
+    const current = await store.get(keys.nodeKey(nodeId));
+    const existing = current
+      ? asNodeKeyRecord(safeParse(Buffer.from(current.body).toString('utf8')), nodeId)
+      : null;
+    if (existing && existing.publicKey.x === pair.publicJwk.x) return existing;
+    try {
+      // A state directory wiped and restarted under the same id brings a new key: it replaces
+      // the old one, conditionally, so two racing starts settle on one.
+      await store.put(
+        keys.nodeKey(nodeId),
+        JSON.stringify(record),
+        current ? { ifMatch: current.etag } : { ifNoneMatch: '*' },
+      );
+      return record;
+    } catch (err) {
+      if (!isCasConflict(err) || attempt >= 2) throw err;
+    }
+  }
+}
+
+function safeParse(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * A fresh token signed by this node for one call to another node (tokens are single use:
+ * sign one per request). Refused with `capability-missing` when the node has no key.
+ */
+export async function mintNodeToken(ctx: Pick<NodeContext, 'nodeId' | 'nodeKey'>): Promise<string> {
+  if (!ctx.nodeKey) {
+    throw new Problem(
+      'capability-missing',
+      'No signing key',
+      `node ${ctx.nodeId} has no signing key to call other nodes with`,
+    );
+  }
+  return signToken({ id: ctx.nodeId, privateKey: ctx.nodeKey.privateKey });
+}

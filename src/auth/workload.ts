@@ -1,0 +1,40 @@
+// Workload OIDC tokens (spec 1 "Workload OIDC tokens"): accepted on the deploy routes only,
+// for an application whose trust policy names the token's `iss`. THE SEAM: the guard calls
+// `verifyWorkloadToken` for every bearer token on a `deploy` route that carries an `iss`
+// claim (node and operator tokens never do). The deploys work fills it in; until then every
+// workload token is `auth-invalid`.
+
+import type { NodeContext } from '../node/context.ts';
+import type { Caller } from './caller.ts';
+import { authInvalid } from './token.ts';
+
+export type WorkloadCaller = Extract<Caller, { kind: 'workload' }>;
+
+/**
+ * Verifies a workload token for `application` (null when the request names none, such as a
+ * poll of a malformed deploy id). Answers the caller, or throws `auth-invalid` (token does not
+ * hold up) or `trust-mismatch` (verified, but the policy admits neither issuer nor subject).
+ */
+export async function verifyWorkloadToken(
+  _ctx: NodeContext,
+  _token: string,
+  _application: string | null,
+): Promise<WorkloadCaller> {
+  throw authInvalid();
+}
+
+/**
+ * Whether a bearer token is a workload token: its unsigned payload carries `iss`. Node and
+ * operator tokens never carry one, so the choice needs no key and no I/O; whichever path is
+ * taken still verifies the signature.
+ */
+export function isWorkloadToken(token: string): boolean {
+  const payload = token.split('.')[1];
+  if (!payload || payload.length > 16_384) return false;
+  try {
+    const claims: unknown = JSON.parse(Buffer.from(payload, 'base64url').toString('utf8'));
+    return !!claims && typeof claims === 'object' && 'iss' in claims;
+  } catch {
+    return false;
+  }
+}
