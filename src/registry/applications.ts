@@ -159,18 +159,18 @@ export function applicationBlocked(name: string): Problem {
   );
 }
 
-/** Blocks an application (admin). Answers the record and whether this call changed it. */
-export async function blockApplication(store: Store, name: string): Promise<ApplicationRecord> {
-  return updateApplication(store, name, (current) =>
-    current.blocked ? null : { ...current, blocked: true },
-  );
-}
-
-/** Lifts a block (admin); the application returns to its prior desired state. */
-export async function unblockApplication(store: Store, name: string): Promise<ApplicationRecord> {
-  return updateApplication(store, name, (current) =>
-    current.blocked ? { ...current, blocked: false } : null,
-  );
+/** Blocks (true) or unblocks (false) an application; answers the record and whether this call changed it. */
+export async function setBlocked(
+  store: Store,
+  name: string,
+  blocked: boolean,
+): Promise<{ application: ApplicationRecord; changed: boolean }> {
+  let changed = false;
+  const application = await updateApplication(store, name, (current) => {
+    changed = current.blocked !== blocked;
+    return changed ? { ...current, blocked } : null;
+  });
+  return { application, changed };
 }
 
 /** Replaces every label; `{}` clears them. */

@@ -1,0 +1,164 @@
+// Spec 1 "Applications (common rules)", "POST and DELETE /v1/applications/:name/domains/:host"
+// and "DELETE /v1/applications/:name": the application routes. The auth guard (src/auth/) has
+// authenticated the caller, checked `:name` is an application name and enforced operator scope
+// on it before any handler runs; handlers validate bodies, then do one registry operation.
+
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import {
+  type Caller,
+  describeCaller,
+  narrowList,
+  patternCovered,
+  readView,
+  requireScope,
+} from '../../auth/caller.ts';
+import { Problem } from '../../problem.ts';
+import {
+  getApplication,
+  listApplications,
+  parseLabelsBody,
+  parseReplicasBody,
+  parseSelectorBody,
+  redactApplication,
+  retireApplication,
+  setBlocked,
+  setLabels,
+  setReplicas,
+  setSelector,
+  unretireApplication,
+} from '../../registry/applications.ts';
+import { checkClaimHost, claimDomain, releaseDomain } from '../../registry/domains.ts';
+import type { ApplicationRecord } from '../../registry/records.ts';
+import type { NodeContext } from '../context.ts';
+import { deleteApplicationRoute } from './delete-application.ts';
+
+const operator = { config: { auth: 'operator' as const } };
+const admin = { config: { auth: 'admin' as const } };
+const nodeOrOperator = { config: { auth: 'node-or-operator' as const } };
+
+type NameParams = { Params: { name: string } };
+type HostParams = { Params: { name: string; host: string }; Querystring: { wildcard?: string } };
+
+/** Registers every `/v1/applications` route. */
+export async function applicationRoutes(app: FastifyInstance, ctx: NodeContext): Promise<void> {
+  app.get('/v1/applications', operator, async (request) => {
+    const caller = callerOf(request);
+    const narrowed = narrowList(caller, await listApplications(ctx.store), (record) => record.name);
+    const applications = narrowed.items.map((record) => redactApplication(record, !narrowed.redact));
+    return narrowed.scoped ? { applications, scoped: true } : { applications };
+  });
+
+  app.get<NameParams>('/v1/applications/:name', operator, async (request) => {
+    const { caller, name } = target(request);
+    return answer(caller, await getApplication(ctx.store, name));
+  });
+
+  for (const [action, blocked] of [
+    ['block', true],
+    ['unblock', false],
+  ] as const) {
+    app.post<NameParams>(`/v1/applications/:name/${action}`, admin, async (request) => {
+      const { caller, name } = target(request);
+      const { application, changed } = await setBlocked(ctx.store, name, blocked);
+      // Spec 1 "Events": each block and unblock emits one event naming the actor.
+      ctx.log.info(
+        { event: `application.${action}ed`, application: name, actor: describeCaller(caller), changed },
+        `application ${name} ${action}ed by ${describeCaller(caller)}`,
+      );
+      return answer(caller, application);
+    });
+  }
+
+  app.post<NameParams>('/v1/applications/:name/labels', admin, async (request) => {
+    const { caller, name } = target(request);
+    const labels = parseLabelsBody(request.body);
+    return answer(caller, await setLabels(ctx.store, name, labels));
+  });
+
+  app.post<NameParams>('/v1/applications/:name/retire', nodeOrOperator, async (request) => {
+    const { caller, name } = target(request);
+    const grace = ctx.settings.applications.retireGraceMs;
+    return answer(caller, await retireApplication(ctx.store, name, describeCaller(caller), grace));
+  });
+
+  app.post<NameParams>('/v1/applications/:name/unretire', nodeOrOperator, async (request) => {
+    const { caller, name } = target(request);
+    return answer(caller, await unretireApplication(ctx.store, name));
+  });
+
+  app.post<NameParams>('/v1/applications/:name/selector', nodeOrOperator, async (request) => {
+    const { caller, name } = target(request);
+    const selector = parseSelectorBody(request.body);
+    return answer(caller, await setSelector(ctx.store, name, selector));
+  });
+
+  app.post<NameParams>('/v1/applications/:name/replicas', nodeOrOperator, async (request) => {
+    const { caller, name } = target(request);
+    const replicas = parseReplicasBody(request.body);
+    return answer(caller, await setReplicas(ctx.store, name, replicas));
+  });
+
+  app.post<HostParams>('/v1/applications/:name/domains/:host', operator, async (request) => {
+    const { caller, name } = target(request);
+    const host = checkClaimHost(request.params.host, ctx.settings.platform.domains);
+    // Only `1` counts (spec 1); `true`, `yes` and the rest claim the host alone.
+    const wildcard = request.query.wildcard === '1';
+    if (wildcard) requireWildcardScope(caller, name);
+    const claimed = await claimDomain(ctx.store, {
+      application: name,
+      host,
+      wildcard,
+      by: describeCaller(caller),
+      reaches: (holder) => readView(caller).reaches(holder),
+      platformDomains: ctx.settings.platform.domains,
+    });
+    return { ...claimed, application: redactFor(caller, claimed.application) };
+  });
+
+  app.delete<HostParams>('/v1/applications/:name/domains/:host', operator, async (request) => {
+    const { caller, name } = target(request);
+    // Not against the platform domains: a claim made before a domain became the platform's
+    // must still be releasable.
+    const host = checkClaimHost(request.params.host, []);
+    const released = await releaseDomain(ctx.store, name, host, ctx.settings.platform.domains);
+    return { ...released, application: redactFor(caller, released.application) };
+  });
+
+  await deleteApplicationRoute(app, ctx);
+}
+
+/** The verified caller the guard attached. */
+export function callerOf(request: FastifyRequest): Caller {
+  const caller = (request as FastifyRequest & { caller?: Caller }).caller;
+  // The guard runs for every route that declares `config.auth`; a missing caller is a wiring bug.
+  if (!caller)
+    throw new Problem('internal', 'Internal error', 'the request reached a handler unauthenticated');
+  return caller;
+}
+
+/** The caller and `:name`, with scope re-checked (no I/O; the guard already refused out-of-scope calls). */
+function target(request: FastifyRequest<{ Params: { name: string } }>): { caller: Caller; name: string } {
+  const caller = callerOf(request);
+  requireScope(caller, request.params.name);
+  return { caller, name: request.params.name };
+}
+
+function answer(caller: Caller, record: ApplicationRecord) {
+  return { application: redactFor(caller, record) };
+}
+
+function redactFor(caller: Caller, record: ApplicationRecord) {
+  return redactApplication(record, !readView(caller).redact);
+}
+
+/** `wildcard=1` also hands `<env>.<host>` to `<name>-<env>`: the key must reach `<name>-*`. */
+function requireWildcardScope(caller: Caller, name: string): void {
+  const covered = caller.kind === 'operator' && patternCovered(caller.applications, `${name}-*`);
+  if (!covered) {
+    throw new Problem(
+      'auth-scope',
+      'Out of scope',
+      `claiming subdomains needs a key that reaches every application "${name}-*"`,
+    );
+  }
+}

@@ -1,0 +1,62 @@
+// Application names and `--name`/`--env` resolution (spec 1 "Identifiers and name rules";
+// spec 3 "Naming an application").
+
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import fc from 'fast-check';
+import { Problem } from '../problem.ts';
+import { isApplicationName, resolveApplicationName } from './names.ts';
+
+test('application names: 1-63 lowercase alphanumerics with single inner hyphens', () => {
+  for (const name of ['a', 'shop', 'shop-dev', 'a1-b2-c3', '0', 'x'.repeat(63)])
+    assert.ok(isApplicationName(name), name);
+  for (const name of ['', 'Shop', 'shop--dev', '-shop', 'shop-', 'sh_op', 'sh.op', 'x'.repeat(64), 'shöp']) {
+    assert.ok(!isApplicationName(name), name);
+  }
+  assert.ok(!isApplicationName(undefined));
+  assert.ok(!isApplicationName(42));
+});
+
+test('--name alone and --name with --env', () => {
+  assert.equal(resolveApplicationName('shop'), 'shop');
+  assert.equal(resolveApplicationName('shop', 'dev'), 'shop-dev');
+});
+
+test('invalid-slug names both parts', () => {
+  const cases: [string | undefined, string | undefined][] = [
+    ['Shop', undefined],
+    ['shop', 'Dev'],
+    ['shop-', 'dev'],
+    ['x'.repeat(40), 'y'.repeat(30)],
+    ['shop', ''],
+  ];
+  for (const [name, env] of cases) {
+    assert.throws(
+      () => resolveApplicationName(name, env),
+      (err: unknown) => {
+        assert.ok(err instanceof Problem);
+        assert.equal(err.code, 'invalid-slug');
+        assert.equal(err.title, 'Invalid application name');
+        assert.ok(err.detail?.includes(`--name ${JSON.stringify(name)}`));
+        if (env !== undefined) assert.ok(err.detail?.includes(`--env ${JSON.stringify(env)}`));
+        return true;
+      },
+    );
+  }
+});
+
+test('property: a resolved name is always an application name', () => {
+  fc.assert(
+    fc.property(
+      fc.string({ maxLength: 40 }),
+      fc.option(fc.string({ maxLength: 40 }), { nil: undefined }),
+      (name, env) => {
+        try {
+          assert.ok(isApplicationName(resolveApplicationName(name, env)));
+        } catch (err) {
+          assert.ok(err instanceof Problem && err.code === 'invalid-slug');
+        }
+      },
+    ),
+  );
+});

@@ -1,0 +1,30 @@
+// Spec 3 "Naming an application": `--name` and `--env`, resolved client-side (the node never sees
+// `--env`). The application name rule itself (spec 1 "Identifiers and name rules") lives in
+// src/auth/names.ts, with the guard that checks `:name`.
+
+import { isApplicationName } from '../auth/names.ts';
+import { Problem } from '../problem.ts';
+
+export { isApplicationName };
+
+/**
+ * The application `--name` and `--env` address: `<name>`, or `<name>-<env>`. Both halves and the
+ * joined result must be application names; otherwise `invalid-slug` naming both parts.
+ */
+export function resolveApplicationName(name: string | undefined, env?: string | undefined): string {
+  if (env === undefined) {
+    if (isApplicationName(name)) return name;
+    throw new Problem(
+      'invalid-slug',
+      'Invalid application name',
+      `--name ${JSON.stringify(name ?? '')} must be 1-63 lowercase letters or digits, optionally separated by single hyphens`,
+    );
+  }
+  const joined = `${name ?? ''}-${env}`;
+  if (isApplicationName(name) && isApplicationName(env) && isApplicationName(joined)) return joined;
+  throw new Problem(
+    'invalid-slug',
+    'Invalid application name',
+    `--name ${JSON.stringify(name ?? '')} and --env ${JSON.stringify(env)} must each be 1-63 lowercase letters or digits with single hyphens, and so must the joined ${JSON.stringify(joined)}`,
+  );
+}
