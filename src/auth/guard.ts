@@ -37,6 +37,14 @@ declare module 'fastify' {
   }
 }
 
+/** The operator record the guard read for this request (operator and admin routes re-read it). */
+const operatorRecords = new WeakMap<FastifyRequest, TrustedOperator>();
+
+/** The verified caller's operator record as this request read it; undefined for other callers. */
+export function operatorRecordOf(request: FastifyRequest): TrustedOperator | undefined {
+  return operatorRecords.get(request);
+}
+
 const LEVELS = new Set<string>(['public', 'ingress', 'node-or-operator', 'operator', 'admin', 'deploy']);
 
 /** Installs the guard on the root instance; buildServer calls it before any route plugin. */
@@ -125,6 +133,7 @@ async function authenticateSigned(
         }
         record = fresh;
       }
+      operatorRecords.set(request, record);
       caller = { kind: 'operator', id: record.id, role: record.role, applications: [...record.applications] };
     }
   }
