@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
-import { renderProxyb, serializeProxyb } from './proxyb.ts';
+import { renderProxyb, renderProxybBytes, serializeProxyb } from './proxyb.ts';
 import { compare, renderRouting, resolvePrefer, serializeRouting } from './render.ts';
 import type { FleetRouting, RoutingInput, Upstream } from './types.ts';
 

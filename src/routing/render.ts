@@ -12,47 +12,41 @@ export const DENIED_PREFIXES: readonly string[] = ['/v1/storage', '/v1/ingress/r
  */
 export function renderRouting(input: RoutingInput, prefer?: string): FleetRouting {
   const preferNode = resolvePrefer(prefer, input.selfNodeId);
-  const upstreams = servingUpstreams(input);
+  const upstreams = servingUpstreams(input, preferNode);
   const serving = [...upstreams.keys()].sort(compare);
   const platform = [...new Set(input.platformDomains.filter((d) => d !== ''))].sort(compare);
-  const routes = new Map<string, Route>();
+  const owner = new Map<string, string>();
 
   // First writer wins, so the order of these passes is the precedence of rule 4: platform hosts,
   // then exact claims, then env hosts, then wildcard keys; inside a pass, the smaller name first.
-  const write = (host: string, application: string, ups: Upstream[]): void => {
-    if (!routes.has(host)) routes.set(host, { host, application, upstreams: ups });
+  const write = (host: string, application: string): void => {
+    if (!owner.has(host)) owner.set(host, application);
   };
 
   for (const name of serving) {
-    const ups = upstreams.get(name)!;
-    for (const domain of platform) write(`${name}.${domain}`, name, ups);
+    for (const domain of platform) write(`${name}.${domain}`, name);
   }
 
   const claims = input.claims
     .filter((c) => upstreams.has(c.application) && !atOrUnder(c.host, platform))
     .sort((a, b) => compare(a.application, b.application) || compare(a.host, b.host));
-  for (const claim of claims) write(claim.host, claim.application, upstreams.get(claim.application)!);
+  for (const claim of claims) write(claim.host, claim.application);
 
   const wildcards = uniqueWildcards(claims);
   for (const { host: base, application: holder } of wildcards) {
-    for (const name of withPrefix(serving, `${holder}-`)) {
-      write(`${name.slice(holder.length + 1)}.${base}`, name, upstreams.get(name)!);
-    }
+    for (const name of withPrefix(serving, `${holder}-`))
+      write(`${name.slice(holder.length + 1)}.${base}`, name);
   }
-  for (const { host: base, application: holder } of wildcards) {
-    write(`*.${base}`, holder, upstreams.get(holder)!);
-  }
+  for (const { host: base, application: holder } of wildcards) write(`*.${base}`, holder);
 
-  const sorted = [...routes.values()].sort((a, b) => compare(a.host, b.host));
-  const doc: FleetRouting = {
-    v: 1,
-    routes: sorted.map((r) => ({
-      host: r.host,
-      application: r.application,
-      upstreams: preferFirst(r.upstreams, preferNode),
-    })),
-  };
-  const api = renderApi(input, platform, routes, preferNode);
+  // The hosts of one application share its upstream array: the document is read-only data.
+  const routes: Route[] = [];
+  for (const host of [...owner.keys()].sort(compare)) {
+    const application = owner.get(host)!;
+    routes.push({ host, application, upstreams: upstreams.get(application)! });
+  }
+  const doc: FleetRouting = { v: 1, routes };
+  const api = renderApi(input, platform, owner, preferNode);
   if (api) doc.api = api;
   return doc;
 }
@@ -76,14 +70,15 @@ export function compare(a: string, b: string): number {
 // Rule 3 and spec 1: only live, non-draining nodes count, only ready processes, and never a blocked
 // or retired application. A process for an application the registry does not know is an orphan
 // about to be reaped, not something to route to.
-function servingUpstreams(input: RoutingInput): Map<string, Upstream[]> {
+function servingUpstreams(input: RoutingInput, preferNode: string | undefined): Map<string, Upstream[]> {
   const routable = new Map<string, boolean>();
   for (const app of input.applications) {
     const ok = !app.blocked && !app.retired;
     routable.set(app.name, (routable.get(app.name) ?? true) && ok);
   }
   const byApp = new Map<string, Upstream[]>();
-  for (const node of input.nodes) {
+  // Visiting nodes in id order leaves most lists already sorted.
+  for (const node of [...input.nodes].sort((a, b) => compare(a.id, b.id))) {
     if (!node.live || node.state === 'draining') continue;
     const host = addressHost(node.address);
     for (const proc of node.processes) {
@@ -96,14 +91,17 @@ function servingUpstreams(input: RoutingInput): Map<string, Upstream[]> {
       list.push({ node: node.id, address: `${host}:${proc.port}` });
     }
   }
-  for (const [name, list] of byApp) byApp.set(name, sortUpstreams(list));
+  for (const [name, list] of byApp) byApp.set(name, preferFirst(sortUpstreams(list), preferNode));
   return byApp;
 }
 
 function sortUpstreams(list: Upstream[]): Upstream[] {
-  if (list.length < 2) return list;
-  list.sort((a, b) => compare(a.node, b.node) || compare(a.address, b.address));
-  return list.filter((u, i) => i === 0 || u.node !== list[i - 1].node || u.address !== list[i - 1].address);
+  const order = (a: Upstream, b: Upstream) => compare(a.node, b.node) || compare(a.address, b.address);
+  let sorted = true;
+  for (let i = 1; i < list.length && sorted; i++) sorted = order(list[i - 1], list[i]) < 0;
+  if (sorted) return list;
+  list.sort(order);
+  return list.filter((u, i) => i === 0 || order(list[i - 1], u) !== 0);
 }
 
 // The host part of an advertised `host:port`; a bracketed IPv6 literal keeps its brackets so that
@@ -160,7 +158,7 @@ function withPrefix(sorted: string[], prefix: string): string[] {
 function renderApi(
   input: RoutingInput,
   platform: string[],
-  routes: Map<string, Route>,
+  routes: Map<string, string>,
   preferNode: string | undefined,
 ): ApiRouting | undefined {
   if (!input.apiPublic) return undefined;
@@ -173,8 +171,7 @@ function renderApi(
   return { hosts, upstreams: preferFirst(upstreams, preferNode), denied: [...DENIED_PREFIXES] };
 }
 
-// Each route gets its own array: several hosts of one application share the collected list.
 function preferFirst(list: Upstream[], node: string | undefined): Upstream[] {
-  if (node === undefined || !list.some((u) => u.node === node)) return list.slice();
+  if (node === undefined || !list.some((u) => u.node === node)) return list;
   return [...list.filter((u) => u.node === node), ...list.filter((u) => u.node !== node)];
 }

@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
 import { test } from 'node:test';
-import { renderProxyb, serializeProxyb } from './proxyb.ts';
+import { renderProxyb, renderProxybBytes, serializeProxyb } from './proxyb.ts';
 import { renderRouting, resolvePrefer, serializeRouting } from './render.ts';
 import { resolveRequest } from './resolve.ts';
 import type { FleetRouting, RoutingInput } from './types.ts';
@@ -79,6 +79,8 @@ for (const file of files) {
       const bytes = serializeProxyb(config);
       assert.equal(bytes, JSON.stringify(expected), `proxyb prefer=${prefer} bytes`);
       assert.equal(bytes, canonical(expected), `proxyb prefer=${prefer} keys sorted`);
+      const served = renderProxybBytes(doc, { entryPoints: vector.entryPoints, preferNode });
+      assert.equal(served, bytes, `proxyb prefer=${prefer} served bytes`);
     }
 
     for (const { host, path, ...want } of vector.lookups ?? []) {
