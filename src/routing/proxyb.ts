@@ -1,6 +1,7 @@
 // Spec 2 "Rendering for the second proxy (proxyb)": the routing document as Traefik v3 dynamic
 // configuration, served by GET /v1/ingress/routes/proxyb.
 import { compare } from './render.ts';
+import { inner, TextSink } from './text.ts';
 import type { FleetRouting, Upstream } from './types.ts';
 
 export interface ProxybOptions {
@@ -61,79 +62,90 @@ export function renderProxybBytes(doc: FleetRouting, options: ProxybOptions): st
   const entryPoints = JSON.stringify(options.entryPoints);
   const prefer = options.preferNode === '' ? undefined : options.preferNode;
   const sources: Source[] = [];
-  const routers: Item[] = [];
-  const services: Item[] = [];
 
-  const add = (source: Source, routerKind: number) => {
-    const index = sources.push(source) - 1;
-    routers.push({ name: source.key, index, kind: routerKind });
-    if (routerKind === DENY_ROUTER) return;
+  const add = (
+    key: string,
+    keyText: string,
+    rule: string,
+    upstreams: Upstream[],
+    healthCheck: string,
+    kind: number,
+  ) => {
     let local = 0;
-    if (prefer !== undefined) for (const u of source.upstreams) if (u.node === prefer) local++;
+    if (prefer !== undefined) for (const u of upstreams) if (u.node === prefer) local++;
     // Failover only when the preferred node answers and someone else can take over.
-    if (local > 0 && local < source.upstreams.length) {
-      services.push({ name: source.key, index, kind: FAILOVER });
-      services.push({ name: `${source.key}_local`, index, kind: LOCAL });
-      services.push({ name: `${source.key}_peers`, index, kind: PEERS });
-    } else {
-      services.push({ name: source.key, index, kind: BALANCER });
-    }
+    const failover = local > 0 && local < upstreams.length;
+    sources.push({ key, keyText, rule, upstreams, healthCheck, kind, failover });
   };
 
   for (const route of doc.routes) {
     const wildcard = route.host.startsWith('*.');
     const base = wildcard ? route.host.slice(2) : route.host;
-    const baseText = inner(base);
+    const text = inner(base);
     // A wildcard service checks health under the base: the pattern is no host a process answers.
-    const healthCheck = `{"hostname":"${baseText}","interval":"10s","path":"${CELL_HEALTH}","timeout":"3s"}`;
+    const healthCheck = `{"hostname":"${text}","interval":"10s","path":"${CELL_HEALTH}","timeout":"3s"}`;
     if (wildcard) {
       const rule = JSON.stringify(`HostRegexp(\`^[^.]+\\.${escapeRegex(base)}$\`)`);
-      const key = `svc_wild_${base}`;
-      add(
-        { key, keyText: `svc_wild_${baseText}`, rule, upstreams: route.upstreams, healthCheck },
-        WILD_ROUTER,
-      );
+      add(`svc_wild_${base}`, `svc_wild_${text}`, rule, route.upstreams, healthCheck, WILD_ROUTER);
     } else {
-      const rule = `"Host(\`${baseText}\`)"`;
-      add(
-        { key: `svc_${base}`, keyText: `svc_${baseText}`, rule, upstreams: route.upstreams, healthCheck },
-        HOST_ROUTER,
-      );
+      add(`svc_${base}`, `svc_${text}`, `"Host(\`${text}\`)"`, route.upstreams, healthCheck, HOST_ROUTER);
     }
   }
 
   if (doc.api) {
     const denied = doc.api.denied.flatMap((p) => [`Path(\`${p}\`)`, `PathPrefix(\`${p}/\`)`]);
     const healthCheck = `{"interval":"10s","path":"${API_HEALTH}","timeout":"3s"}`;
-    const upstreams = doc.api.upstreams;
     for (const domain of doc.api.hosts) {
       const host = `Host(\`${domain}\`)`;
       const api = `svc_api_${domain}`;
       const apiRule = JSON.stringify([host, ...denied.map((m) => `!${m}`)].join(' && '));
-      add({ key: api, keyText: inner(api), rule: apiRule, upstreams, healthCheck }, API_ROUTER);
+      add(api, inner(api), apiRule, doc.api.upstreams, healthCheck, API_ROUTER);
       const deny = `svc_apideny_${domain}`;
       const denyRule = JSON.stringify(`${host} && (${denied.join(' || ')})`);
-      add({ key: deny, keyText: inner(deny), rule: denyRule, upstreams: [], healthCheck }, DENY_ROUTER);
+      add(deny, inner(deny), denyRule, [], healthCheck, DENY_ROUTER);
     }
   }
 
-  if (routers.length === 0) return '{}';
-  const byName = (a: Item, b: Item) => compare(a.name, b.name);
-  routers.sort(byName);
-  services.sort(byName);
+  if (sources.length === 0) return '{}';
+  // Document order is host order, so this is mostly merging the few wildcard and API names in.
+  sources.sort((a, b) => compare(a.key, b.key));
 
   const out = new TextSink();
   out.add('{"http":{"middlewares":{"svc_retry":{"retry":{"attempts":3}}},"routers":{');
-  for (let i = 0; i < routers.length; i++) {
-    const source = sources[routers[i].index];
-    out.add(`${i === 0 ? '"' : ',"'}${source.keyText}":${routerText(source, routers[i].kind, entryPoints)}`);
+  for (let i = 0; i < sources.length; i++) {
+    out.add(`${i === 0 ? '"' : ',"'}${sources[i].keyText}":${routerText(sources[i], entryPoints)}`);
   }
   out.add('},"services":{');
-  for (let i = 0; i < services.length; i++) {
-    const { index, kind } = services[i];
-    const source = sources[index];
-    const suffix = kind === LOCAL ? '_local' : kind === PEERS ? '_peers' : '';
-    out.add(`${i === 0 ? '"' : ',"'}${source.keyText}${suffix}":${serviceText(source, kind, prefer)}`);
+  // Services are the routers' names plus `<key>_local` and `<key>_peers` of each failover. Those
+  // sort after every name that extends `<key>` with a character below "_", which all come right
+  // after `<key>` in router order; so they wait on a stack, whose top is always the smallest, until
+  // the next router name passes them. This keeps the walk linear instead of a second sort.
+  const pending: { name: string; text: string; source: Source; kind: number }[] = [];
+  let first = true;
+  const emit = (nameText: string, value: string) => {
+    out.add(`${first ? '"' : ',"'}${nameText}":${value}`);
+    first = false;
+  };
+  for (const source of sources) {
+    if (source.kind === DENY_ROUTER) continue;
+    while (pending.length > 0 && compare(pending[pending.length - 1].name, source.key) < 0) {
+      const next = pending.pop()!;
+      emit(next.text, balancerText(next.source, next.kind, prefer));
+    }
+    if (!source.failover) {
+      emit(source.keyText, balancerText(source, BALANCER, prefer));
+      continue;
+    }
+    emit(
+      source.keyText,
+      `{"failover":{"fallback":"${source.keyText}_peers","service":"${source.keyText}_local"}}`,
+    );
+    pending.push({ name: `${source.key}_peers`, text: `${source.keyText}_peers`, source, kind: PEERS });
+    pending.push({ name: `${source.key}_local`, text: `${source.keyText}_local`, source, kind: LOCAL });
+  }
+  while (pending.length > 0) {
+    const next = pending.pop()!;
+    emit(next.text, balancerText(next.source, next.kind, prefer));
   }
   out.add('}}}');
   return out.finish();
@@ -150,13 +162,8 @@ interface Source {
   upstreams: Upstream[];
   /** JSON text of the health check the source's load balancers carry. */
   healthCheck: string;
-}
-
-/** One name of the output, pointing at what it is written from. */
-interface Item {
-  name: string;
-  index: number;
   kind: number;
+  failover: boolean;
 }
 
 const HOST_ROUTER = 0;
@@ -164,78 +171,31 @@ const WILD_ROUTER = 1;
 const API_ROUTER = 2;
 const DENY_ROUTER = 3;
 const BALANCER = 0;
-const FAILOVER = 1;
-const LOCAL = 2;
-const PEERS = 3;
+const LOCAL = 1;
+const PEERS = 2;
 
 // Keys in code-unit order: entryPoints, middlewares, priority, rule, service. Priorities: deny 3
 // above API 2, wildcard 1 below everything, host routers unset. Deny routers go without the retry
 // middleware: Traefik answers them itself.
-function routerText(source: Source, kind: number, entryPoints: string): string {
-  if (kind === DENY_ROUTER) {
+function routerText(source: Source, entryPoints: string): string {
+  if (source.kind === DENY_ROUTER) {
     return `{"entryPoints":${entryPoints},"priority":3,"rule":${source.rule},"service":"noop@internal"}`;
   }
-  const priority = kind === WILD_ROUTER ? ',"priority":1' : kind === API_ROUTER ? ',"priority":2' : '';
+  const priority =
+    source.kind === WILD_ROUTER ? ',"priority":1' : source.kind === API_ROUTER ? ',"priority":2' : '';
   return `{"entryPoints":${entryPoints},"middlewares":["svc_retry"]${priority},"rule":${source.rule},"service":"${source.keyText}"}`;
 }
 
 // Traefik refuses a failover whose primary has no health check, so both halves carry the
-// source's. The failover service gets none: in Traefik that option only reports status to a
-// parent service, and its parent here is a router.
-function serviceText(source: Source, kind: number, prefer: string | undefined): string {
-  if (kind === FAILOVER) {
-    return `{"failover":{"fallback":"${source.keyText}_peers","service":"${source.keyText}_local"}}`;
-  }
+// source's. The failover service itself gets none: in Traefik that option only reports status to
+// a parent service, and its parent here is a router.
+function balancerText(source: Source, kind: number, prefer: string | undefined): string {
   let servers = '';
   for (const u of source.upstreams) {
     if ((kind === LOCAL && u.node !== prefer) || (kind === PEERS && u.node === prefer)) continue;
     servers += `${servers === '' ? '' : ','}{"url":"http://${inner(u.address)}"}`;
   }
   return `{"loadBalancer":{"healthCheck":${source.healthCheck},"servers":[${servers}]}}`;
-}
-
-// Collects the text in fixed-size buffers so that the pieces die young: keeping tens of thousands
-// of small strings alive until one final join made garbage collection the largest cost.
-class TextSink {
-  static readonly SIZE = 1 << 20;
-  full: Buffer[] = [];
-  buffer = Buffer.allocUnsafe(TextSink.SIZE);
-  length = 0;
-  chunk = '';
-
-  add(text: string): void {
-    this.chunk += text;
-    if (this.chunk.length >= 1 << 15) this.flush();
-  }
-
-  finish(): string {
-    this.flush();
-    if (this.full.length === 0) return this.buffer.toString('utf8', 0, this.length);
-    const all = [...this.full, this.buffer.subarray(0, this.length)];
-    return Buffer.concat(all).toString('utf8');
-  }
-
-  // A chunk never straddles two buffers, so no UTF-8 sequence is ever cut in half.
-  private flush(): void {
-    const size = Buffer.byteLength(this.chunk);
-    if (this.length + size > this.buffer.length) {
-      this.full.push(this.buffer.subarray(0, this.length));
-      this.buffer = Buffer.allocUnsafe(Math.max(size, TextSink.SIZE));
-      this.length = 0;
-    }
-    this.length += this.buffer.write(this.chunk, this.length);
-    this.chunk = '';
-  }
-}
-
-/** `text` as it appears inside a JSON string; valid hosts and addresses come back unchanged. */
-function inner(text: string): string {
-  for (let i = 0; i < text.length; i++) {
-    const c = text.charCodeAt(i);
-    if (c < 0x20 || c === 0x22 || c === 0x5c || (c >= 0xd800 && c <= 0xdfff))
-      return JSON.stringify(text).slice(1, -1);
-  }
-  return text;
 }
 
 // Valid bases only contain dots among the metacharacters; escaping all of them keeps a malformed

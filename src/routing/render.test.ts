@@ -8,7 +8,7 @@ import { compare, renderRouting, resolvePrefer, serializeRouting } from './rende
 import type { FleetRouting, RoutingInput, Upstream } from './types.ts';
 
 const APPS = ['a', 'b', 'a-b', 'a-x', 'b-x', 'shop', 'shop-dev', 'shop-dev-x', 'api', 'x', 'x-apps'];
-const PLATFORM = ['svc.test', 'api.svc.test', 'example.com', 'apps.example.com'];
+const PLATFORM = ['svc.test', 'svc.test.net', 'api.svc.test', 'example.com', 'apps.example.com'];
 const HOSTS = [
   'example.com',
   'x.example.com',
@@ -18,6 +18,8 @@ const HOSTS = [
   'svc.test',
   'a.svc.test',
   'x.apps.example.com',
+  'shop.example.org',
+  'shop.example.org.uk',
 ];
 const NODES = ['n1', 'n2', 'n3', 'n10'];
 
@@ -293,4 +295,20 @@ test('an empty preferNode is no prefer', () => {
   };
   const config = renderProxyb(doc, { entryPoints: ['web'], preferNode: '' });
   assert.ok('loadBalancer' in config.http!.services['svc_a.p.test']);
+});
+
+test('failover halves sort after every name that extends their key with a character below "_"', () => {
+  const ups = [
+    { node: 'n1', address: 'h1:1' },
+    { node: 'n2', address: 'h2:1' },
+  ];
+  const hosts = ['a.test', 'a.test-b', 'a.test.net', 'a.test.net.uk', 'a.test0', 'a.testx', 'b.test'];
+  const doc: FleetRouting = {
+    v: 1,
+    routes: hosts.map((host) => ({ host, application: 'a', upstreams: ups })),
+  };
+  const names = Object.keys(renderProxyb(doc, { entryPoints: ['web'], preferNode: 'n1' }).http!.services);
+  const expected = hosts.flatMap((h) => [`svc_${h}`, `svc_${h}_local`, `svc_${h}_peers`]).sort(compare);
+  assert.deepEqual(names, expected);
+  assert.equal(names[1], 'svc_a.test-b');
 });
