@@ -129,7 +129,9 @@ const fail = <T>(why: string): Parsed<T> => ({ ok: false, why });
 export function parseJsonObject(body: Uint8Array | string): Parsed<Record<string, unknown>> {
   let value: unknown;
   try {
-    value = JSON.parse(typeof body === 'string' ? body : new TextDecoder('utf-8', { fatal: true }).decode(body));
+    value = JSON.parse(
+      typeof body === 'string' ? body : new TextDecoder('utf-8', { fatal: true }).decode(body),
+    );
   } catch (err) {
     return fail(`not JSON (${(err as Error).message})`);
   }
@@ -148,11 +150,12 @@ const isWhole = (v: unknown): v is number => typeof v === 'number' && Number.isS
 export function checkVersioned(
   doc: Record<string, unknown>,
 ): { ok: true; unknown: string | null } | { ok: false; why: string } {
-  if (!isWhole(doc.schema_version)) return fail('schema_version is not a whole number');
+  if (!isWhole(doc.schema_version)) return { ok: false, why: 'schema_version is not a whole number' };
   if (!Array.isArray(doc.required_features) || !doc.required_features.every(isString)) {
-    return fail('required_features is not a list of strings');
+    return { ok: false, why: 'required_features is not a list of strings' };
   }
-  if (doc.schema_version !== SCHEMA_VERSION) return { ok: true, unknown: `schema_version ${doc.schema_version}` };
+  if (doc.schema_version !== SCHEMA_VERSION)
+    return { ok: true, unknown: `schema_version ${doc.schema_version}` };
   const unknown = (doc.required_features as string[]).filter((f) => !KNOWN_FEATURES.includes(f));
   if (unknown.length > 0) return { ok: true, unknown: `required features ${unknown.join(', ')}` };
   return { ok: true, unknown: null };
@@ -181,7 +184,8 @@ export function parseManifest(body: Uint8Array | string): ParsedVersioned<Manife
   if (!Array.isArray(doc.compatibility_flags) || !doc.compatibility_flags.every(isString)) {
     return fail('compatibility_flags is malformed');
   }
-  if (!doc.vars || typeof doc.vars !== 'object' || Array.isArray(doc.vars)) return fail('vars is not an object');
+  if (!doc.vars || typeof doc.vars !== 'object' || Array.isArray(doc.vars))
+    return fail('vars is not an object');
   if (doc.assets !== null && !isAssetsConfig(doc.assets)) return fail('assets is malformed');
   const images = imageReferences(doc);
   if (!images.ok) return images;
@@ -212,7 +216,9 @@ function isAssetsConfig(v: unknown): v is AssetsConfig {
   const a = v as Record<string, unknown>;
   return (
     (a.binding === null || isString(a.binding)) &&
-    ['auto-trailing-slash', 'force-trailing-slash', 'drop-trailing-slash', 'none'].includes(a.html_handling as string) &&
+    ['auto-trailing-slash', 'force-trailing-slash', 'drop-trailing-slash', 'none'].includes(
+      a.html_handling as string,
+    ) &&
     ['none', '404-page', 'single-page-application'].includes(a.not_found_handling as string)
   );
 }
@@ -251,14 +257,16 @@ export function parseAssetsIndex(body: Uint8Array | string): ParsedVersioned<Ass
   const versioned = checkVersioned(doc);
   if (!versioned.ok) return versioned;
   if (versioned.unknown) return { ok: false, why: versioned.unknown, unknown: true };
-  if (!doc.files || typeof doc.files !== 'object' || Array.isArray(doc.files)) return fail('files is not an object');
+  if (!doc.files || typeof doc.files !== 'object' || Array.isArray(doc.files))
+    return fail('files is not an object');
   for (const [path, entry] of Object.entries(doc.files as Record<string, unknown>)) {
     if (!path.startsWith('/')) return fail(`file ${JSON.stringify(path)} does not start with /`);
     const e = entry as Record<string, unknown> | null;
     if (!e || typeof e !== 'object' || !isString(e.blob) || !BLOB_PATTERN.test(e.blob)) {
       return fail(`file ${JSON.stringify(path)} names no blob (64 lowercase hex)`);
     }
-    if (!isWhole(e.size) || !isString(e.content_type)) return fail(`file ${JSON.stringify(path)} is malformed`);
+    if (!isWhole(e.size) || !isString(e.content_type))
+      return fail(`file ${JSON.stringify(path)} is malformed`);
   }
   return { ok: true, value: doc as unknown as AssetsIndex };
 }
@@ -285,7 +293,8 @@ export function parsePointer(body: Uint8Array | string): ParsedVersioned<Pointer
     return { ok: false, why: `schema_version ${doc.schema_version}`, unknown: true };
   }
   if (!isScriptName(doc.script)) return fail('script is not a script name');
-  if (!isString(doc.deployment) || !VERSION_PATTERN.test(doc.deployment)) return fail('deployment is not a hex version');
+  if (!isString(doc.deployment) || !VERSION_PATTERN.test(doc.deployment))
+    return fail('deployment is not a hex version');
   return { ok: true, value: doc as unknown as Pointer };
 }
 

@@ -1,0 +1,32 @@
+// How `cell` fails (DESIGN.md "The runtime contract (`cell`)": a failure exits non-zero with a
+// message a user can act on). A CellError is such a message; anything else is a bug and is
+// printed with its cause chain.
+
+import { isProblem } from '../../src/problem.ts';
+
+/** A failure the user can act on: printed as `cell: <message>`, exit 1. */
+export class CellError extends Error {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'CellError';
+  }
+}
+
+/** The one line printed for a failure. */
+export function renderError(err: unknown): string {
+  if (err instanceof CellError) return `cell: ${err.message}`;
+  // The store names its failures (store-unavailable, store-nonconforming) as svc does.
+  if (isProblem(err)) return `cell: ${err.message} [urn:svc:${err.code}]`;
+  const messages: string[] = [];
+  let current: unknown = err;
+  while (current !== undefined && current !== null && messages.length < 5) {
+    if (current instanceof Error) {
+      messages.push(current.message || current.name);
+      current = current.cause;
+    } else {
+      messages.push(String(current));
+      break;
+    }
+  }
+  return `cell: unexpected failure: ${messages.join(': ')}`;
+}

@@ -1,0 +1,312 @@
+// One running deployment: its files fetched from the bucket into a local folder, a workerd
+// process serving them on a private Unix socket, and the probe that says when it answers
+// (DESIGN.md "The runtime contract (`cell`)": `/.well-known/cell/health` only once ready).
+// The front proxy (serve.ts) switches between instances; an instance never listens on a port.
+
+import { type ChildProcess, spawn } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { mkdir, rename, rm, writeFile } from 'node:fs/promises';
+import { Agent, request } from 'node:http';
+import { dirname, join } from 'node:path';
+import { keys } from '../../src/registry/keys.ts';
+import { isModulePath, type Manifest, parseAssetsIndex } from '../../src/runtime-tools/layout.ts';
+import type { Store } from '../../src/store/store.ts';
+import { CellError } from './errors.ts';
+import { ROUTER_MODULE, ROUTER_SOURCE } from './router-worker.ts';
+import { renderWorkerdConfig, type WorkerdPlan, workerdBinary } from './workerd.ts';
+
+/** The path the probe asks the worker for; any HTTP answer means the deployment answers. */
+export const PROBE_PATH = '/.well-known/cell/health';
+const PROBE_EVERY_MS = 50;
+const PROBE_REQUEST_MS = 2_000;
+const STOP_GRACE_MS = 5_000;
+
+export interface InstanceContext {
+  store: Store;
+  application: string;
+  /** The process's private folder: instances, sockets and the blob cache live here. */
+  stateDir: string;
+  env: NodeJS.ProcessEnv;
+  log: (line: string) => void;
+  /** How long a new instance may take to answer its first request. */
+  startTimeoutMs: number;
+}
+
+let sequence = 0;
+
+/** Every workerd this process started and has not seen exit: killed on the way out, never orphaned. */
+const liveChildren = new Set<ChildProcess>();
+
+/** SIGKILLs every workerd still running; safe inside a process `exit` handler. */
+export function killAllWorkerd(): void {
+  for (const child of liveChildren) child.kill('SIGKILL');
+}
+
+export class Instance {
+  readonly manifest: Manifest;
+  readonly socketPath: string;
+  readonly agent: Agent;
+  /** Requests proxied to this instance that have not finished yet. */
+  inflight = 0;
+  private readonly dir: string;
+  private child: ChildProcess | null = null;
+  private exitPromise: Promise<number | null> = Promise.resolve(null);
+  private stopping = false;
+  private idleWaiters: (() => void)[] = [];
+
+  private constructor(manifest: Manifest, dir: string, socketPath: string) {
+    this.manifest = manifest;
+    this.dir = dir;
+    this.socketPath = socketPath;
+    this.agent = new Agent({ keepAlive: true, maxSockets: 256 });
+  }
+
+  get label(): string {
+    return `${this.manifest.script}/${this.manifest.deployment}`;
+  }
+
+  /** Fetches the deployment, starts workerd and resolves once the worker answers a request. */
+  static async start(
+    context: InstanceContext,
+    manifest: Manifest,
+    onExit: (instance: Instance) => void,
+  ): Promise<Instance> {
+    const n = ++sequence;
+    const dir = join(context.stateDir, `d${n}`);
+    const instance = new Instance(manifest, dir, join(context.stateDir, `w${n}.sock`));
+    try {
+      await instance.materialize(context);
+      await instance.spawn(context, onExit);
+      await instance.probe(context);
+      return instance;
+    } catch (err) {
+      await instance.stop();
+      throw err;
+    }
+  }
+
+  /** Writes modules, vars, assets and the workerd config into the instance's folder. */
+  private async materialize(context: InstanceContext): Promise<void> {
+    const { store, application } = context;
+    const m = this.manifest;
+    await mkdir(this.dir, { recursive: true });
+    const plan: WorkerdPlan = {
+      address: `unix:${this.socketPath}`,
+      modules: [],
+      compatibilityDate: m.compatibility_date,
+      compatibilityFlags: m.compatibility_flags,
+      vars: [],
+      assets: null,
+    };
+    for (const module of m.modules) {
+      if (!isModulePath(module.name))
+        throw new CellError(`module name ${JSON.stringify(module.name)} is unsafe`);
+      const key = keys.runtimeModule(application, m.script, m.deployment, module.name);
+      const object = await store.get(key);
+      if (!object) throw new CellError(`${key} is missing from the bucket`);
+      if (sha256(object.body) !== module.sha256)
+        throw new CellError(`${key} does not match its manifest's checksum`);
+      const file = join('modules', module.name);
+      await mkdir(dirname(join(this.dir, file)), { recursive: true });
+      await writeFile(join(this.dir, file), object.body);
+      plan.modules.push({ name: module.name, type: module.type, file });
+    }
+    // The main module must come first: workerd takes the first module as the entry point.
+    plan.modules.sort((a, b) => Number(b.name === m.main_module) - Number(a.name === m.main_module));
+
+    await mkdir(join(this.dir, 'vars'));
+    for (const [i, [name, value]] of Object.entries(m.vars).entries()) {
+      const text = typeof value === 'string';
+      const file = join('vars', `${i}.${text ? 'txt' : 'json'}`);
+      await writeFile(join(this.dir, file), text ? value : JSON.stringify(value));
+      plan.vars.push({ name, kind: text ? 'text' : 'json', file });
+    }
+
+    if (m.assets) {
+      const key = keys.runtimeAssetsIndex(application, m.script, m.deployment);
+      const object = await store.get(key);
+      if (!object) throw new CellError(`${key} is missing from the bucket`);
+      const index = parseAssetsIndex(object.body);
+      if (!index.ok) throw new CellError(`${key} cannot be used: ${index.why}`);
+      const blobsDir = join(context.stateDir, 'blobs');
+      await mkdir(blobsDir, { recursive: true });
+      const hashes = [...new Set(Object.values(index.value.files).map((f) => f.blob))];
+      await fetchBlobs(store, application, hashes, blobsDir);
+      await writeFile(join(this.dir, 'assets-files.json'), JSON.stringify(index.value.files));
+      await writeFile(
+        join(this.dir, 'assets-config.json'),
+        JSON.stringify({
+          html_handling: m.assets.html_handling,
+          not_found_handling: m.assets.not_found_handling,
+        }),
+      );
+      await writeFile(join(this.dir, ROUTER_MODULE), ROUTER_SOURCE);
+      plan.assets = {
+        filesJson: 'assets-files.json',
+        configJson: 'assets-config.json',
+        blobsDir,
+        binding: m.assets.binding,
+      };
+    }
+    await writeFile(join(this.dir, 'config.capnp'), renderWorkerdConfig(plan));
+  }
+
+  private async spawn(context: InstanceContext, onExit: (instance: Instance) => void): Promise<void> {
+    await rm(this.socketPath, { force: true });
+    const child = spawn(workerdBinary(context.env), ['serve', 'config.capnp'], {
+      cwd: this.dir,
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '' },
+    });
+    this.child = child;
+    liveChildren.add(child);
+    let tail = '';
+    const forward = (chunk: Buffer) => {
+      process.stderr.write(chunk);
+      tail = (tail + chunk.toString()).slice(-4096);
+      this.startupOutput = tail;
+    };
+    child.stdout!.on('data', forward);
+    child.stderr!.on('data', forward);
+    this.exitPromise = new Promise((resolveExit) => {
+      child.on('exit', (code, signal) => {
+        liveChildren.delete(child);
+        this.exited = true;
+        if (!this.stopping) {
+          context.log(`cell: workerd for ${this.label} exited (${signal ?? `code ${code}`})`);
+          onExit(this);
+        }
+        resolveExit(code);
+      });
+      child.on('error', (err) => {
+        liveChildren.delete(child);
+        this.exited = true;
+        context.log(`cell: cannot run workerd: ${err.message}`);
+        resolveExit(null);
+      });
+    });
+  }
+
+  private exited = false;
+  private startupOutput = '';
+
+  /** Asks the worker until it answers, workerd exits, the worker fails to load, or time runs out. */
+  private async probe(context: InstanceContext): Promise<void> {
+    const deadline = Date.now() + context.startTimeoutMs;
+    while (Date.now() < deadline) {
+      if (this.exited) {
+        throw new CellError(`workerd exited before ${this.label} answered:\n${this.startupOutput.trimEnd()}`);
+      }
+      // workerd keeps running when a module throws while loading; its line names the service.
+      const failed = /service cell-user: Uncaught[^\n]*(\n\s+at [^\n]*)*/.exec(this.startupOutput);
+      if (failed) throw new CellError(`the worker of ${this.label} failed to start: ${failed[0]}`);
+      if (existsSync(this.socketPath) && (await this.answers())) return;
+      await new Promise((r) => setTimeout(r, PROBE_EVERY_MS));
+    }
+    throw new CellError(`${this.label} did not answer within ${context.startTimeoutMs} ms`);
+  }
+
+  private answers(): Promise<boolean> {
+    return new Promise((resolveAnswer) => {
+      const probe = request(
+        {
+          socketPath: this.socketPath,
+          path: PROBE_PATH,
+          method: 'GET',
+          headers: { host: 'localhost', 'cell-probe': '1' },
+          timeout: PROBE_REQUEST_MS,
+        },
+        (response) => {
+          response.resume();
+          resolveAnswer(true);
+        },
+      );
+      probe.on('timeout', () => probe.destroy());
+      probe.on('error', () => resolveAnswer(false));
+      probe.end();
+    });
+  }
+
+  /** One more request in flight. */
+  enter(): void {
+    this.inflight++;
+  }
+
+  /** A request finished; wakes a drain waiting for the instance to fall idle. */
+  leave(): void {
+    this.inflight--;
+    if (this.inflight === 0) for (const wake of this.idleWaiters.splice(0)) wake();
+  }
+
+  /** Resolves once no request is in flight, or after `timeoutMs`. */
+  async drain(timeoutMs: number): Promise<void> {
+    if (this.inflight === 0) return;
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([
+      new Promise<void>((r) => this.idleWaiters.push(r)),
+      new Promise<void>((r) => {
+        timer = setTimeout(r, timeoutMs);
+      }),
+    ]);
+    clearTimeout(timer);
+  }
+
+  /** Stops workerd (SIGTERM, then SIGKILL after a grace) and removes the instance's files. */
+  async stop(): Promise<void> {
+    this.stopping = true;
+    this.agent.destroy();
+    const child = this.child;
+    if (child && !this.exited) {
+      child.kill('SIGTERM');
+      let timer: NodeJS.Timeout | undefined;
+      const killed = await Promise.race([
+        this.exitPromise.then(() => true),
+        new Promise<boolean>((r) => {
+          timer = setTimeout(() => r(false), STOP_GRACE_MS);
+        }),
+      ]);
+      clearTimeout(timer);
+      if (!killed) {
+        child.kill('SIGKILL');
+        await this.exitPromise;
+      }
+    }
+    await rm(this.dir, { recursive: true, force: true });
+    await rm(this.socketPath, { force: true });
+  }
+
+  /** SIGKILL without waiting: for a process exiting on an error path. */
+  killNow(): void {
+    if (this.child && !this.exited) this.child.kill('SIGKILL');
+  }
+}
+
+/** Fetches each blob not cached yet, checking it against its content key. */
+async function fetchBlobs(
+  store: Store,
+  application: string,
+  hashes: string[],
+  blobsDir: string,
+): Promise<void> {
+  let next = 0;
+  const worker = async () => {
+    while (next < hashes.length) {
+      const hash = hashes[next++]!;
+      const path = join(blobsDir, hash);
+      if (existsSync(path)) continue;
+      const key = keys.runtimeBlob(application, hash);
+      const object = await store.get(key);
+      if (!object) throw new CellError(`${key} is missing from the bucket`);
+      if (sha256(object.body) !== hash) throw new CellError(`${key} does not match its content key`);
+      const temporary = `${path}.${process.pid}.tmp`;
+      await writeFile(temporary, object.body);
+      await rename(temporary, path);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(8, hashes.length) }, worker));
+}
+
+function sha256(bytes: Uint8Array): string {
+  return createHash('sha256').update(bytes).digest('hex');
+}

@@ -1,0 +1,254 @@
+// `cell publish --config <file>` (DESIGN.md "The runtime contract (`cell`)"): run inside the
+// staged, unpacked artifact; builds the worker, writes the deployment under
+// `fleets/<name>/deploy/<script>/<version>/`, then moves the pointers. The write order is the
+// layout's consistency rule (docs/runtime.md "Write order"): modules and blobs, `assets.json`,
+// the record, the manifest (whose presence marks the deployment complete), the script's
+// pointer, and last the fleet-wide selector, each pointer with a conditional write.
+
+import { randomBytes } from 'node:crypto';
+import { realpathSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
+import { keys } from '../../src/registry/keys.ts';
+import { isApplicationName } from '../../src/registry/names.ts';
+import {
+  type AssetsIndex,
+  type DeploymentRecord,
+  type Manifest,
+  type ModuleEntry,
+  type Pointer,
+  parsePointer,
+  SCHEMA_VERSION,
+} from '../../src/runtime-tools/layout.ts';
+import { isCasConflict, type Store } from '../../src/store/store.ts';
+import { collectAssets } from './assets.ts';
+import { openBucketFromEnv } from './bucket.ts';
+import { buildWorker, isInside, sha256 } from './bundle.ts';
+import { findConfig, readWorkerConfig } from './config.ts';
+import { CellError } from './errors.ts';
+import { CELL_VERSION_LINE } from './version.ts';
+import { maxCompatibilityDate } from './workerd.ts';
+
+/** What the last stdout line names. */
+export interface Published {
+  application: string;
+  script: string;
+  deployment: string;
+}
+
+/**
+ * A blob already in the bucket is re-written when older than this, so that a prune running
+ * with a window longer than it cannot collect a blob this deployment is about to reference.
+ */
+const BLOB_REFRESH_MS = 3600_000;
+const UPLOAD_CONCURRENCY = 8;
+const POINTER_ATTEMPTS = 8;
+
+export async function publish(options: {
+  cwd: string;
+  configPath: string | undefined;
+  env: NodeJS.ProcessEnv;
+  log: (line: string) => void;
+}): Promise<Published> {
+  const application = options.env.CELL_APP;
+  if (!application) throw new CellError('CELL_APP is not set: name the application to publish to');
+  if (!isApplicationName(application)) {
+    throw new CellError(
+      `CELL_APP ${JSON.stringify(application)} is no application name (1-63 lowercase letters, digits, single hyphens)`,
+    );
+  }
+  const configPath = findConfig(options.cwd, options.configPath);
+  const root = realpathSync(dirname(configPath));
+  const config = readWorkerConfig(configPath, { maxCompatibilityDate: maxCompatibilityDate() });
+  for (const key of config.ignored)
+    options.log(`cell: warning: ignoring "${key}" in ${configPath}: this runtime does not use it`);
+  const script = config.name ?? application;
+
+  const assetsDir = config.assets ? resolve(root, config.assets.directory) : null;
+  let mainPath: string | null = null;
+  if (config.main !== null) {
+    mainPath = resolve(root, config.main);
+    if (!isInside(root, mainPath))
+      throw new CellError(`"main" must name a file inside the project, not ${config.main}`);
+    try {
+      mainPath = realpathSync(mainPath);
+    } catch {
+      throw new CellError(`"main" names ${config.main}, which does not exist in the project`);
+    }
+    if (!isInside(root, mainPath))
+      throw new CellError(`"main" must name a file inside the project, not ${config.main}`);
+  }
+
+  const worker = mainPath
+    ? await buildWorker({
+        root,
+        mainPath,
+        noBundle: config.no_bundle,
+        compatibilityFlags: config.compatibility_flags,
+        skipDirs: assetsDir ? [assetsDir] : [],
+      })
+    : assetsOnlyWorker();
+  const assets = assetsDir ? collectAssets(root, assetsDir) : null;
+
+  const version = newVersion();
+  const createdMs = Date.now();
+  const modules: ModuleEntry[] = worker.modules.map((m) => ({
+    name: m.name,
+    type: m.type,
+    size: m.bytes.byteLength,
+    sha256: sha256(m.bytes),
+  }));
+  const features = ['modules', ...(assets ? ['assets'] : [])];
+  const manifest: Manifest = {
+    schema_version: SCHEMA_VERSION,
+    required_features: features,
+    application,
+    script,
+    deployment: version,
+    created_ms: createdMs,
+    runtime: CELL_VERSION_LINE,
+    main_module: worker.mainModule,
+    modules,
+    compatibility_date: config.compatibility_date,
+    compatibility_flags: config.compatibility_flags,
+    vars: config.vars,
+    assets: config.assets
+      ? {
+          binding: config.assets.binding,
+          html_handling: config.assets.html_handling,
+          not_found_handling: config.assets.not_found_handling,
+        }
+      : null,
+  };
+
+  const store = await openBucketFromEnv(options.env);
+  try {
+    options.log(`cell: publishing ${application}/${script} deployment ${version} to ${store.description}`);
+    const codeBytes = worker.modules.reduce((sum, m) => sum + m.bytes.byteLength, 0);
+    await inParallel(worker.modules, (m) =>
+      store.put(keys.runtimeModule(application, script, version, m.name), m.bytes, { ifNoneMatch: '*' }),
+    );
+    options.log(`cell: uploaded ${worker.modules.length} module(s), ${codeBytes} bytes`);
+
+    if (assets) {
+      const uploaded = await uploadBlobs(store, application, assets.blobs);
+      options.log(`cell: ${Object.keys(assets.files).length} asset(s), ${uploaded} new blob(s) uploaded`);
+      const index: AssetsIndex = {
+        schema_version: SCHEMA_VERSION,
+        required_features: [],
+        files: assets.files,
+      };
+      await store.put(keys.runtimeAssetsIndex(application, script, version), JSON.stringify(index), {
+        ifNoneMatch: '*',
+      });
+    }
+
+    const record: DeploymentRecord = {
+      schema_version: SCHEMA_VERSION,
+      application,
+      script,
+      deployment: version,
+      created_ms: createdMs,
+      runtime: CELL_VERSION_LINE,
+      modules: modules.length,
+      assets: assets ? Object.keys(assets.files).length : 0,
+      bytes: codeBytes + (assets ? [...assets.blobs.values()].reduce((s, b) => s + b.byteLength, 0) : 0),
+    };
+    await store.put(keys.runtimeRecord(application, script, version), JSON.stringify(record), {
+      ifNoneMatch: '*',
+    });
+    await store.put(keys.runtimeManifest(application, script, version), JSON.stringify(manifest), {
+      ifNoneMatch: '*',
+    });
+
+    await movePointer(store, keys.runtimeScriptPointer(application, script), script, version);
+    await movePointer(store, keys.runtimeSelector(application), script, version);
+    options.log(`cell: the fleet's selector now points at ${script}/${version}`);
+  } finally {
+    await store.close();
+  }
+  return { application, script, deployment: version };
+}
+
+/**
+ * A version is hex: the creation time in milliseconds (12 digits, so versions sort by age)
+ * and 32 random bits against two publishes in one millisecond.
+ */
+export function newVersion(nowMs = Date.now()): string {
+  return nowMs.toString(16).padStart(12, '0') + randomBytes(4).toString('hex');
+}
+
+/**
+ * Points a pointer at the new deployment with a conditional write on what was read, so a
+ * racing writer is noticed; the publish that read last wins, never an interleaving of two.
+ */
+async function movePointer(store: Store, key: string, script: string, deployment: string): Promise<void> {
+  for (let attempt = 1; ; attempt++) {
+    const current = await store.get(key);
+    if (current) {
+      const parsed = parsePointer(current.body);
+      // An unreadable pointer is replaced: the publish is the operator's newest intent.
+      if (parsed.ok && parsed.value.script === script && parsed.value.deployment === deployment) return;
+    }
+    const pointer: Pointer = { schema_version: SCHEMA_VERSION, script, deployment, moved_ms: Date.now() };
+    try {
+      await store.put(
+        key,
+        JSON.stringify(pointer),
+        current ? { ifMatch: current.etag } : { ifNoneMatch: '*' },
+      );
+      return;
+    } catch (err) {
+      if (!isCasConflict(err) || attempt >= POINTER_ATTEMPTS) {
+        if (isCasConflict(err)) {
+          throw new CellError(
+            `${key} kept changing under ${POINTER_ATTEMPTS} attempts to move it; publish again`,
+          );
+        }
+        throw err;
+      }
+    }
+  }
+}
+
+async function uploadBlobs(
+  store: Store,
+  application: string,
+  blobs: Map<string, Uint8Array>,
+): Promise<number> {
+  let uploaded = 0;
+  await inParallel([...blobs.entries()], async ([hash, bytes]) => {
+    const key = keys.runtimeBlob(application, hash);
+    const existing = await store.stat(key);
+    // Content-addressed: the same key always holds the same bytes, so a write is never a conflict.
+    if (
+      existing &&
+      existing.size === bytes.byteLength &&
+      Date.now() - existing.modified.getTime() < BLOB_REFRESH_MS
+    ) {
+      return;
+    }
+    await store.put(key, bytes);
+    uploaded++;
+  });
+  return uploaded;
+}
+
+/** A deployment of assets alone: every request that no asset answers is a 404. */
+function assetsOnlyWorker() {
+  const source = "export default { fetch() { return new Response('Not Found', { status: 404 }); } };\n";
+  return {
+    mainModule: 'cell-assets-only.js',
+    modules: [{ name: 'cell-assets-only.js', type: 'esm' as const, bytes: new TextEncoder().encode(source) }],
+  };
+}
+
+async function inParallel<T>(items: T[], work: (item: T) => Promise<unknown>): Promise<void> {
+  let next = 0;
+  const runners = Array.from({ length: Math.min(UPLOAD_CONCURRENCY, items.length) }, async () => {
+    while (next < items.length) {
+      const item = items[next++]!;
+      await work(item);
+    }
+  });
+  await Promise.all(runners);
+}

@@ -1,0 +1,11 @@
+// The runtime's release (DESIGN.md "The runtime contract (`cell`)": `cell --version` prints
+// `cell <version>`), kept in one place: runtime/package.json.
+
+import { readFileSync } from 'node:fs';
+
+export const CELL_VERSION: string = JSON.parse(
+  readFileSync(new URL('../package.json', import.meta.url), 'utf8'),
+).version;
+
+/** The line `cell --version` prints and svc records per node and per process. */
+export const CELL_VERSION_LINE = `cell ${CELL_VERSION}`;
