@@ -27,6 +27,16 @@ export async function buildServer(
     bodyLimit: ctx.settings.api.jsonBytes,
     forceCloseConnections: true,
     return503OnClosing: true,
+    // A path parameter may be a custom host (253 characters, more once percent-encoded).
+    routerOptions: { maxParamLength: 1024 },
+    // Router failures (a parameter over that, bad percent-encoding) answer problem documents too.
+    frameworkErrors: (err, _request, reply) =>
+      sendProblem(
+        reply,
+        err.code === 'FST_ERR_MAX_PARAM_LENGTH'
+          ? new Problem('invalid-input', 'Malformed request', 'a path segment is over 1024 characters')
+          : new Problem('invalid-input', 'Malformed request', 'the path is not valid percent-encoding'),
+      ),
   });
   installJsonParser(app, ctx.settings.api.jsonBytes);
   app.setErrorHandler((err, request, reply) => {
