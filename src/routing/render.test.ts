@@ -312,3 +312,37 @@ test('failover halves sort after every name that extends their key with a charac
   assert.deepEqual(names, expected);
   assert.equal(names[1], 'svc_a.test-b');
 });
+
+test('text that needs escaping or is not ASCII comes out as JSON.stringify writes it', () => {
+  const hosts = [
+    'bücher.example',
+    'quote".example',
+    'back\\slash.example',
+    'ctl\u0001.example',
+    'lone\ud800.example',
+  ];
+  const doc: FleetRouting = {
+    v: 1,
+    routes: hosts.sort(compare).map((host) => ({
+      host,
+      application: 'a',
+      upstreams: [
+        { node: 'n1', address: `${host}:1` },
+        { node: 'n2', address: 'h2:1' },
+      ],
+    })),
+  };
+  for (const preferNode of [undefined, 'n1']) {
+    const config = renderProxyb(doc, { entryPoints: ['wéb'], preferNode });
+    const services = config.http!.services as Record<
+      string,
+      { loadBalancer?: { healthCheck: { hostname: string } } }
+    >;
+    assert.equal(
+      services['svc_bücher.example'].loadBalancer?.healthCheck.hostname ?? 'failover',
+      preferNode ? 'failover' : 'bücher.example',
+    );
+    assert.ok(`svc_lone\ud800.example` in services);
+    assert.equal(renderProxybBytes(doc, { entryPoints: ['wéb'], preferNode }), JSON.stringify(config));
+  }
+});

@@ -8,6 +8,8 @@ export class TextSink {
   buffer = Buffer.allocUnsafe(TextSink.SIZE);
   length = 0;
   chunk = '';
+  /** Every character so far was ASCII, so the bytes decode as latin1, which is cheaper. */
+  ascii = true;
 
   add(text: string): void {
     this.chunk += text;
@@ -16,14 +18,15 @@ export class TextSink {
 
   finish(): string {
     this.flush();
-    if (this.full.length === 0) return this.buffer.toString('utf8', 0, this.length);
-    const all = [...this.full, this.buffer.subarray(0, this.length)];
-    return Buffer.concat(all).toString('utf8');
+    const encoding = this.ascii ? 'latin1' : 'utf8';
+    if (this.full.length === 0) return this.buffer.toString(encoding, 0, this.length);
+    return Buffer.concat([...this.full, this.buffer.subarray(0, this.length)]).toString(encoding);
   }
 
   // A chunk never straddles two buffers, so no UTF-8 sequence is ever cut in half.
   private flush(): void {
     const size = Buffer.byteLength(this.chunk);
+    if (size !== this.chunk.length) this.ascii = false;
     if (this.length + size > this.buffer.length) {
       this.full.push(this.buffer.subarray(0, this.length));
       this.buffer = Buffer.allocUnsafe(Math.max(size, TextSink.SIZE));
