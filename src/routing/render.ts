@@ -13,8 +13,9 @@ export const DENIED_PREFIXES: readonly string[] = ['/v1/storage', '/v1/ingress/r
 export function renderRouting(input: RoutingInput, prefer?: string): FleetRouting {
   const preferNode = resolvePrefer(prefer, input.selfNodeId);
   const upstreams = servingUpstreams(input, preferNode);
-  const serving = [...upstreams.keys()].sort(compare);
-  const platform = [...new Set(input.platformDomains.filter((d) => d !== ''))].sort(compare);
+  // Array#sort without a comparator orders strings by UTF-16 code unit, like compare(), only faster.
+  const serving = [...upstreams.keys()].sort();
+  const platform = [...new Set(input.platformDomains.filter((d) => d !== ''))].sort();
   const owner = new Map<string, string>();
 
   // First writer wins, so the order of these passes is the precedence of rule 4: platform hosts,
@@ -41,7 +42,7 @@ export function renderRouting(input: RoutingInput, prefer?: string): FleetRoutin
 
   // The hosts of one application share its upstream array: the document is read-only data.
   const routes: Route[] = [];
-  for (const host of [...owner.keys()].sort(compare)) {
+  for (const host of [...owner.keys()].sort()) {
     const application = owner.get(host)!;
     routes.push({ host, application, upstreams: upstreams.get(application)! });
   }
