@@ -72,27 +72,25 @@ export function compare(a: string, b: string): number {
 // or retired application. A process for an application the registry does not know is an orphan
 // about to be reaped, not something to route to.
 function servingUpstreams(input: RoutingInput, preferNode: string | undefined): Map<string, Upstream[]> {
-  const routable = new Map<string, boolean>();
+  // One lookup per process: a routable application maps to its list, any other to null.
+  const lists = new Map<string, Upstream[] | null>();
   for (const app of input.applications) {
-    const ok = !app.blocked && !app.retired;
-    routable.set(app.name, (routable.get(app.name) ?? true) && ok);
+    const ok = !app.blocked && !app.retired && lists.get(app.name) !== null;
+    lists.set(app.name, ok ? [] : null);
   }
-  const byApp = new Map<string, Upstream[]>();
   // Visiting nodes in id order leaves most lists already sorted.
   for (const node of [...input.nodes].sort((a, b) => compare(a.id, b.id))) {
     if (!node.live || node.state === 'draining') continue;
     const host = addressHost(node.address);
     for (const proc of node.processes) {
-      if (!proc.ready || routable.get(proc.application) !== true) continue;
-      let list = byApp.get(proc.application);
-      if (!list) {
-        list = [];
-        byApp.set(proc.application, list);
-      }
-      list.push({ node: node.id, address: `${host}:${proc.port}` });
+      if (!proc.ready) continue;
+      lists.get(proc.application)?.push({ node: node.id, address: `${host}:${proc.port}` });
     }
   }
-  for (const [name, list] of byApp) byApp.set(name, preferFirst(sortUpstreams(list), preferNode));
+  const byApp = new Map<string, Upstream[]>();
+  for (const [name, list] of lists) {
+    if (list !== null && list.length > 0) byApp.set(name, preferFirst(sortUpstreams(list), preferNode));
+  }
   return byApp;
 }
 
