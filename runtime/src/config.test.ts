@@ -1,0 +1,94 @@
+// Worker config parsing (DESIGN.md "The runtime contract (`cell`)"): the wrangler keys, the
+// refused `env` key, and refusals that name the file, the key and the fix.
+
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { parseWorkerConfig } from './config.ts';
+import { CellError } from './errors.ts';
+
+const parse = (text: string) => parseWorkerConfig(text, 'cell.jsonc', { maxCompatibilityDate: '2026-11-17' });
+
+function refusal(text: string): string {
+  try {
+    parse(text);
+  } catch (err) {
+    assert.ok(err instanceof CellError, `expected a CellError, got ${err}`);
+    return err.message;
+  }
+  assert.fail('expected a refusal');
+}
+
+describe('worker config', () => {
+  it('reads the wrangler keys, with comments and trailing commas', () => {
+    const config = parse(`{
+      // a comment
+      "name": "hello",
+      "main": "src/index.js",
+      "compatibility_date": "2025-06-01",
+      "compatibility_flags": ["nodejs_compat"],
+      "vars": { "GREETING": "hi", "LIMITS": { "n": 3 } },
+      "assets": { "directory": "./public", "binding": "ASSETS" },
+      "no_bundle": true,
+    }`);
+    assert.equal(config.name, 'hello');
+    assert.equal(config.main, 'src/index.js');
+    assert.deepEqual(config.compatibility_flags, ['nodejs_compat']);
+    assert.deepEqual(config.vars, { GREETING: 'hi', LIMITS: { n: 3 } });
+    assert.deepEqual(config.assets, {
+      directory: './public',
+      binding: 'ASSETS',
+      html_handling: 'auto-trailing-slash',
+      not_found_handling: 'none',
+    });
+    assert.equal(config.no_bundle, true);
+    assert.deepEqual(config.ignored, []);
+  });
+
+  it('refuses a top-level env key, saying what to do instead', () => {
+    const message = refusal('{"main":"a.js","compatibility_date":"2025-01-01","env":{"staging":{}}}');
+    assert.match(message, /"env" is not supported/);
+    assert.match(message, /svc deploy --env/);
+  });
+
+  it('names the line and column of a syntax error', () => {
+    assert.match(refusal('{\n  "main": "a.js",\n  "compatibility_date" "x"\n}'), /^cell\.jsonc:3:\d+: /);
+  });
+
+  it('requires a compatibility date written as a real date, not newer than workerd', () => {
+    assert.match(refusal('{"main":"a.js"}'), /"compatibility_date" is required/);
+    assert.match(refusal('{"main":"a.js","compatibility_date":"2025-02-30"}'), /YYYY-MM-DD/);
+    assert.match(refusal('{"main":"a.js","compatibility_date":"2099-01-01"}'), /newer than .* 2026-11-17/);
+  });
+
+  it('requires main unless the deployment is assets alone', () => {
+    assert.match(refusal('{"compatibility_date":"2025-01-01"}'), /"main" is required/);
+    assert.equal(parse('{"compatibility_date":"2025-01-01","assets":{"directory":"p"}}').main, null);
+  });
+
+  it('refuses bad names, vars and bindings of other products', () => {
+    assert.match(
+      refusal('{"name":"Hello","main":"a.js","compatibility_date":"2025-01-01"}'),
+      /"name" must be/,
+    );
+    assert.match(
+      refusal('{"name":"images","main":"a.js","compatibility_date":"2025-01-01"}'),
+      /"name" must be/,
+    );
+    assert.match(refusal('{"main":"a.js","compatibility_date":"2025-01-01","vars":{"1X":"a"}}'), /vars\.1X/);
+    assert.match(
+      refusal('{"main":"a.js","compatibility_date":"2025-01-01","vars":{"A":null}}'),
+      /vars\.A" is null/,
+    );
+    assert.match(
+      refusal('{"main":"a.js","compatibility_date":"2025-01-01","kv_namespaces":[]}'),
+      /kv_namespaces/,
+    );
+    assert.match(refusal('{"main":"a.js","compatibility_date":"2025-01-01","no_bundle":"yes"}'), /no_bundle/);
+    assert.match(refusal('[]'), /must be a JSON object/);
+  });
+
+  it('lists unknown keys to warn about, and drops Cloudflare-only ones quietly', () => {
+    const config = parse('{"main":"a.js","compatibility_date":"2025-01-01","account_id":"x","mystery":1}');
+    assert.deepEqual(config.ignored, ['mystery']);
+  });
+});
