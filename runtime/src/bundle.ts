@@ -110,12 +110,18 @@ async function bundle(options: {
   };
 }
 
-/** esbuild's own file:line:column rendering of build errors, at most 10 of them. */
+/** One `file:line:column: message` line per build error (at most 10), with the offending line. */
 async function describeBuildFailure(err: unknown): Promise<string> {
   const errors = (err as { errors?: esbuild.Message[] }).errors;
   if (!Array.isArray(errors) || errors.length === 0) return String((err as Error).message ?? err);
-  const lines = await esbuild.formatMessages(errors.slice(0, 10), { kind: 'error', color: false });
-  return lines.join('').trimEnd();
+  return errors
+    .slice(0, 10)
+    .map((e) => {
+      const at = e.location;
+      if (!at) return e.text;
+      return `${at.file}:${at.line}:${at.column}: ${e.text}\n    ${at.lineText.trim()}`;
+    })
+    .join('\n');
 }
 
 /**

@@ -1,0 +1,167 @@
+// Runs the real `cell` runtime for integration tests: `cell publish` to completion and
+// `cell serve` as a long-running process on a free loopback port. No sleeps: readiness is
+// polled with a deadline (waitFor).
+
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { cpSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { freePort, type RunResult, tempDir } from './svc.ts';
+
+export const CELL_BIN = resolve(import.meta.dirname, '..', '..', 'runtime', 'bin', 'cell');
+export const EXAMPLES = resolve(import.meta.dirname, '..', '..', 'examples');
+
+const PUBLISH_DEADLINE_MS = 60_000;
+const STOP_DEADLINE_MS = 30_000;
+
+/** The bucket a test's runtime processes share: the environment svc hands to `cell`. */
+export type BucketEnv = Record<string, string>;
+
+export function dirBucketEnv(dir: string): BucketEnv {
+  return { SVC_S3_ENDPOINT: `file://${dir}` };
+}
+
+/** Copies an example (or any project) into a fresh folder the test may edit. */
+export function copyProject(from: string): string {
+  const to = tempDir('cell-project-');
+  cpSync(from, to, { recursive: true });
+  return to;
+}
+
+/** Runs `cell <args>` in `cwd` to completion. */
+export function runCell(
+  args: string[],
+  options: { cwd?: string; env?: NodeJS.ProcessEnv; timeoutMs?: number } = {},
+): Promise<RunResult> {
+  return new Promise((resolveRun, reject) => {
+    const child = spawn(process.execPath, [CELL_BIN, ...args], {
+      cwd: options.cwd,
+      env: { ...process.env, ...options.env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (chunk) => {
+      stdout += chunk;
+    });
+    child.stderr.on('data', (chunk) => {
+      stderr += chunk;
+    });
+    const timer = setTimeout(() => child.kill('SIGKILL'), options.timeoutMs ?? PUBLISH_DEADLINE_MS);
+    child.on('error', reject);
+    child.on('close', (code) => {
+      clearTimeout(timer);
+      resolveRun({ code, stdout, stderr });
+    });
+  });
+}
+
+/** `cell publish` of a project for an application; answers the run and the parsed last line. */
+export async function publish(
+  project: string,
+  application: string,
+  bucket: BucketEnv,
+  args: string[] = [],
+): Promise<RunResult & { published?: { application: string; script: string; deployment: string } }> {
+  const result = await runCell(['publish', ...args], {
+    cwd: project,
+    env: { ...bucket, CELL_APP: application },
+  });
+  if (result.code !== 0) return result;
+  const last = result.stdout.trimEnd().split('\n').at(-1)!;
+  return { ...result, published: JSON.parse(last) };
+}
+
+/** A running `cell serve`. */
+export interface CellProcess {
+  url: string;
+  port: number;
+  child: ChildProcess;
+  stderr(): string;
+  stdout(): string;
+  /** Pids of the process's direct children (its workerd instances). */
+  children(): number[];
+  /** Sends `signal`, waits for exit; answers the exit code and signal. */
+  stop(signal?: NodeJS.Signals): Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+}
+
+export async function startCell(
+  application: string,
+  node: string,
+  bucket: BucketEnv,
+  env: NodeJS.ProcessEnv = {},
+): Promise<CellProcess> {
+  const port = await freePort();
+  const child = spawn(process.execPath, [CELL_BIN, 'serve'], {
+    env: {
+      ...process.env,
+      ...bucket,
+      CELL_APP: application,
+      CELL_NODE: node,
+      CELL_PORT: String(port),
+      CELL_BIND_HOST: '127.0.0.1',
+      CELL_SELECTOR_POLL_MS: '100',
+      ...env,
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let stderr = '';
+  let stdout = '';
+  child.stderr!.on('data', (chunk) => {
+    stderr += chunk;
+  });
+  child.stdout!.on('data', (chunk) => {
+    stdout += chunk;
+  });
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolveExit) =>
+    child.on('exit', (code, signal) => resolveExit({ code, signal })),
+  );
+  return {
+    url: `http://127.0.0.1:${port}`,
+    port,
+    child,
+    stderr: () => stderr,
+    stdout: () => stdout,
+    children: () => childPids(child.pid!),
+    async stop(signal = 'SIGTERM') {
+      if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+      const timer = setTimeout(() => child.kill('SIGKILL'), STOP_DEADLINE_MS);
+      const outcome = await exited;
+      clearTimeout(timer);
+      return outcome;
+    },
+  };
+}
+
+function childPids(pid: number): number[] {
+  try {
+    return execFileSync('ps', ['-o', 'pid=', '--ppid', String(pid)], { encoding: 'utf8' })
+      .split('\n')
+      .map((line) => Number(line.trim()))
+      .filter((n) => n > 0);
+  } catch {
+    return []; // ps exits 1 when there is no child
+  }
+}
+
+/** True while a process with this pid exists. */
+export function isRunning(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** GET a URL; answers status and body text, or null when nothing answered. */
+export async function fetchText(
+  url: string,
+  init?: RequestInit,
+): Promise<{ status: number; body: string } | null> {
+  try {
+    const response = await fetch(url, init);
+    return { status: response.status, body: await response.text() };
+  } catch {
+    return null;
+  }
+}
