@@ -1,6 +1,7 @@
 // `svc app` (spec 3 "svc app"): applications, their domains and runtime leases.
 
 import type { Command } from 'commander';
+import { leaseDropAction, leaseShowAction } from '../runtime-tools/commands.ts';
 import { addBucketFlags, addNameFlags, addRemoteFlags, notBuilt, repeatable } from './flags.ts';
 
 /** An app subcommand: remote flags, --name and --env; bucket flags when it has a bucket path. */
@@ -59,12 +60,12 @@ export function registerApp(program: Command): void {
   addNameFlags(addBucketFlags(lease.command('show').description('Read node leases')), true)
     .option('--node <id>', 'One node')
     .option('--json', 'Print JSON')
-    .action(notBuilt('svc app lease show'));
+    .action((flags: Parameters<typeof leaseShowAction>[0]) => leaseShowAction(flags));
   addNameFlags(addBucketFlags(lease.command('drop').description('Delete one node lease')), true)
     .requiredOption('--node <id>', 'Node whose lease to drop')
     .option('--force', 'Drop even a held lease')
     .option('--yes', 'Answer the prompt ahead')
     .option('--dry-run', 'Print the reading, delete nothing')
     .option('--json', 'Print JSON')
-    .action(notBuilt('svc app lease drop'));
+    .action((flags: Parameters<typeof leaseDropAction>[0]) => leaseDropAction(flags));
 }

@@ -1,6 +1,7 @@
 // `svc deploy` and `svc deployment prune` (spec 3 "svc deploy", "svc deployment prune").
 
 import type { Command } from 'commander';
+import { pruneAction } from '../runtime-tools/commands.ts';
 import { addBucketFlags, addNameFlags, notBuilt, repeatable } from './flags.ts';
 
 export function registerDeploy(program: Command): void {
@@ -35,5 +36,5 @@ export function registerDeployment(program: Command): void {
     .option('--older-than <age>', '30d, 12h, 45m, whole seconds, or 0', '24h')
     .option('--yes', 'Delete without asking')
     .option('--dry-run', 'Print the plan, delete nothing')
-    .action(notBuilt('svc deployment prune'));
+    .action((flags: Parameters<typeof pruneAction>[0]) => pruneAction(flags));
 }
