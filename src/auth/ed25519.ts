@@ -27,13 +27,11 @@ const BASE64URL = /^[A-Za-z0-9_-]+$/;
 
 /** Whether a string is unpadded base64url of exactly `bytes` bytes. */
 export function isBase64url(value: unknown, bytes: number): value is string {
-  return (
-    typeof value === 'string' &&
-    value.length === Math.ceil((bytes * 4) / 3) &&
-    BASE64URL.test(value) &&
-    Buffer.from(value, 'base64url').length === bytes &&
-    Buffer.from(value, 'base64url').toString('base64url') === value
-  );
+  if (typeof value !== 'string' || value.length !== Math.ceil((bytes * 4) / 3) || !BASE64URL.test(value)) {
+    return false;
+  }
+  // Round-trips only when the unused low bits of the last character are zero (canonical form).
+  return Buffer.from(value, 'base64url').toString('base64url') === value;
 }
 
 export function generateSigningKey(): SigningKeyPair {
