@@ -2,7 +2,22 @@
 
 import type { Command } from 'commander';
 import { leaseDropAction, leaseShowAction } from '../runtime-tools/commands.ts';
-import { addBucketFlags, addNameFlags, addRemoteFlags, notBuilt, repeatable } from './flags.ts';
+import {
+  type AppFlags,
+  appBlock,
+  appDelete,
+  appLabel,
+  appList,
+  appReplicas,
+  appRetire,
+  appSelector,
+  appShow,
+  appUnretire,
+  domainAdd,
+  domainList,
+  domainRemove,
+} from './app-actions.ts';
+import { addBucketFlags, addNameFlags, addRemoteFlags, repeatable } from './flags.ts';
 
 /** An app subcommand: remote flags, --name and --env; bucket flags when it has a bucket path. */
 function appCommand(parent: Command, name: string, description: string, bucketPath: boolean): Command {
@@ -18,44 +33,46 @@ export function registerApp(program: Command): void {
     .description('Applications: show, block, label, retire, place, domains, delete');
   appCommand(app, 'list', 'List applications', false)
     .option('--json', 'Print JSON')
-    .action(notBuilt('svc app list'));
+    .action((flags: AppFlags) => appList(flags));
   appCommand(app, 'show', 'Show one application', false)
     .option('--json', 'Print JSON')
-    .action(notBuilt('svc app show'));
+    .action((flags: AppFlags) => appShow(flags));
   appCommand(app, 'block', 'Stop serving and deploying an application (admin)', false).action(
-    notBuilt('svc app block'),
+    (flags: AppFlags) => appBlock(flags, true),
   );
-  appCommand(app, 'unblock', 'Lift a block (admin)', false).action(notBuilt('svc app unblock'));
+  appCommand(app, 'unblock', 'Lift a block (admin)', false).action((flags: AppFlags) =>
+    appBlock(flags, false),
+  );
   appCommand(app, 'label', 'Replace every label; no pairs clears them (admin)', false)
     .argument('[pairs...]', 'key=value labels')
-    .action(notBuilt('svc app label'));
-  appCommand(app, 'retire', 'Retire an application', true).action(notBuilt('svc app retire'));
-  appCommand(app, 'unretire', 'Undo a retirement during its grace period', true).action(
-    notBuilt('svc app unretire'),
+    .action((pairs: string[], flags: AppFlags) => appLabel(pairs, flags));
+  appCommand(app, 'retire', 'Retire an application', true).action((flags: AppFlags) => appRetire(flags));
+  appCommand(app, 'unretire', 'Undo a retirement during its grace period', true).action((flags: AppFlags) =>
+    appUnretire(flags),
   );
   appCommand(app, 'selector', 'Constrain placement by node labels', true)
     .option('--set <pair>', 'key=value; repeatable', repeatable)
     .option('--clear', 'Remove the constraint')
-    .action(notBuilt('svc app selector'));
+    .action((flags: Parameters<typeof appSelector>[0]) => appSelector(flags));
   appCommand(app, 'replicas', 'Set how many nodes run the application', true)
     .requiredOption('--count <n>', '`all` or a whole number >= 1')
-    .action(notBuilt('svc app replicas'));
+    .action((flags: Parameters<typeof appReplicas>[0]) => appReplicas(flags));
   const domain = app.command('domain').description('Custom domains');
   appCommand(domain, 'add', 'Claim a custom domain', true)
     .argument('<host>', 'Host to claim')
     .option('--wildcard', 'Also claim every name one label under the host')
     .option('--json', 'Print JSON')
-    .action(notBuilt('svc app domain add'));
+    .action((host: string, flags: Parameters<typeof domainAdd>[1]) => domainAdd(host, flags));
   appCommand(domain, 'remove', 'Release a custom domain', true)
     .argument('<host>', 'Host to release')
     .option('--json', 'Print JSON')
-    .action(notBuilt('svc app domain remove'));
+    .action((host: string, flags: AppFlags) => domainRemove(host, flags));
   appCommand(domain, 'list', 'List claimed domains', true)
     .option('--json', 'Print JSON')
-    .action(notBuilt('svc app domain list'));
+    .action((flags: AppFlags) => domainList(flags));
   appCommand(app, 'delete', 'Delete a retired application', true)
     .option('--force', 'Skip the retirement and grace requirements')
-    .action(notBuilt('svc app delete'));
+    .action((flags: Parameters<typeof appDelete>[0]) => appDelete(flags));
   const lease = app.command('lease').description("The runtime's node leases (internal tooling, unstable)");
   addNameFlags(addBucketFlags(lease.command('show').description('Read node leases')), true)
     .option('--node <id>', 'One node')

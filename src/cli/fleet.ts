@@ -2,6 +2,7 @@
 
 import type { Command } from 'commander';
 import { addBucketFlags, addRemoteFlags, notBuilt } from './flags.ts';
+import { fleetFreeze, fleetUnfreeze } from './freeze.ts';
 
 export function registerFleet(program: Command): void {
   const fleet = program.command('fleet').description('The fleet: nodes and the deploy freeze');
@@ -10,8 +11,8 @@ export function registerFleet(program: Command): void {
     .action(notBuilt('svc fleet nodes'));
   addRemoteFlags(fleet.command('freeze').description('Refuse deploys fleet-wide (admin)'))
     .option('--reason <line>', 'Why, at most 200 characters on one line')
-    .action(notBuilt('svc fleet freeze'));
+    .action((flags: Parameters<typeof fleetFreeze>[0]) => fleetFreeze(flags));
   addRemoteFlags(fleet.command('unfreeze').description('Accept deploys again (admin)')).action(
-    notBuilt('svc fleet unfreeze'),
+    (flags: Parameters<typeof fleetUnfreeze>[0]) => fleetUnfreeze(flags),
   );
 }
