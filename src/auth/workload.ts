@@ -1,12 +1,12 @@
 // Workload OIDC tokens (spec 1 "Workload OIDC tokens"): accepted on the deploy routes only,
 // for an application whose trust policy names the token's `iss`. THE SEAM: the guard calls
 // `verifyWorkloadToken` for every bearer token on a `deploy` route that carries an `iss`
-// claim (node and operator tokens never do). The deploys work fills it in; until then every
-// workload token is `auth-invalid`.
+// claim (node and operator tokens never do). The verification itself (issuer selection from the
+// trust policy, discovery and JWKS caching, the algorithm table, trust-mismatch) is in oidc.ts.
 
 import type { NodeContext } from '../node/context.ts';
 import type { Caller } from './caller.ts';
-import { authInvalid } from './token.ts';
+import { workloadVerifierFor } from './oidc.ts';
 
 export type WorkloadCaller = Extract<Caller, { kind: 'workload' }>;
 
@@ -16,11 +16,11 @@ export type WorkloadCaller = Extract<Caller, { kind: 'workload' }>;
  * hold up) or `trust-mismatch` (verified, but the policy admits neither issuer nor subject).
  */
 export async function verifyWorkloadToken(
-  _ctx: NodeContext,
-  _token: string,
-  _application: string | null,
+  ctx: NodeContext,
+  token: string,
+  application: string | null,
 ): Promise<WorkloadCaller> {
-  throw authInvalid();
+  return workloadVerifierFor(ctx).verify(token, application);
 }
 
 /**
