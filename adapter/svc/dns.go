@@ -127,6 +127,7 @@ func prepareDNS(configs []DNSConfig, repl *caddy.Replacer) ([]dnsProvider, error
 			return nil, fmt.Errorf("%s: a named provider needs zones (zones <zone...>)", where)
 		}
 		names[c.Name] = true
+		delete(fields, "name") // the module key, not a field of the module
 		raw, err := json.Marshal(fields)
 		if err != nil {
 			return nil, err

@@ -561,10 +561,10 @@ func noJSONOptions(b []byte, id string) error {
 
 // Interface guards
 var (
-	_ caddy.Provisioner       = (*Storage)(nil)
-	_ caddy.StorageConverter  = (*Storage)(nil)
-	_ certmagic.Storage       = (*Storage)(nil)
-	_ certmagic.TryLocker     = (*Storage)(nil)
-	_ caddyfile.Unmarshaler   = (*Storage)(nil)
-	_ json.Unmarshaler        = (*Storage)(nil)
+	_ caddy.Provisioner      = (*Storage)(nil)
+	_ caddy.StorageConverter = (*Storage)(nil)
+	_ certmagic.Storage      = (*Storage)(nil)
+	_ certmagic.TryLocker    = (*Storage)(nil)
+	_ caddyfile.Unmarshaler  = (*Storage)(nil)
+	_ json.Unmarshaler       = (*Storage)(nil)
 )
