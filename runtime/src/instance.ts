@@ -195,12 +195,15 @@ export class Instance {
   private async probe(context: InstanceContext): Promise<void> {
     const deadline = Date.now() + context.startTimeoutMs;
     while (Date.now() < deadline) {
-      if (this.exited) {
-        throw new CellError(`workerd exited before ${this.label} answered:\n${this.startupOutput.trimEnd()}`);
-      }
-      // workerd keeps running when a module throws while loading; its line names the service.
+      // workerd keeps running (or exits, depending on timing) when a module throws while loading;
+      // its line names the service.
       const failed = /service cell-user: Uncaught[^\n]*(\n\s+at [^\n]*)*/.exec(this.startupOutput);
-      if (failed) throw new CellError(`the worker of ${this.label} failed to start: ${failed[0]}`);
+      if (failed) throw new CellError(`${this.label} failed to start: ${failed[0]}`);
+      if (this.exited) {
+        throw new CellError(
+          `${this.label} failed to start: workerd exited:\n${this.startupOutput.trimEnd()}`,
+        );
+      }
       if (existsSync(this.socketPath) && (await this.answers())) return;
       await new Promise((r) => setTimeout(r, PROBE_EVERY_MS));
     }

@@ -29,6 +29,9 @@ import { CELL_VERSION_LINE } from './version.ts';
 
 export const HEALTH_PATH = '/.well-known/cell/health';
 
+/** The longest wait before a deployment that failed to start is tried again. */
+const MAX_RETRY_MS = 300_000;
+
 /** Features `cell serve` can run; `containers` is understood by prune but not run here. */
 const SERVABLE_FEATURES = KNOWN_FEATURES.filter((f) => f !== 'containers');
 
@@ -115,6 +118,10 @@ class Server {
   /** The selector's ETag once acted on; a different one means the selector moved. */
   private seenEtag: string | null = null;
   private retryAtMs = 0;
+  /** The selector ETag whose deployment failed to start, and how many times in a row. */
+  private failedEtag: string | null = null;
+  private failures = 0;
+  private lastLogged = '';
   private pollTimer: NodeJS.Timeout | null = null;
   private checking: Promise<void> | null = null;
   private stopping = false;
@@ -157,9 +164,10 @@ class Server {
     http.on('upgrade', (req, socket, head) => this.upgrade(req, socket as Socket, head));
     http.keepAliveTimeout = 65_000;
     await new Promise<void>((resolveListen, reject) => {
-      http.once('error', (err: NodeJS.ErrnoException) =>
-        reject(new CellError(`cannot listen on ${this.id.host}:${this.id.port}: ${err.code ?? err.message}`)),
-      );
+      http.once('error', (err: NodeJS.ErrnoException) => {
+        rmSync(this.context.stateDir, { recursive: true, force: true });
+        reject(new CellError(`cannot listen on ${this.id.host}:${this.id.port}: ${err.code ?? err.message}`));
+      });
       http.listen(this.id.port, this.id.host, () => resolveListen());
     });
     this.log(
@@ -207,15 +215,19 @@ class Server {
   }
 
   private async checkOnce(): Promise<void> {
-    if (this.stopping || Date.now() < this.retryAtMs) return;
+    if (this.stopping) return;
     const key = keys.runtimeSelector(this.id.application);
+    let etag: string | null = null;
     try {
       // A HEAD per poll; the body is read only when the ETag moved.
       const info = await this.store.stat(key);
       if (!info) return;
       if (info.etag === this.seenEtag && this.active) return;
+      // A selection that failed to start is tried again after a growing wait, or as soon as it moves.
+      if (info.etag === this.failedEtag && Date.now() < this.retryAtMs) return;
       const object = await this.store.get(key);
       if (!object) return;
+      etag = object.etag;
       const pointer = parsePointer(object.body);
       if (!pointer.ok) throw new CellError(`${key} cannot be read: ${pointer.why}`);
       const { script, deployment } = pointer.value;
@@ -237,13 +249,24 @@ class Server {
         return;
       }
       this.seenEtag = object.etag;
+      this.failedEtag = null;
+      this.failures = 0;
+      this.lastLogged = '';
       this.promote(next);
     } catch (err) {
       const message = err instanceof CellError ? err.message : (err as Error).message;
-      this.lastError = message;
-      if (!this.active) this.status = 'failed';
-      this.retryAtMs = Date.now() + this.tuning.retryMs;
-      this.log(`cell: ${message}${this.active ? ` (still serving ${this.active.label})` : ''}`);
+      if (etag !== null) {
+        this.lastError = message;
+        if (!this.active) this.status = 'failed';
+        this.failures = etag === this.failedEtag ? this.failures + 1 : 1;
+        this.failedEtag = etag;
+        this.retryAtMs = Date.now() + Math.min(this.tuning.retryMs * 2 ** (this.failures - 1), MAX_RETRY_MS);
+      }
+      // The same failure once, not once a poll.
+      if (message !== this.lastLogged) {
+        this.lastLogged = message;
+        this.log(`cell: ${message}${this.active ? ` (still serving ${this.active.label})` : ''}`);
+      }
     }
   }
 
@@ -287,6 +310,7 @@ class Server {
       this.active = null;
       this.status = 'starting';
       this.seenEtag = null;
+      this.failedEtag = null;
       this.retryAtMs = 0;
       void instance.stop();
       void this.check();
