@@ -4,6 +4,7 @@
 
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import fc from 'fast-check';
 import type { FastifyInstance } from 'fastify';
 import { keys } from '../registry/keys.ts';
 import { type Signer, startTestNode, type TestNode, type TestResponse } from './in-process.test-helper.ts';
@@ -295,5 +296,32 @@ describe('ingress token', () => {
     } finally {
       await bare.close();
     }
+  });
+});
+
+describe('property: no Authorization header makes the guard answer anything but 401', () => {
+  test('random header values on signed and ingress routes', async () => {
+    // Printable ASCII only: anything else is refused by the HTTP client before it is sent.
+    const printable = fc.string({
+      unit: fc.integer({ min: 0x20, max: 0x7e }).map((c) => String.fromCharCode(c)),
+    });
+    const value = fc.oneof(
+      printable,
+      printable.map((text) => `Bearer ${text}`),
+      fc.array(fc.base64String(), { maxLength: 4 }).map((parts) => `Bearer ${parts.join('.')}`),
+    );
+    await fc.assert(
+      fc.asyncProperty(
+        value,
+        fc.constantFrom('/t/node-or-operator', '/t/ingress', '/t/apps/x/deploys'),
+        async (authorization, path) => {
+          const method = path === '/t/ingress' ? 'GET' : 'POST';
+          const result = await node.call(method, path, { authorization: authorization.trim() });
+          assert.equal(result.status, 401, `${authorization} -> ${JSON.stringify(result.body)}`);
+          assert.equal(result.body.type, 'urn:svc:auth-invalid');
+        },
+      ),
+      { numRuns: 300 },
+    );
   });
 });
