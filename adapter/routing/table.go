@@ -41,6 +41,10 @@ type Answer struct {
 	Dials []string
 	// HTTPRedirect is the answering fleet's http_redirect option.
 	HTTPRedirect bool
+	// MatchedValue and FleetValue hold Matched and Fleet already converted
+	// to interface values, so that setting them as request variables on
+	// every request does not allocate.
+	MatchedValue, FleetValue any
 }
 
 // Conflict records a document key published by more than one fleet.
@@ -104,6 +108,7 @@ func Build(fleets []Fleet, previous map[string]string) *Table {
 			add(r.Host, i, &Answer{
 				Fleet: f.Name, Matched: r.Host, Application: r.Application,
 				Upstreams: r.Upstreams, Dials: dials(r.Upstreams), HTTPRedirect: f.HTTPRedirect,
+				MatchedValue: r.Host, FleetValue: f.Name,
 			})
 		}
 		if doc.API != nil && len(doc.API.Hosts) > 0 {
@@ -111,6 +116,7 @@ func Build(fleets []Fleet, previous map[string]string) *Table {
 				add("api:"+h, i, &Answer{
 					Fleet: f.Name, Matched: h, API: true, Denied: doc.API.Denied,
 					Upstreams: doc.API.Upstreams, Dials: dials(doc.API.Upstreams), HTTPRedirect: f.HTTPRedirect,
+					MatchedValue: h, FleetValue: f.Name,
 				})
 			}
 		}

@@ -92,6 +92,10 @@ func (App) CaddyModule() caddy.ModuleInfo {
 	}
 }
 
+// pollerLogger is the logger of new pollers. Pollers outlive configurations,
+// so they log through Caddy's default logger rather than a module's.
+var pollerLogger = func() *zap.Logger { return caddy.Log().Named("svc.poller") }
+
 // ownerMemory carries the last table's key owners across reloads, so that the
 // first publisher of a host keeps it when the configuration is reloaded.
 var ownerMemory atomic.Pointer[map[string]string]
@@ -201,7 +205,7 @@ func (a *App) startFleets(ctx context.Context, rt http.RoundTripper) error {
 	for _, spec := range a.specs {
 		key := spec.pollKey()
 		val, loaded, err := pollers.LoadOrNew(key, func() (caddy.Destructor, error) {
-			p := newPoller(spec, rt, caddy.Log().Named("svc.poller"))
+			p := newPoller(spec, rt, pollerLogger())
 			p.start()
 			return p, nil
 		})

@@ -69,15 +69,15 @@ func (u *Upstreams) GetUpstreams(r *http.Request) ([]*reverseproxy.Upstream, err
 	host := routing.RequestHost(r.Host)
 	route, answer := u.app.Table().Outcome(host, r.URL.Path)
 	ctx := r.Context()
-	caddyhttp.SetVar(ctx, VarRoute, route)
+	caddyhttp.SetVar(ctx, VarRoute, routeValue(route))
 	caddyhttp.SetVar(ctx, VarHost, host)
 	if answer == nil {
 		caddyhttp.SetVar(ctx, VarMatched, "")
 		caddyhttp.SetVar(ctx, VarFleet, "")
 		return nil, nil
 	}
-	caddyhttp.SetVar(ctx, VarMatched, answer.Matched)
-	caddyhttp.SetVar(ctx, VarFleet, answer.Fleet)
+	caddyhttp.SetVar(ctx, VarMatched, answer.MatchedValue)
+	caddyhttp.SetVar(ctx, VarFleet, answer.FleetValue)
 	if route != routing.RouteOK {
 		return nil, nil // denied: never proxied, whatever the error route says
 	}
@@ -90,6 +90,21 @@ func (u *Upstreams) GetUpstreams(r *http.Request) ([]*reverseproxy.Upstream, err
 		out[i] = &backing[i]
 	}
 	return out, nil
+}
+
+// routeValue returns the svc.route value as an interface value that needs no
+// allocation (the constants are static).
+func routeValue(route string) any {
+	switch route {
+	case routing.RouteOK:
+		return routing.RouteOK
+	case routing.RouteDenied:
+		return routing.RouteDenied
+	case routing.RouteUnknown:
+		return routing.RouteUnknown
+	default:
+		return routing.RouteUnavailable
+	}
 }
 
 // UnmarshalCaddyfile refuses any option: `dynamic svc`.
