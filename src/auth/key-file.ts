@@ -61,7 +61,10 @@ export function portableDocument(key: OperatorKey, remote: string, endpoints: re
   return { ...keyFileDocument(key), kind: 'svc-portable-key', remote, endpoints: [...endpoints] };
 }
 
-export function publicDocument(key: { id: string; pair: SigningKeyPair }): PublicKeyDocument & { v: 1; kind: string } {
+export function publicDocument(key: {
+  id: string;
+  pair: SigningKeyPair;
+}): PublicKeyDocument & { v: 1; kind: string } {
   return { v: 1, kind: 'svc-operator-public-key', id: key.id, publicKey: key.pair.publicJwk };
 }
 
