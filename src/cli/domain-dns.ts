@@ -73,14 +73,14 @@ export async function checkDns(
     const shared = mine.find((address) => theirs.has(address));
     if (shared)
       return { verdict: 'ok', why: `${host} resolves to ${shared}, an address of ${platformHosts[0]}` };
+    if (mine.length === 0 && cnames.length === 0)
+      return { verdict: 'pending', why: `${host} does not resolve yet` };
     if (theirs.size === 0) {
       return {
         verdict: 'unknown',
         why: `${platformHosts.join(', ')} do not resolve yet, so nothing to compare with`,
       };
     }
-    if (mine.length === 0 && cnames.length === 0)
-      return { verdict: 'pending', why: `${host} does not resolve yet` };
     const where = cnames[0] ? `is a CNAME for ${cnames[0]}` : `resolves to ${mine.join(', ')}`;
     return { verdict: 'pending', why: `${host} ${where}, not here` };
   } catch (err) {

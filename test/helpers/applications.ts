@@ -1,0 +1,123 @@
+// For the application and freeze integration tests: real `svc sail` nodes on one local-directory
+// bucket, operator and node keys registered straight in that bucket (as the bucket ceremony
+// does), signed calls, and problem-document assertions.
+
+import assert from 'node:assert/strict';
+import { join } from 'node:path';
+import type { Role } from '../../src/auth/caller.ts';
+import { type Signer, signerFor } from '../../src/auth/in-process.test-helper.ts';
+import { keyFileDocument } from '../../src/auth/key-file.ts';
+import type { TrustedOperator } from '../../src/auth/records.ts';
+import { ensureApplicationForDeploy } from '../../src/registry/applications.ts';
+import { keys } from '../../src/registry/keys.ts';
+import { openStore } from '../../src/store/open.ts';
+import { putJson, type Store } from '../../src/store/store.ts';
+import { type SailProcess, startSail, tempDir } from './svc.ts';
+
+export type { Signer };
+
+export interface Answer {
+  status: number;
+  body: any;
+  contentType: string | null;
+}
+
+/** One bucket and what the tests do to it directly. */
+export interface Bucket {
+  endpoint: string;
+  store: Store;
+  operator(id: string, role: Role, applications: string[]): Promise<Signer>;
+  node(id: string): Promise<Signer>;
+  /** Creates an application as its first deploy would. */
+  application(name: string): Promise<void>;
+  sail(flags?: string[], env?: NodeJS.ProcessEnv): Promise<SailProcess>;
+  close(): Promise<void>;
+}
+
+export async function openBucket(): Promise<Bucket> {
+  const dir = tempDir('svc-apps-');
+  const endpoint = `file://${join(dir, 'bucket')}`;
+  const store = await openStore({ endpoint, stateDir: join(dir, 'tool-state') });
+  const nodes: SailProcess[] = [];
+  return {
+    endpoint,
+    store,
+    async operator(id, role, applications) {
+      const signer = signerFor(id);
+      const record: TrustedOperator = {
+        v: 1,
+        id,
+        publicKey: signer.pair.publicJwk,
+        role,
+        applications,
+        registeredAt: new Date().toISOString(),
+        registeredBy: 'bucket',
+      };
+      await putJson(store, keys.operator(id), record);
+      return signer;
+    },
+    async node(id) {
+      const signer = signerFor(id);
+      await putJson(store, keys.nodeKey(id), { v: 1, id, publicKey: signer.pair.publicJwk, publishedAt: '' });
+      return signer;
+    },
+    async application(name) {
+      await ensureApplicationForDeploy(store, name, {}, 'test');
+    },
+    async sail(flags = [], env = {}) {
+      const node = await startSail(['--endpoint', endpoint, ...flags], { env });
+      nodes.push(node);
+      return node;
+    },
+    async close() {
+      await Promise.all(nodes.map((node) => node.stop()));
+      await store.close();
+    },
+  };
+}
+
+/** One signed call (a fresh token each time: tokens are single use). */
+export async function call(
+  base: string,
+  method: string,
+  path: string,
+  options: { signer?: Signer; body?: unknown; rawBody?: string; headers?: Record<string, string> } = {},
+): Promise<Answer> {
+  const headers: Record<string, string> = { ...options.headers };
+  if (options.signer) headers.authorization = await options.signer.bearer();
+  let body: string | undefined = options.rawBody;
+  if (options.body !== undefined) body = JSON.stringify(options.body);
+  if (body !== undefined) headers['content-type'] ??= 'application/json';
+  const response = await fetch(`${base}${path}`, { method, headers, body });
+  const text = await response.text();
+  let parsed: unknown;
+  try {
+    parsed = text ? JSON.parse(text) : undefined;
+  } catch {
+    parsed = text;
+  }
+  return { status: response.status, body: parsed, contentType: response.headers.get('content-type') };
+}
+
+/** Asserts a problem document: status, `type` and title (and optionally the detail). */
+export function assertProblem(
+  answer: Answer,
+  status: number,
+  code: string,
+  title: string,
+  detail?: RegExp,
+): void {
+  const where = JSON.stringify(answer.body);
+  assert.equal(answer.status, status, where);
+  assert.equal(answer.contentType, 'application/problem+json', where);
+  assert.equal(answer.body.type, `urn:svc:${code}`, where);
+  assert.equal(answer.body.title, title, where);
+  assert.equal(answer.body.status, status, where);
+  if (detail) assert.match(answer.body.detail, detail, where);
+}
+
+/** `--key` for a signer: the key file document inline, as CI passes it. */
+export function keyArg(signer: Signer): string {
+  const document = keyFileDocument({ id: signer.id, pair: signer.pair, source: 'test' });
+  return `base64:${Buffer.from(JSON.stringify(document)).toString('base64')}`;
+}
