@@ -497,7 +497,9 @@ describe('delete through the bucket', () => {
         keys.application('forced'),
         keys.trustPolicy('forced'),
         'fleets/forced/nodes/n1.json',
-      ].join('\n') + '\n',
+      ]
+        .map((line) => `${line}\n`)
+        .join(''),
     );
     const lease = (await quiet.store.get(keys.coordinatorLease))!;
     const after = JSON.parse(Buffer.from(lease.body).toString()) as CoordinatorLease;

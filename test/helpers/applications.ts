@@ -18,6 +18,7 @@ export type { Signer };
 
 export interface Answer {
   status: number;
+  // biome-ignore lint/suspicious/noExplicitAny: tests read answers loosely, member by member.
   body: any;
   contentType: string | null;
 }
