@@ -88,7 +88,9 @@ func TestUpstreamsSetsVariables(t *testing.T) {
 
 func TestUpstreamsUnavailableUntilAnyDocument(t *testing.T) {
 	n := newFakeNode(t)
-	n.setRoutes(func(*http.Request) (int, string, []byte) { return 503, "application/problem+json", []byte(`{"title":"Routing is not known yet"}`) })
+	n.setRoutes(func(*http.Request) (int, string, []byte) {
+		return 503, "application/problem+json", []byte(`{"title":"Routing is not known yet"}`)
+	})
 	app := provisionApp(t, &App{Fleets: []FleetConfig{fleetConfig(n, "main")}})
 	u := &Upstreams{app: app}
 	if got := resolve(t, u, "shop.svc.test", "/"); got.route != "unavailable" || got.matched != "" || got.fleet != "" {
