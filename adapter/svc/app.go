@@ -65,6 +65,8 @@ type App struct {
 // live is the state an app updates while it runs.
 type live struct {
 	mu        sync.Mutex // serializes rebuilds
+	active    bool       // rebuilds on notification: after the first table, until Cleanup
+	released  bool       // Cleanup ran
 	table     atomic.Pointer[routing.Table]
 	conflicts map[string]string // key -> "owner<-others", as last logged
 }
@@ -221,11 +223,18 @@ func (a *App) startFleets(ctx context.Context, rt http.RoundTripper) error {
 		}
 		f.sub = f.poller.subscribe(a.rebuild)
 	}
+	// Documents that arrive while provisioning count as one refresh: the
+	// first table is built once every new poller had its first attempt, so
+	// hosts two fleets publish go by declaration order, not by who answered
+	// first.
 	for _, f := range a.fleets {
 		wait, cancel := context.WithTimeout(ctx, f.spec.Timeout+time.Second)
 		f.poller.waitFirst(wait)
 		cancel()
 	}
+	a.live.mu.Lock()
+	a.live.active = true
+	a.live.mu.Unlock()
 	a.rebuild()
 	return nil
 }
@@ -233,6 +242,16 @@ func (a *App) startFleets(ctx context.Context, rt http.RoundTripper) error {
 // Cleanup releases this configuration's poller references; a poller no other
 // configuration uses stops.
 func (a *App) Cleanup() error {
+	if a.live == nil {
+		return nil
+	}
+	a.live.mu.Lock()
+	released := a.live.released
+	a.live.active, a.live.released = false, true
+	a.live.mu.Unlock()
+	if released {
+		return nil // a second Cleanup must not release another configuration's reference
+	}
 	for _, f := range a.fleets {
 		if f.sub != nil {
 			f.poller.unsubscribe(f.sub)
@@ -241,7 +260,6 @@ func (a *App) Cleanup() error {
 			a.logger.Error("releasing a poller", zap.String("fleet", f.spec.Name), zap.Error(err))
 		}
 	}
-	a.fleets = nil
 	return nil
 }
 
@@ -257,6 +275,9 @@ func (a *App) Stop() error { return nil }
 func (a *App) rebuild() {
 	a.live.mu.Lock()
 	defer a.live.mu.Unlock()
+	if !a.live.active {
+		return
+	}
 	inputs := make([]routing.Fleet, len(a.fleets))
 	for i, f := range a.fleets {
 		inputs[i] = routing.Fleet{Name: f.spec.Name, HTTPRedirect: f.spec.HTTPRedirect, Document: f.poller.current()}

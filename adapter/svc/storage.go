@@ -158,6 +158,16 @@ func classifyKey(key string) (keyClass, string) {
 	return classLocal, ""
 }
 
+// fleetOnly reports whether a key belongs to a subtree that lives only in
+// fleets (certificates and OCSP staples), so a copy on the local disk is a
+// leftover that listings ignore.
+func fleetOnly(key string) bool {
+	if c, _ := classifyKey(key); c == classDomain {
+		return true
+	}
+	return strings.HasPrefix(key, "certificates/") || strings.HasPrefix(key, "ocsp/")
+}
+
 // classifyLock tells where a lock lives: issue_cert_<domain> with the fleet
 // owning the domain, every other lock on the disk.
 func classifyLock(name string) (keyClass, string) {
@@ -356,7 +366,7 @@ func (s *Storage) List(ctx context.Context, prefix string, recursive bool) ([]st
 			if !underPrefix(k, prefix) {
 				continue
 			}
-			if c, _ := classifyKey(k); c != classDomain {
+			if !fleetOnly(k) {
 				seen[k] = true
 			}
 		}
