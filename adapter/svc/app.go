@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"sync"
@@ -194,6 +195,23 @@ func (a *App) loadProviders(ctx caddy.Context) error {
 	return nil
 }
 
+// Validate checks the resolved ACME settings.
+func (a *App) Validate() error {
+	if e := a.acme.Email; e != "" && (!strings.Contains(e, "@") || strings.ContainsAny(e, " \t<>")) {
+		return fmt.Errorf("acme_email %q is not an email address", e)
+	}
+	if ca := a.acme.CA; ca != "" {
+		u, err := url.Parse(ca)
+		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+			return fmt.Errorf("acme_ca %q is not an http(s) URL of an ACME directory", ca)
+		}
+	}
+	if d := a.acme.Delegation; d != "" && (strings.ContainsAny(d, "*/: ") || !strings.Contains(d, ".")) {
+		return fmt.Errorf("acme_delegation %q is not a fully qualified name", d)
+	}
+	return nil
+}
+
 // startFleets takes a poller reference per fleet, subscribes, waits for the
 // first attempt of pollers that never ran (bounded by their timeout), and
 // builds the first table.
@@ -330,5 +348,6 @@ func (a *App) fleetByName(name string) *fleet { return a.byName[name] }
 var (
 	_ caddy.App          = (*App)(nil)
 	_ caddy.Provisioner  = (*App)(nil)
+	_ caddy.Validator    = (*App)(nil)
 	_ caddy.CleanerUpper = (*App)(nil)
 )

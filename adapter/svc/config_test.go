@@ -399,3 +399,21 @@ func TestChooseSolver(t *testing.T) {
 		}
 	}
 }
+
+func TestValidateACME(t *testing.T) {
+	for _, c := range []struct {
+		acme acmeSettings
+		ok   bool
+	}{
+		{acmeSettings{Email: "ops@example.com", CA: "https://acme.example/dir", Delegation: "_acme.delegate.example"}, true},
+		{acmeSettings{}, true},
+		{acmeSettings{Email: "ops"}, false},
+		{acmeSettings{CA: "acme.example"}, false},
+		{acmeSettings{Delegation: "*.example"}, false},
+	} {
+		a := &App{acme: c.acme}
+		if err := a.Validate(); (err == nil) != c.ok {
+			t.Errorf("%+v: %v", c.acme, err)
+		}
+	}
+}
