@@ -265,6 +265,19 @@ describe('cell', () => {
     await store.close();
   });
 
+  it('stops the workerd a killed cell left behind when the next cell starts', async () => {
+    const stateDir = tempDir('cell-state-');
+    const result = await publish(versionedProject('orphan'), 'orphan', bucket);
+    const killed = await startCell('orphan', 'node-o', bucket, { CELL_STATE_DIR: stateDir });
+    await waitServing(killed, result.published!.deployment);
+    const [workerd] = killed.children();
+    await killed.stop('SIGKILL');
+    assert.equal(isRunning(workerd!), true, 'SIGKILL leaves workerd running');
+    const next = await serve('orphan', 'node-o', { CELL_STATE_DIR: stateDir });
+    await waitFor(() => !isRunning(workerd!), `the orphan to be stopped\n${next.stderr()}`);
+    await waitServing(next, result.published!.deployment);
+  });
+
   it('publishes with no_bundle and an assets-only project', async () => {
     const plain = tempDir('cell-nobundle-');
     writeFileSync(

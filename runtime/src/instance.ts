@@ -13,6 +13,7 @@ import { keys } from '../../src/registry/keys.ts';
 import { isModulePath, type Manifest, parseAssetsIndex } from '../../src/runtime-tools/layout.ts';
 import type { Store } from '../../src/store/store.ts';
 import { CellError } from './errors.ts';
+import { recordWorkerd } from './orphans.ts';
 import { ROUTER_MODULE, ROUTER_SOURCE } from './router-worker.ts';
 import { renderWorkerdConfig, type WorkerdPlan, workerdBinary } from './workerd.ts';
 
@@ -161,6 +162,7 @@ export class Instance {
     });
     this.child = child;
     liveChildren.add(child);
+    if (child.pid) recordWorkerd(context.stateDir, child.pid);
     let tail = '';
     const forward = (chunk: Buffer) => {
       process.stderr.write(chunk);

@@ -25,6 +25,7 @@ import { openBucketFromEnv } from './bucket.ts';
 import { CellError } from './errors.ts';
 import { Instance, type InstanceContext, killAllWorkerd } from './instance.ts';
 import { NodeLease } from './lease.ts';
+import { claimStateDir, sweepOrphans } from './orphans.ts';
 import { CELL_VERSION_LINE } from './version.ts';
 
 export const HEALTH_PATH = '/.well-known/cell/health';
@@ -141,7 +142,7 @@ class Server {
     this.context = {
       store,
       application: id.application,
-      stateDir: makeStateDir(env, id.application),
+      stateDir: makeStateDir(env, id.application, log),
       env,
       log,
       startTimeoutMs: tuning.startTimeoutMs,
@@ -505,10 +506,13 @@ function withoutHopByHop(headers: IncomingMessage['headers']): Record<string, st
 }
 
 /** A private folder for this process; short, since workerd's Unix sockets live in it. */
-function makeStateDir(env: NodeJS.ProcessEnv, application: string): string {
+function makeStateDir(env: NodeJS.ProcessEnv, application: string, log: (line: string) => void): string {
   let base = env.CELL_STATE_DIR || tmpdir();
   if (base.length > 60) base = '/tmp';
-  return mkdtempSync(join(base, `cell-${application.slice(0, 12)}-`));
+  sweepOrphans(base, log);
+  const dir = mkdtempSync(join(base, `cell-${application.slice(0, 12)}-`));
+  claimStateDir(dir);
+  return dir;
 }
 
 function hostForUrl(host: string): string {
