@@ -6,6 +6,7 @@ import type { AuthState } from '../auth/state.ts';
 import type { Settings } from '../config/settings.ts';
 import type { RoutingSource } from '../ingress/routes.ts';
 import type { Store } from '../store/store.ts';
+import type { DeployService } from './deploys/service.ts';
 
 /** The daemon's shared state, handed to every route plugin and background loop. */
 export interface NodeContext {
@@ -20,4 +21,6 @@ export interface NodeContext {
   nodeKey?: SigningKeyPair;
   /** The token verifier and admitted ingress tokens (src/auth/state.ts); created on first use. */
   auth?: AuthState;
+  /** The deploy runner: staging, queue and limits, publishing (src/node/deploys/); set by its service. */
+  deploys?: DeployService;
 }

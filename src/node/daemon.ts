@@ -10,6 +10,7 @@ import { openStore } from '../store/open.ts';
 import { selfTestStore } from '../store/selftest.ts';
 import { SVC_VERSION } from '../version.ts';
 import type { NodeContext } from './context.ts';
+import { deployService } from './deploys/service.ts';
 import { ensureNodeId } from './node-id.ts';
 import { buildServer } from './server.ts';
 
@@ -26,7 +27,7 @@ export interface DaemonService {
 /** Builds the daemon's services for one context; each concern adds its own here. */
 function buildServices(_ctx: NodeContext): DaemonService[] {
   // Identity first: every later service may sign node tokens or need the ingress tokens.
-  return [identityService()];
+  return [identityService(), deployService()];
 }
 
 /** A started daemon. */

@@ -9,13 +9,21 @@ import { isProblem, PROBLEM_CONTENT_TYPE, Problem } from '../problem.ts';
 import type { NodeContext } from './context.ts';
 import { healthRoutes } from './routes/health.ts';
 import { applicationRoutes } from './routes/applications.ts';
+import { deployRoutes } from './routes/deploys.ts';
 import { freezeRoutes } from './routes/freeze.ts';
 import { operatorRoutes } from './routes/operators.ts';
 
 /** A route plugin: registers one concern's routes against the shared context. */
 export type RoutePlugin = (app: FastifyInstance, ctx: NodeContext) => void | Promise<void>;
 
-const routePlugins: RoutePlugin[] = [healthRoutes, ingressRoutes, operatorRoutes, applicationRoutes, freezeRoutes];
+const routePlugins: RoutePlugin[] = [
+  healthRoutes,
+  ingressRoutes,
+  operatorRoutes,
+  applicationRoutes,
+  freezeRoutes,
+  deployRoutes,
+];
 
 /** Builds the server with every route plugin; the caller listens. */
 export async function buildServer(

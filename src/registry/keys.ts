@@ -17,6 +17,8 @@ export const keys = {
   coordinatorLease: '_svc/fleet/coordinator.json',
   /** The fleet freeze record. */
   freeze: '_svc/fleet/freeze.json',
+  /** Runtime versions declared compatible while a fleet rolls from one to the other (docs/deploys.md). */
+  runtimePairs: '_svc/fleet/runtime-pairs.json',
   /** The bucket self-test's scratch object. */
   selfTest: (nonce: string) => `_svc/selftest/${nonce}`,
 

@@ -12,44 +12,12 @@ import { Readable } from 'node:stream';
 import { test } from 'node:test';
 import { gzipSync } from 'node:zlib';
 import fc from 'fast-check';
-import { create, Header } from 'tar';
+import { create } from 'tar';
+import { tarBytes, tgz } from '../../../test/helpers/artifacts.ts';
 import { Problem } from '../../problem.ts';
 import { type ArchiveLimits, entryPath, receiveArtifact, unpackArtifact, unpackStream } from './archive.ts';
 
 const LIMITS: ArchiveLimits = { artifactBytes: 1024 * 1024, archiveEntries: 100 };
-
-interface RawEntry {
-  path: string;
-  type?: string;
-  body?: string | Buffer;
-  linkpath?: string;
-}
-
-/** A tar stream built block by block, so tests can say anything a hostile client could. */
-function tarBytes(entries: RawEntry[], options: { end?: boolean } = {}): Buffer {
-  const blocks: Buffer[] = [];
-  for (const entry of entries) {
-    const body = entry.body === undefined ? Buffer.alloc(0) : Buffer.from(entry.body);
-    const header = new Header({
-      path: entry.path,
-      type: (entry.type ?? 'File') as never,
-      size: entry.type && entry.type !== 'File' ? 0 : body.length,
-      mode: 0o644,
-      mtime: new Date(0),
-      linkpath: entry.linkpath,
-    });
-    const block = Buffer.alloc(512);
-    header.encode(block, 0);
-    blocks.push(block);
-    if (body.length > 0 && (!entry.type || entry.type === 'File')) {
-      blocks.push(body, Buffer.alloc((512 - (body.length % 512)) % 512));
-    }
-  }
-  if (options.end !== false) blocks.push(Buffer.alloc(1024));
-  return Buffer.concat(blocks);
-}
-
-const tgz = (entries: RawEntry[]) => gzipSync(tarBytes(entries));
 
 function scratch(): { parent: string; root: string } {
   const parent = mkdtempSync(join(tmpdir(), 'svc-archive-'));

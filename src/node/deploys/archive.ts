@@ -58,7 +58,8 @@ function badArchive(detail: string): Problem {
 
 /**
  * Streams a request body into `file`, refusing past `limit` bytes and after `deadlineMs`.
- * Answers the number of bytes received. An empty body is `invalid-input`.
+ * Answers the number of bytes received. An empty body is `invalid-input`. On a refusal the body
+ * is unpiped but not destroyed: the caller still answers on its connection.
  */
 export async function receiveArtifact(
   body: Readable,
@@ -80,9 +81,23 @@ export async function receiveArtifact(
   });
   const deadline = AbortSignal.timeout(options.deadlineMs);
   const signal = options.signal ? AbortSignal.any([deadline, options.signal]) : deadline;
+  let ended = false;
+  const onEnd = () => {
+    ended = true;
+  };
+  // A client that goes away mid-body never ends the stream: stop at once rather than at the deadline.
+  const onClose = () => {
+    if (!ended) counter.destroy(new Error('the request body ended before the artifact was complete'));
+  };
+  const onError = (err: Error) => counter.destroy(err);
+  body.once('end', onEnd);
+  body.once('close', onClose);
+  body.once('error', onError);
+  body.pipe(counter);
   try {
-    await pipeline(body, counter, createWriteStream(file, { flags: 'wx', mode: 0o600 }), { signal });
+    await pipeline(counter, createWriteStream(file, { flags: 'wx', mode: 0o600 }), { signal });
   } catch (err) {
+    body.unpipe(counter);
     if (deadline.aborted) {
       throw new Problem(
         'deploy-timeout',
@@ -92,7 +107,18 @@ export async function receiveArtifact(
     }
     if (isProblem(err)) throw err;
     if (isProblem((err as Error).cause)) throw (err as Error).cause;
+    if (options.signal?.aborted) {
+      throw new Problem(
+        'capability-missing',
+        'Node is stopping',
+        'the node stopped while receiving the artifact',
+      );
+    }
     throw badArchive('the request body ended before the artifact was complete');
+  } finally {
+    body.off('end', onEnd);
+    body.off('close', onClose);
+    body.off('error', onError);
   }
   if (received === 0) {
     throw new Problem(

@@ -1,0 +1,205 @@
+// Publishing through the runtime (DESIGN.md "The runtime contract (`cell`)"): `cell publish
+// --config <file>` run with the unpacked artifact as its working directory, the application in
+// `CELL_APP` and the bucket in `SVC_S3_*`. Its last stdout line is JSON naming the deployment
+// (`{"application","script","deployment"}`); a non-zero exit is `publish-failed` carrying the tail
+// of its output (at most `deploy.outputBytes`). The task deadline kills the whole process group.
+
+import { type ChildProcess, execFile, spawn } from 'node:child_process';
+import { access, constants, stat } from 'node:fs/promises';
+import { Problem } from '../../problem.ts';
+
+/** What the runtime's last stdout line names. */
+export interface Published {
+  application: string;
+  script: string;
+  deployment: string;
+}
+
+export interface PublishOptions {
+  cellBin: string;
+  /** The unpacked artifact. */
+  cwd: string;
+  /** The worker config at its root, passed untouched. */
+  config: string;
+  env: NodeJS.ProcessEnv;
+  timeoutMs: number;
+  outputBytes: number;
+  /** Aborting kills the process (the record was failed elsewhere, or the node stops). */
+  signal?: AbortSignal;
+}
+
+/** Grace between SIGTERM and SIGKILL when a publish is stopped. */
+const KILL_GRACE_MS = 5_000;
+
+/** Runs one publish; answers what it published or throws the failure to record. */
+export async function runPublish(options: PublishOptions): Promise<Published> {
+  const tail = new OutputTail(options.outputBytes);
+  const stdoutTail = new OutputTail(Math.max(options.outputBytes, 4096));
+  let child: ChildProcess;
+  try {
+    child = spawn(options.cellBin, ['publish', '--config', options.config], {
+      cwd: options.cwd,
+      env: options.env,
+      stdio: ['ignore', 'pipe', 'pipe'],
+      // Its own process group, so a deadline stops the bundler and anything else it started.
+      detached: true,
+    });
+  } catch (err) {
+    throw new Problem('internal', 'Publish could not start', `${options.cellBin}: ${(err as Error).message}`);
+  }
+  child.stdout!.on('data', (chunk: Buffer) => {
+    tail.push(chunk);
+    stdoutTail.push(chunk);
+  });
+  child.stderr!.on('data', (chunk: Buffer) => tail.push(chunk));
+
+  let timedOut = false;
+  let aborted = false;
+  const stop = () => {
+    killGroup(child, 'SIGTERM');
+    const hard = setTimeout(() => killGroup(child, 'SIGKILL'), KILL_GRACE_MS);
+    hard.unref();
+  };
+  const timer = setTimeout(() => {
+    timedOut = true;
+    stop();
+  }, options.timeoutMs);
+  const onAbort = () => {
+    aborted = true;
+    stop();
+  };
+  options.signal?.addEventListener('abort', onAbort, { once: true });
+
+  const outcome = await new Promise<{ code: number | null; signal: NodeJS.Signals | null; error?: Error }>(
+    (resolve) => {
+      child.once('error', (error) => resolve({ code: null, signal: null, error }));
+      child.once('close', (code, signal) => resolve({ code, signal }));
+    },
+  );
+  clearTimeout(timer);
+  options.signal?.removeEventListener('abort', onAbort);
+  // Whatever the outcome, nothing of this publish keeps running.
+  killGroup(child, 'SIGKILL');
+
+  if (timedOut) {
+    throw new Problem(
+      'deploy-timeout',
+      'Deploy timed out',
+      `cell publish ran longer than ${options.timeoutMs} ms (deploy.taskTimeoutMs) and was stopped${tailText(tail)}`,
+    );
+  }
+  if (aborted) throw new Problem('internal', 'Publish stopped', 'the publish was stopped before it finished');
+  if (outcome.error) {
+    throw new Problem('internal', 'Publish could not start', `${options.cellBin}: ${outcome.error.message}`);
+  }
+  if (outcome.code !== 0) {
+    const how = outcome.signal ? `was killed by ${outcome.signal}` : `exited with ${outcome.code}`;
+    throw new Problem('publish-failed', 'Publish failed', `cell publish ${how}${tailText(tail)}`);
+  }
+  const published = lastJsonLine(stdoutTail.text());
+  if (!published) {
+    throw new Problem(
+      'publish-failed',
+      'Publish failed',
+      `cell publish exited 0 but its last stdout line names no deployment${tailText(tail)}`,
+    );
+  }
+  return published;
+}
+
+/** The runtime's version, from `cell --version` (`cell <version>`); cached per executable file. */
+export class RuntimeProbe {
+  #cache: { bin: string; mtimeMs: number; version: string } | null = null;
+
+  /**
+   * The version of the runtime at `bin`; null when there is no runnable runtime there (no file,
+   * not executable, or `--version` fails).
+   */
+  async version(bin: string): Promise<string | null> {
+    let mtimeMs: number;
+    try {
+      await access(bin, constants.X_OK);
+      const info = await stat(bin);
+      if (!info.isFile()) return null;
+      mtimeMs = info.mtimeMs;
+    } catch {
+      return null;
+    }
+    if (this.#cache && this.#cache.bin === bin && this.#cache.mtimeMs === mtimeMs) return this.#cache.version;
+    const version = await new Promise<string | null>((resolve) => {
+      execFile(bin, ['--version'], { timeout: 10_000, maxBuffer: 64 * 1024 }, (err, stdout) => {
+        if (err) return resolve(null);
+        const match = /^cell (\S+)\s*$/m.exec(String(stdout));
+        resolve(match ? match[1]! : null);
+      });
+    });
+    if (version) this.#cache = { bin, mtimeMs, version };
+    return version;
+  }
+}
+
+/** The last `outputBytes` bytes of a stream of chunks. */
+export class OutputTail {
+  readonly #limit: number;
+  #chunks: Buffer[] = [];
+  #size = 0;
+  truncated = false;
+
+  constructor(limit: number) {
+    this.#limit = Math.max(0, limit);
+  }
+
+  push(chunk: Buffer): void {
+    this.#chunks.push(chunk);
+    this.#size += chunk.length;
+    while (this.#size > this.#limit && this.#chunks.length > 0) {
+      const first = this.#chunks[0]!;
+      const excess = this.#size - this.#limit;
+      this.truncated = true;
+      if (first.length <= excess) {
+        this.#chunks.shift();
+        this.#size -= first.length;
+      } else {
+        this.#chunks[0] = first.subarray(excess);
+        this.#size -= excess;
+      }
+    }
+  }
+
+  text(): string {
+    // A cut may split a UTF-8 sequence: the replacement character marks it.
+    return Buffer.concat(this.#chunks).toString('utf8');
+  }
+}
+
+function tailText(tail: OutputTail): string {
+  const text = tail.text().trimEnd();
+  if (text === '') return '';
+  return `; output${tail.truncated ? ' (tail)' : ''}:\n${text}`;
+}
+
+function lastJsonLine(stdout: string): Published | null {
+  const lines = stdout.split('\n').filter((line) => line.trim() !== '');
+  const last = lines[lines.length - 1];
+  if (!last) return null;
+  try {
+    const value = JSON.parse(last) as Partial<Published>;
+    if (typeof value?.deployment === 'string' && value.deployment !== '') {
+      return {
+        application: String(value.application ?? ''),
+        script: String(value.script ?? ''),
+        deployment: value.deployment,
+      };
+    }
+  } catch {}
+  return null;
+}
+
+function killGroup(child: ChildProcess, signal: NodeJS.Signals): void {
+  if (child.pid === undefined) return;
+  try {
+    process.kill(-child.pid, signal);
+  } catch {
+    // Already gone.
+  }
+}

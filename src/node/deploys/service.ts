@@ -1,0 +1,367 @@
+// The deploy runner of one node (spec 1 "POST /v1/applications/:name/deploys", "States and
+// transitions: Deploy"; spec 3 "svc sail" deploy limits and deadlines): the staging directory,
+// the queue and its limits, `cell publish` for each accepted deploy, and the record of each state.
+//
+// Staging lives in `<state dir>/deploys/<deploy id>/`: the received `artifact.tar.gz`, then the
+// unpacked `root/`. It is removed when the deploy ends, whatever the outcome, and everything in
+// it is removed at start: a deploy whose node crashed leaves nothing behind, and its record, when
+// still in flight, is failed `internal` naming the restart.
+
+import { mkdir, readdir, rm } from 'node:fs/promises';
+import { join } from 'node:path';
+import { isProblem, Problem } from '../../problem.ts';
+import { updateApplication } from '../../registry/applications.ts';
+import type { NodeContext } from '../context.ts';
+import type { DaemonService } from '../daemon.ts';
+import { DeployLimits, type DeployTicket } from './limits.ts';
+import {
+  applicationOfDeployId,
+  DeployRecordWriter,
+  type DeployStatus,
+  isTerminal,
+  PROGRESS_BEAT_MS,
+  readDeployRecord,
+  statusOf,
+} from './records.ts';
+import { type Published, RuntimeProbe, runPublish } from './runner.ts';
+import { findSkew, readNodeRecords, readRuntimePairs, versionSkew } from './skew.ts';
+
+/** One accepted deploy on this node, from acceptance to its end. */
+interface Task {
+  id: string;
+  application: string;
+  /** `<staging>/<id>`, removed when the task ends. */
+  dir: string;
+  /** The unpacked artifact and its worker config. */
+  root: string;
+  config: string;
+  ticket: DeployTicket;
+  writer: DeployRecordWriter;
+  phase: 'queued' | 'active' | 'ending';
+  queuedTimer?: NodeJS.Timeout;
+  beat?: NodeJS.Timeout;
+  abort: AbortController;
+  done?: Promise<void>;
+}
+
+/** What intake hands over once an artifact is staged and checked. */
+export interface StagedDeploy {
+  id: string;
+  application: string;
+  dir: string;
+  root: string;
+  config: string;
+  ticket: DeployTicket;
+  writer: DeployRecordWriter;
+}
+
+export class DeployService implements DaemonService {
+  readonly name = 'deploys';
+  readonly probe = new RuntimeProbe();
+  #ctx: NodeContext | null = null;
+  #staging: string | null = null;
+  #limits: DeployLimits | null = null;
+  readonly #queue: Task[] = [];
+  readonly #tasks = new Map<string, Task>();
+  readonly #stopping = new AbortController();
+
+  async start(ctx: NodeContext): Promise<void> {
+    this.#ctx = ctx;
+    this.#limits = new DeployLimits(ctx.settings.deploy);
+    const staging = join(ctx.settings.node.stateDir, 'deploys');
+    try {
+      const leftovers = await clearStaging(staging);
+      await mkdir(staging, { recursive: true, mode: 0o700 });
+      this.#staging = staging;
+      if (leftovers.length > 0) {
+        // Records are settled in the background: the node serves meanwhile.
+        void this.#failLeftovers(leftovers);
+      }
+    } catch (err) {
+      ctx.log.error({ err, staging }, 'deploy staging directory unavailable; deploys are refused');
+    }
+    ctx.deploys = this;
+  }
+
+  async stop(): Promise<void> {
+    this.#stopping.abort();
+    const ctx = this.#ctx;
+    const tasks = [...this.#tasks.values()];
+    for (const task of tasks) {
+      if (task.phase === 'queued') {
+        this.#removeFromQueue(task);
+        task.done = this.#end(task, new Problem('internal', 'Node stopped', this.#stoppedDetail(task)));
+      } else {
+        task.abort.abort();
+      }
+    }
+    await Promise.allSettled(tasks.map((task) => task.done));
+    if (this.#staging) await clearStaging(this.#staging).catch(() => {});
+    if (ctx?.deploys === this) ctx.deploys = undefined;
+  }
+
+  /** The limits (for tests and /v1/state). */
+  get limits(): DeployLimits {
+    if (!this.#limits) throw new Error('the deploy service has not started');
+    return this.#limits;
+  }
+
+  /** Aborted when the node stops: intake gives up receiving. */
+  get stopping(): AbortSignal {
+    return this.#stopping.signal;
+  }
+
+  /** Whether this node runs this deploy now (queued or active). */
+  runs(id: string): boolean {
+    return this.#tasks.has(id);
+  }
+
+  /**
+   * The staging directory and the runtime's version: both must be there to accept a deploy,
+   * else `capability-missing` (spec 1: no deploy runner, or no file-backed artifact stager).
+   */
+  async capabilities(): Promise<{ staging: string; runtimeVersion: string }> {
+    const ctx = this.#context();
+    if (!this.#staging || this.#stopping.signal.aborted) {
+      throw new Problem(
+        'capability-missing',
+        'No artifact stager',
+        `node ${ctx.nodeId} has no usable staging directory under ${ctx.settings.node.stateDir}; see its log`,
+      );
+    }
+    const bin = ctx.settings.runtime.cellBin;
+    const runtimeVersion = await this.probe.version(bin);
+    if (!runtimeVersion) {
+      throw new Problem(
+        'capability-missing',
+        'No deploy runner',
+        `node ${ctx.nodeId} has no runnable runtime at ${bin} (--cell-bin): \`cell --version\` did not answer`,
+      );
+    }
+    return { staging: this.#staging, runtimeVersion };
+  }
+
+  /** `version-skew` when another answering node serves or crash-loops the application on another runtime. */
+  async checkVersionSkew(application: string, runtimeVersion: string): Promise<void> {
+    const ctx = this.#context();
+    const [nodes, pairs] = await Promise.all([readNodeRecords(ctx.store), readRuntimePairs(ctx.store)]);
+    const skewed = findSkew(application, runtimeVersion, ctx.nodeId, nodes, pairs, Date.now());
+    if (skewed.length > 0) throw versionSkew(application, runtimeVersion, ctx.nodeId, skewed, pairs);
+  }
+
+  /** Takes a staged, recorded deploy into the queue; it runs when a runner slot is free. */
+  enqueue(staged: StagedDeploy): DeployStatus {
+    const ctx = this.#context();
+    const task: Task = { ...staged, phase: 'queued', abort: new AbortController() };
+    this.#tasks.set(task.id, task);
+    this.#queue.push(task);
+    const queueMs = ctx.settings.deploy.queueTimeoutMs;
+    task.queuedTimer = setTimeout(() => {
+      if (task.phase !== 'queued') return;
+      this.#removeFromQueue(task);
+      task.done = this.#end(
+        task,
+        new Problem(
+          'deploy-timeout',
+          'Deploy timed out',
+          `the deploy waited ${queueMs} ms in the queue of node ${ctx.nodeId} for a runner (deploy.queueTimeoutMs)`,
+        ),
+      );
+    }, queueMs);
+    task.beat = setInterval(() => void this.#beat(task), PROGRESS_BEAT_MS);
+    const status = statusOf(task.writer.record);
+    this.#pump();
+    return status;
+  }
+
+  /** Starts queued deploys, oldest first, while runner slots are free. */
+  #pump(): void {
+    for (const task of [...this.#queue]) {
+      if (this.#stopping.signal.aborted) return;
+      if (!this.limits.canActivate(task.application)) continue;
+      this.#removeFromQueue(task);
+      task.phase = 'active';
+      task.ticket.activate();
+      task.done = this.#run(task);
+    }
+  }
+
+  async #run(task: Task): Promise<void> {
+    const ctx = this.#context();
+    let outcome: Published | Problem;
+    try {
+      if (!(await task.writer.update({ state: 'uploading' }))) return await this.#end(task, null);
+      const published = await runPublish({
+        cellBin: ctx.settings.runtime.cellBin,
+        cwd: task.root,
+        config: task.config,
+        env: publishEnv(ctx, task.application),
+        timeoutMs: ctx.settings.deploy.taskTimeoutMs,
+        outputBytes: ctx.settings.deploy.outputBytes,
+        signal: task.abort.signal,
+      });
+      await recordDeployment(ctx, task.application, published.deployment);
+      outcome = published;
+    } catch (err) {
+      if (this.#stopping.signal.aborted) {
+        outcome = new Problem('internal', 'Node stopped', this.#stoppedDetail(task));
+      } else if (isProblem(err)) {
+        outcome = err;
+      } else {
+        ctx.log.error({ err, deploy: task.id }, 'deploy failed unexpectedly');
+        outcome = new Problem(
+          'internal',
+          'Deploy failed',
+          `node ${ctx.nodeId} failed to run the deploy; see its log`,
+        );
+      }
+    }
+    await this.#end(task, outcome);
+  }
+
+  /** Records how a task ended (nothing when null), removes its staging and frees its slot. */
+  async #end(task: Task, outcome: Published | Problem | null): Promise<void> {
+    const ctx = this.#context();
+    task.phase = 'ending';
+    clearTimeout(task.queuedTimer);
+    clearInterval(task.beat);
+    try {
+      if (outcome instanceof Problem) {
+        await task.writer.fail(outcome.code, outcome.detail ?? outcome.title);
+      } else if (outcome) {
+        await task.writer.update({
+          state: 'deployed',
+          deployment: outcome.deployment,
+          script: outcome.script,
+        });
+      }
+    } catch (err) {
+      ctx.log.error({ err, deploy: task.id }, 'could not record the end of a deploy');
+    }
+    ctx.log.info(
+      {
+        deploy: task.id,
+        application: task.application,
+        state: task.writer.record.state,
+        code: task.writer.record.code,
+      },
+      `deploy ${task.id} ${task.writer.record.state}`,
+    );
+    await rm(task.dir, { recursive: true, force: true }).catch(() => {});
+    task.ticket.release();
+    this.#tasks.delete(task.id);
+    this.#pump();
+  }
+
+  /** Refreshes an in-flight record; a record changed by someone else stops the task. */
+  async #beat(task: Task): Promise<void> {
+    if (task.phase === 'ending') return;
+    try {
+      if (await task.writer.update()) return;
+    } catch (err) {
+      this.#context().log.warn({ err, deploy: task.id }, 'could not refresh a deploy record');
+      return;
+    }
+    // The record was failed elsewhere (the reaper judged this node dead): stop working on it.
+    if (task.phase === 'queued') {
+      this.#removeFromQueue(task);
+      task.done = this.#end(task, null);
+    } else if (task.phase === 'active') {
+      task.abort.abort();
+    }
+  }
+
+  #removeFromQueue(task: Task): void {
+    const at = this.#queue.indexOf(task);
+    if (at >= 0) this.#queue.splice(at, 1);
+    clearTimeout(task.queuedTimer);
+  }
+
+  #stoppedDetail(task: Task): string {
+    return `node ${this.#context().nodeId} stopped while the deploy was ${task.phase === 'queued' ? 'queued' : 'publishing'}; deploy again`;
+  }
+
+  /** Fails the in-flight records of deploys a previous run of this node left staged. */
+  async #failLeftovers(ids: string[]): Promise<void> {
+    const ctx = this.#context();
+    for (const id of ids) {
+      const application = applicationOfDeployId(id);
+      if (!application) continue;
+      try {
+        const found = await readDeployRecord(ctx.store, application, id);
+        if (!found || isTerminal(found.record.state) || found.record.node !== ctx.nodeId) continue;
+        // Conditional on the record as read: a concurrent reaper's judgement stands.
+        const writer = new DeployRecordWriter(ctx.store, found.record, found.etag);
+        await writer.update({
+          state: 'failed',
+          code: 'internal',
+          detail: `node ${ctx.nodeId} restarted while the deploy was ${found.record.state}; deploy again`,
+        });
+      } catch (err) {
+        ctx.log.warn({ err, deploy: id }, 'could not settle a deploy left by a previous run');
+      }
+    }
+  }
+
+  #context(): NodeContext {
+    if (!this.#ctx) throw new Error('the deploy service has not started');
+    return this.#ctx;
+  }
+}
+
+/** The deploy service of a daemon. */
+export function deployService(): DeployService {
+  return new DeployService();
+}
+
+/** The staging entries a previous run left, removed; answers their names (deploy ids). */
+async function clearStaging(staging: string): Promise<string[]> {
+  let names: string[];
+  try {
+    names = await readdir(staging);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return [];
+    throw err;
+  }
+  for (const name of names) await rm(join(staging, name), { recursive: true, force: true });
+  return names;
+}
+
+/** The application record names the deployment the last successful deploy produced. */
+async function recordDeployment(ctx: NodeContext, application: string, deployment: string): Promise<void> {
+  try {
+    await updateApplication(ctx.store, application, (current) =>
+      current.deployment === deployment ? null : { ...current, deployment },
+    );
+  } catch (err) {
+    // Deleted meanwhile: the deploy still published; the record says so.
+    if (isProblem(err) && err.code === 'not-found') return;
+    throw err;
+  }
+}
+
+/**
+ * The runtime's environment for one publish: the node's own environment without its `SVC_*`
+ * settings (the bucket credentials are handed over explicitly, nothing else of svc's), the
+ * `--cell-env` values, the application, and the bucket.
+ */
+export function publishEnv(ctx: NodeContext, application: string): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = {};
+  for (const [name, value] of Object.entries(process.env)) {
+    if (!name.startsWith('SVC_') && !name.startsWith('CELL_')) env[name] = value;
+  }
+  Object.assign(env, ctx.settings.runtime.cellEnv);
+  const bucket = ctx.settings.bucket;
+  const endpoint =
+    bucket.endpoint ?? (ctx.store.description.startsWith('file://') ? ctx.store.description : undefined);
+  Object.assign(env, {
+    CELL_APP: application,
+    SVC_S3_ENDPOINT: endpoint ?? '',
+    SVC_S3_REGION: bucket.region ?? '',
+    SVC_S3_BUCKET: bucket.bucket ?? '',
+    SVC_S3_PREFIX: bucket.prefix ?? '',
+    SVC_S3_ACCESS_KEY: bucket.accessKey ?? '',
+    SVC_S3_SECRET_KEY: bucket.secretKey ?? '',
+  });
+  return env;
+}
