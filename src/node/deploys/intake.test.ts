@@ -84,7 +84,7 @@ describe('deploy intake in process', () => {
     const response = await fetch(`${node.url}/v1/applications/${name}/deploys`, {
       method: 'POST',
       headers,
-      body,
+      body: body ? new Uint8Array(body) : undefined,
     });
     const text = await response.text();
     return { status: response.status, body: text ? JSON.parse(text) : undefined, headers: response.headers };
