@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddytls"
 	"go.uber.org/zap"
 
 	"github.com/svc-dev/svc/adapter/routing"
@@ -59,6 +60,10 @@ type App struct {
 	byName    map[string]*fleet
 	providers []dnsProvider
 	acme      acmeSettings
+
+	tls           *caddytls.TLS   // set when wildcard policies were registered
+	wildcardNames []string        // `*.<base>` names managed through the TLS app
+	wildcardBases map[string]bool // bases seen (guarded by live.mu after provisioning)
 
 	live *live
 }
@@ -129,7 +134,10 @@ func (a *App) Provision(ctx caddy.Context) error {
 	if err := a.loadProviders(ctx); err != nil {
 		return err
 	}
-	return a.startFleets(ctx, transport)
+	if err := a.startFleets(ctx, transport); err != nil {
+		return err
+	}
+	return a.addWildcardPolicies(ctx)
 }
 
 // resolve reads the configuration or the environment into specs, providers
@@ -281,8 +289,9 @@ func (a *App) Cleanup() error {
 	return nil
 }
 
-// Start implements caddy.App. Polling already runs since provisioning.
-func (a *App) Start() error { return nil }
+// Start implements caddy.App. Polling already runs since provisioning; the
+// wildcard certificates of the first documents are put under management.
+func (a *App) Start() error { return a.manageWildcards() }
 
 // Stop implements caddy.App. Pollers are released in Cleanup, after the
 // configuration replacing this one took its own references.
@@ -311,6 +320,7 @@ func (a *App) rebuild() {
 	owners := t.Owners()
 	ownerMemory.Store(&owners)
 	a.logConflicts(t.Conflicts())
+	a.noteNewWildcards()
 }
 
 // logConflicts logs each conflict once per change.

@@ -8,11 +8,13 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig"
+	"github.com/caddyserver/caddy/v2/modules/caddytls"
 )
 
 func freePort(t *testing.T) int {
@@ -205,5 +207,77 @@ https:// {
 	}
 	if status, body := get(secure("nobody2.svc.test", "/")); status != 0 {
 		t.Fatalf("an unnamed host got a TLS answer: %d %q", status, body)
+	}
+}
+
+// TestWildcardPolicyThroughCaddy checks that a `*.<base>` key of the first
+// documents becomes an automation policy of Caddy's TLS app, solved by the
+// DNS provider whose zone covers the base, and is put under management.
+func TestWildcardPolicyThroughCaddy(t *testing.T) {
+	// Certificate management goes on in the background for a moment after
+	// Stop, so the data directory is removed best-effort, not by t.TempDir.
+	data, err := os.MkdirTemp("", "svc-wildcard-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(data)
+	t.Setenv("XDG_DATA_HOME", data)
+	t.Setenv("XDG_CONFIG_HOME", data)
+	ca := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { http.Error(w, "no CA here", 500) }))
+	defer ca.Close()
+	n := newFakeNode(t)
+	n.setDocument(`{"v":1,"routes":[{"host":"*.shop.corp.example","application":"shop","upstreams":[{"node":"n1","address":"127.0.0.1:1"}]},
+		{"host":"*.other.example","application":"other","upstreams":[{"node":"n1","address":"127.0.0.1:1"}]}]}`)
+	cfgFile := fmt.Sprintf(`{
+	admin off
+	http_port %d
+	https_port %d
+	storage svc
+	svc {
+		fleet main {
+			endpoint %s
+			token %s
+		}
+		dns corp svctest {
+			zones corp.example
+			api_token corp
+		}
+		acme_ca %s
+		acme_email ops@example.com
+	}
+	on_demand_tls {
+		permission svc
+	}
+}
+https:// {
+	tls {
+		on_demand
+	}
+	reverse_proxy {
+		dynamic svc
+	}
+}
+`, freePort(t), freePort(t), n.server.URL, n.token, ca.URL)
+	cfg, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(cfgFile), map[string]any{"filename": "Caddyfile"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := caddy.Load(cfg, true); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = caddy.Stop() }()
+	v, err := caddy.ActiveContext().App("tls")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var subjects []string
+	for _, ap := range v.(*caddytls.TLS).Automation.Policies {
+		subjects = append(subjects, ap.Subjects()...)
+	}
+	if !strings.Contains(strings.Join(subjects, " "), "*.shop.corp.example") {
+		t.Fatalf("no automation policy for *.shop.corp.example: %v", subjects)
+	}
+	if strings.Contains(strings.Join(subjects, " "), "*.other.example") {
+		t.Fatalf("a policy for a base no provider solves: %v", subjects)
 	}
 }

@@ -1,7 +1,9 @@
 package svc
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -13,6 +15,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	_ "github.com/caddyserver/caddy/v2/modules/standard"
+	"github.com/libdns/libdns"
 )
 
 // testDNSProvider is a DNS provider module compiled into the test binary
@@ -36,6 +39,17 @@ func (testDNSProvider) CaddyModule() caddy.ModuleInfo {
 }
 
 func init() { caddy.RegisterModule(testDNSProvider{}) }
+
+// AppendRecords makes the test provider a certmagic.DNSProvider; it is never
+// asked to solve anything in tests.
+func (testDNSProvider) AppendRecords(context.Context, string, []libdns.Record) ([]libdns.Record, error) {
+	return nil, errors.New("test provider")
+}
+
+// DeleteRecords makes the test provider a certmagic.DNSProvider.
+func (testDNSProvider) DeleteRecords(context.Context, string, []libdns.Record) ([]libdns.Record, error) {
+	return nil, errors.New("test provider")
+}
 
 // resolveEnv resolves an app with no configured fleet against an environment.
 func resolveEnv(t *testing.T, a *App, env ...string) error {
@@ -415,5 +429,42 @@ func TestValidateACME(t *testing.T) {
 		if err := a.Validate(); (err == nil) != c.ok {
 			t.Errorf("%+v: %v", c.acme, err)
 		}
+	}
+}
+
+func TestWildcardPolicies(t *testing.T) {
+	raw := func(token string) json.RawMessage { return json.RawMessage(`{"api_token":"` + token + `"}`) }
+	providers := []dnsProvider{
+		{name: "", module: "svctest", raw: raw("default")},
+		{name: "corp", module: "svctest", zones: []string{"corp.example"}, raw: raw("corp")},
+	}
+	acme := acmeSettings{Email: "ops@example.com", CA: "https://acme.example/dir"}
+	policies, unsolved, err := wildcardPolicies([]string{"a.corp.example", "b.corp.example", "shop.example"}, providers, acme)
+	if err != nil || len(unsolved) != 0 || len(policies) != 2 {
+		t.Fatalf("%+v %v %v", policies, unsolved, err)
+	}
+	if strings.Join(policies[0].subjects, " ") != "*.a.corp.example *.b.corp.example" || !strings.Contains(string(policies[0].issuer), `"api_token":"corp"`) {
+		t.Errorf("corp policy %v %s", policies[0].subjects, policies[0].issuer)
+	}
+	var issuer map[string]any
+	_ = json.Unmarshal(policies[1].issuer, &issuer)
+	want := map[string]any{"module": "acme", "ca": "https://acme.example/dir", "email": "ops@example.com", "challenges": map[string]any{
+		"dns":      map[string]any{"provider": map[string]any{"name": "svctest", "api_token": "default"}},
+		"http":     map[string]any{"disabled": true},
+		"tls-alpn": map[string]any{"disabled": true},
+	}}
+	if !reflect.DeepEqual(issuer, want) || policies[1].subjects[0] != "*.shop.example" {
+		t.Errorf("default policy %v %v", policies[1].subjects, issuer)
+	}
+	// Zones declared, no default: the delegation solves the rest, its record
+	// written by the provider of the delegation name's zone.
+	deleg := acmeSettings{Delegation: "_acme.corp.example"}
+	policies, unsolved, _ = wildcardPolicies([]string{"shop.example"}, providers[1:], deleg)
+	if len(unsolved) != 0 || len(policies) != 1 || !strings.Contains(string(policies[0].issuer), `"override_domain":"_acme.corp.example"`) {
+		t.Errorf("delegation: %+v %v", policies, unsolved)
+	}
+	_, unsolved, _ = wildcardPolicies([]string{"shop.example"}, providers[1:], acmeSettings{})
+	if strings.Join(unsolved, ",") != "shop.example" {
+		t.Errorf("unsolved %v", unsolved)
 	}
 }

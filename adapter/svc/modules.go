@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"sync"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
@@ -122,8 +123,23 @@ func (u *Upstreams) UnmarshalJSON(b []byte) error {
 // exact route host or an API host, answered from memory. A name covered only
 // by a `*.` key, a name in no document, and every name before any document
 // are refused. It takes no options.
+//
+// The TLS app loads this module while it provisions, and the svc app may add
+// automation policies to the TLS app while it provisions; so this module finds
+// the svc app lazily, at the first handshake, by which time every configured
+// app is provisioned. The configuration must hold the svc app: a global svc
+// block (possibly empty), or `dynamic svc` / `svc_plain_http` in a site.
 type Permission struct {
-	app *App
+	app    *App
+	lookup *lazyApp
+}
+
+// lazyApp finds the svc app once, at first use.
+type lazyApp struct {
+	ctx  caddy.Context
+	once sync.Once
+	app  *App
+	err  error
 }
 
 // CaddyModule returns the Caddy module information.
@@ -134,15 +150,35 @@ func (Permission) CaddyModule() caddy.ModuleInfo {
 	}
 }
 
-// Provision finds the svc app.
-func (p *Permission) Provision(ctx caddy.Context) (err error) {
-	p.app, err = appOf(ctx)
-	return err
+// Provision keeps the context to find the svc app at the first handshake.
+func (p *Permission) Provision(ctx caddy.Context) error {
+	p.lookup = &lazyApp{ctx: ctx}
+	return nil
+}
+
+func (p *Permission) findApp() (*App, error) {
+	if p.app != nil {
+		return p.app, nil
+	}
+	l := p.lookup
+	l.once.Do(func() {
+		v, err := l.ctx.AppIfConfigured("svc")
+		if err != nil {
+			l.err = fmt.Errorf("permission svc: the svc app is not in the configuration; add a global svc block (it may be empty): %v", err)
+			return
+		}
+		l.app = v.(*App)
+	})
+	return l.app, l.err
 }
 
 // CertificateAllowed approves or refuses a name, with no HTTP call.
 func (p *Permission) CertificateAllowed(_ context.Context, name string) error {
-	if p.app.Table().Approved(name) {
+	app, err := p.findApp()
+	if err != nil {
+		return err
+	}
+	if app.Table().Approved(name) {
 		return nil
 	}
 	return fmt.Errorf("%s: %w", name, errNotServed)
