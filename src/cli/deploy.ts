@@ -2,7 +2,8 @@
 
 import type { Command } from 'commander';
 import { pruneAction } from '../runtime-tools/commands.ts';
-import { addBucketFlags, addNameFlags, notBuilt, repeatable } from './flags.ts';
+import { type DeployFlags, deployAction } from './deploy-action.ts';
+import { addBucketFlags, addNameFlags, repeatable } from './flags.ts';
 
 export function registerDeploy(program: Command): void {
   program
@@ -23,7 +24,7 @@ export function registerDeploy(program: Command): void {
     .option('--key <key>', 'Key file, portable file, or inline base64: value')
     .option('--config <file>', 'Path to svc.config.jsonc')
     .option('--token <token>', 'Bearer token to present instead of signing')
-    .action(notBuilt('svc deploy'));
+    .action((dir: string | undefined, flags: DeployFlags) => deployAction(dir, flags));
 }
 
 export function registerDeployment(program: Command): void {
