@@ -237,3 +237,26 @@ func FuzzIsDenied(f *testing.F) {
 		}
 	})
 }
+
+func FuzzParse(f *testing.F) {
+	for _, s := range []string{`{"v":1,"routes":[]}`, `{"v":2}`, `{"v":1,"routes":[{"host":"A.b","application":"a","upstreams":[{"node":"n","address":"x:1"}]}],"api":{"hosts":["B"],"upstreams":[],"denied":["/v1/storage"]}}`, `null`, `{"v":1e0}`, `{"v":1,"api":null}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		doc, err := Parse(data)
+		if err != nil {
+			return
+		}
+		if doc.V != 1 {
+			t.Fatalf("accepted v=%d", doc.V)
+		}
+		table := Build([]Fleet{{Name: "f", Document: doc}}, nil)
+		for _, r := range doc.Routes {
+			if len(r.Upstreams) == 0 {
+				t.Fatal("a route without upstreams was kept")
+			}
+			_, _ = table.Outcome(RequestHost(r.Host), "/")
+			_ = table.Approved(r.Host)
+		}
+	})
+}

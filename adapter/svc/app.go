@@ -164,7 +164,7 @@ func (a *App) resolve() error {
 			return err
 		}
 		if len(a.specs) == 0 {
-			return errors.New("svc: no fleet is configured; " + whereFleets)
+			return errors.New("no fleet is configured; " + whereFleets)
 		}
 	}
 	dns := a.DNS

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io/fs"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -389,4 +390,28 @@ func setLockTiming(retry, restamp time.Duration) func() {
 	oldRetry, oldRestamp := lockRetryInterval, lockRestampInterval
 	lockRetryInterval, lockRestampInterval = retry, restamp
 	return func() { lockRetryInterval, lockRestampInterval = oldRetry, oldRestamp }
+}
+
+func FuzzKeyPath(f *testing.F) {
+	for _, s := range []string{"certificates/i/a.example/a.example.crt", "a b/%2F/+", "issue_cert_*.x", "ocsp/ü-1"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, key string) {
+		p := keyPath(key)
+		parts := strings.Split(p, "/")
+		if len(parts) != len(strings.Split(key, "/")) {
+			t.Fatalf("%q -> %q changed the number of segments", key, p)
+		}
+		for i, part := range parts {
+			d, err := url.PathUnescape(part)
+			if err != nil || d != strings.Split(key, "/")[i] {
+				t.Fatalf("%q -> %q does not decode back (%v)", key, p, err)
+			}
+			if strings.ContainsAny(part, "?#") {
+				t.Fatalf("%q -> %q leaves a query or fragment character", key, p)
+			}
+		}
+		_, _ = classifyKey(key)
+		_, _ = classifyLock(key)
+	})
 }
