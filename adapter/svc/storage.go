@@ -76,9 +76,9 @@ func (s *Storage) Provision(ctx caddy.Context) error {
 	s.logger = ctx.Logger()
 	s.local = &certmagic.FileStorage{Path: caddy.AppDataDir()}
 	s.findApp = func() (*App, error) {
-		v, err := s.ctx.App("svc")
+		v, err := s.ctx.AppIfConfigured("svc")
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("the svc app is not in the configuration; add a global svc block (it may be empty): %v", err)
 		}
 		return v.(*App), nil
 	}
