@@ -54,6 +54,9 @@ export class Instance {
   private child: ChildProcess | null = null;
   private exitPromise: Promise<number | null> = Promise.resolve(null);
   private stopping = false;
+  private exited = false;
+  /** The last 4 KiB workerd printed, for start failures. */
+  private startupOutput = '';
   private idleWaiters: (() => void)[] = [];
 
   private constructor(manifest: Manifest, dir: string, socketPath: string) {
@@ -190,9 +193,6 @@ export class Instance {
     });
   }
 
-  private exited = false;
-  private startupOutput = '';
-
   /** Asks the worker until it answers, workerd exits, the worker fails to load, or time runs out. */
   private async probe(context: InstanceContext): Promise<void> {
     const deadline = Date.now() + context.startTimeoutMs;
@@ -279,11 +279,6 @@ export class Instance {
     }
     await rm(this.dir, { recursive: true, force: true });
     await rm(this.socketPath, { force: true });
-  }
-
-  /** SIGKILL without waiting: for a process exiting on an error path. */
-  killNow(): void {
-    if (this.child && !this.exited) this.child.kill('SIGKILL');
   }
 }
 
