@@ -44,6 +44,19 @@ try {
 process.stderr.write(`cell (stand-in): publishing ${application} from ${process.cwd()}\n`);
 
 const standin = config.standin ?? {};
+// A write to a node that is gone must not end the stand-in by itself (the test of a restart that
+// stops a publish left running needs it to run on).
+process.stdout.on('error', () => {});
+process.stderr.on('error', () => {});
+// A stand-in whose node is gone (it was reparented) ends: at once, or, for `hang` (which a
+// restarted node is expected to stop itself), after five minutes, so no test leaves it behind.
+const parent = process.ppid;
+let orphanedAt = 0;
+setInterval(() => {
+  if (process.ppid === parent) return;
+  orphanedAt ||= Date.now();
+  if (!standin.hang || Date.now() - orphanedAt > 300_000) process.exit(1);
+}, 200).unref();
 if (standin.hang) {
   setInterval(() => {}, 60_000);
 } else if (standin.waitFor) {

@@ -23,6 +23,7 @@ const STANDIN = resolve(import.meta.dirname, '..', '..', '..', 'test', 'helpers'
 
 interface Answer {
   status: number;
+  // biome-ignore lint/suspicious/noExplicitAny: tests read answers loosely, member by member.
   body: any;
   headers: Headers;
 }
@@ -97,6 +98,7 @@ describe('deploy intake in process', () => {
     return { status: response.status, body: await response.json(), headers: response.headers };
   }
 
+  // biome-ignore lint/suspicious/noExplicitAny: tests read answers loosely, member by member.
   async function settled(id: string): Promise<any> {
     return waitFor(async () => {
       const { body } = await poll(id);

@@ -26,6 +26,8 @@ export interface PublishOptions {
   outputBytes: number;
   /** Aborting kills the process (the record was failed elsewhere, or the node stops). */
   signal?: AbortSignal;
+  /** Told the process id once it runs (the service notes it beside the staged artifact). */
+  onSpawn?: (pid: number) => void;
 }
 
 /** Grace between SIGTERM and SIGKILL when a publish is stopped. */
@@ -47,6 +49,7 @@ export async function runPublish(options: PublishOptions): Promise<Published> {
   } catch (err) {
     throw new Problem('internal', 'Publish could not start', `${options.cellBin}: ${(err as Error).message}`);
   }
+  if (child.pid !== undefined) options.onSpawn?.(child.pid);
   child.stdout!.on('data', (chunk: Buffer) => {
     tail.push(chunk);
     stdoutTail.push(chunk);

@@ -7,7 +7,8 @@
 // it is removed at start: a deploy whose node crashed leaves nothing behind, and its record, when
 // still in flight, is failed `internal` naming the restart.
 
-import { mkdir, readdir, rm } from 'node:fs/promises';
+import { writeFileSync } from 'node:fs';
+import { mkdir, readdir, readFile, realpath, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { isProblem, Problem } from '../../problem.ts';
 import { updateApplication } from '../../registry/applications.ts';
@@ -199,6 +200,8 @@ export class DeployService implements DaemonService {
         timeoutMs: ctx.settings.deploy.taskTimeoutMs,
         outputBytes: ctx.settings.deploy.outputBytes,
         signal: task.abort.signal,
+        // Noted beside the artifact: a restart after a crash stops a publish still running.
+        onSpawn: (pid) => writeFileSync(join(task.dir, PID_FILE), String(pid)),
       });
       await recordDeployment(ctx, task.application, published.deployment);
       outcome = published;
@@ -314,7 +317,13 @@ export function deployService(): DeployService {
   return new DeployService();
 }
 
-/** The staging entries a previous run left, removed; answers their names (deploy ids). */
+const PID_FILE = 'publish.pid';
+
+/**
+ * The staging entries a previous run left, removed; answers their names (deploy ids). A publish
+ * the previous run left running (its node was killed) is stopped first: its process group, when
+ * that process still works inside the entry.
+ */
 async function clearStaging(staging: string): Promise<string[]> {
   let names: string[];
   try {
@@ -323,8 +332,26 @@ async function clearStaging(staging: string): Promise<string[]> {
     if ((err as NodeJS.ErrnoException).code === 'ENOENT') return [];
     throw err;
   }
-  for (const name of names) await rm(join(staging, name), { recursive: true, force: true });
+  for (const name of names) {
+    const entry = join(staging, name);
+    await stopLeftoverPublish(entry);
+    await rm(entry, { recursive: true, force: true });
+  }
   return names;
+}
+
+async function stopLeftoverPublish(entry: string): Promise<void> {
+  const pid = Number((await readFile(join(entry, PID_FILE), 'utf8').catch(() => '')).trim());
+  if (!Number.isSafeInteger(pid) || pid <= 1) return;
+  // Only a process still working in this entry: a recycled pid belongs to someone else.
+  const cwd = await realpath(`/proc/${pid}/cwd`).catch(() => null);
+  const root = await realpath(entry).catch(() => entry);
+  if (!cwd || !(cwd === root || cwd.startsWith(`${root}/`))) return;
+  try {
+    process.kill(-pid, 'SIGKILL');
+  } catch {
+    // Gone meanwhile.
+  }
 }
 
 /** The application record names the deployment the last successful deploy produced. */

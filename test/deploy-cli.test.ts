@@ -1,0 +1,269 @@
+// Spec 3 "svc deploy" against a real `svc sail`: packing and the config byte for byte or edited,
+// the success line, a failed deploy's exit, the refusals raised client-side (No node to deploy to,
+// No application to deploy to, Invalid queue timeout, Invalid --var), a node's refusal re-rendered
+// with its code, `--no-wait` on a full node, and `--token` with a single-use token. The runtime is
+// the stand-in, except in the last test, which publishes examples/hello with the real runtime.
+
+import assert from 'node:assert/strict';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { signToken } from '../src/auth/token.ts';
+import { keys } from '../src/registry/keys.ts';
+import { getJson } from '../src/store/store.ts';
+import { type Bucket, call, keyArg, openBucket, type Signer } from './helpers/applications.ts';
+import { projectDir, standinArtifact } from './helpers/artifacts.ts';
+import {
+  CELL_REAL,
+  CELL_STANDIN,
+  postDeploy,
+  settledDeploy,
+  stagingEmpty,
+  standinRecord,
+} from './helpers/deploys.ts';
+import { runSvc, type SailProcess, startSail, tempDir, waitFor } from './helpers/svc.ts';
+
+let bucket: Bucket;
+let node: SailProcess;
+let admin: Signer;
+let home: string;
+let gates: string;
+
+before(async () => {
+  bucket = await openBucket();
+  admin = await bucket.operator('op-admin', 'admin', ['*']);
+  node = await bucket.sail([
+    '--cell-bin',
+    CELL_STANDIN,
+    '--queued-tasks',
+    '2',
+    '--application-queued-tasks',
+    '2',
+  ]);
+  // An operator home with no remote: only flags name the node and key.
+  home = tempDir('svc-home-');
+  gates = tempDir('svc-gates-');
+});
+after(async () => {
+  await bucket?.close();
+});
+
+/** Runs `svc deploy` with this test's home, so no remote of the machine is consulted. */
+function svcDeploy(args: string[], env: NodeJS.ProcessEnv = {}) {
+  return runSvc(['deploy', ...args], {
+    env: { SVC_HOME: home, SVC_OPERATOR_KEY: undefined, SVC_REMOTE: undefined, ...env },
+    timeoutMs: 60_000,
+  });
+}
+
+const CONFIG = '// comment kept\n{\n  "name": "shop-cli",\n  "main": "src/index.js",\n  "standin": {}\n}\n';
+
+describe('svc deploy', () => {
+  test('packs the project, uploads, polls until deployed and prints the deployment', async () => {
+    const dir = projectDir({
+      'cell.jsonc': CONFIG,
+      'src/index.js': 'export default {}',
+      '.env': 'SECRET=1',
+      'svc.config.jsonc': '{"secretKey":"x"}',
+      'build.log': 'x',
+      '.svcignore': '*.log\n',
+    });
+    const { code, stdout, stderr } = await svcDeploy([dir, '--node', node.url, '--key', keyArg(admin)]);
+    assert.equal(code, 0, stderr);
+    const match = /^deployed shop-cli ([0-9a-f]{16}) \(deploy (shop-cli\.[0-9a-f]{16})\)\n$/.exec(stdout);
+    assert.ok(match, stdout);
+    assert.match(stderr, /svc: packed 2 files/);
+    assert.match(stderr, new RegExp(`svc: deploy ${match[2]!.replace('.', '\\.')} accepted`));
+    const seen = standinRecord(bucket.endpoint, 'shop-cli', match[1]!);
+    assert.equal(seen.config, CONFIG, 'the config goes byte for byte');
+    assert.deepEqual(seen.files, ['cell.jsonc', 'src/index.js']);
+    assert.ok(stagingEmpty(node.stateDir));
+  });
+
+  test('--var and --no-bundle edit the config in memory; --env, --replicas and --node-selector reach the node', async () => {
+    const dir = projectDir({ 'cell.jsonc': CONFIG, 'src/index.js': 'x' });
+    const { code, stdout, stderr } = await svcDeploy([
+      dir,
+      '--node',
+      node.url,
+      '--key',
+      keyArg(admin),
+      '--env',
+      'staging',
+      '--var',
+      'GREETING:Hi: there',
+      '--var',
+      'EMPTY:',
+      '--no-bundle',
+      '--replicas',
+      '3',
+      '--node-selector',
+      'zone=eu',
+    ]);
+    assert.equal(code, 0, stderr);
+    const deployment = /^deployed shop-cli-staging ([0-9a-f]{16})/.exec(stdout)?.[1];
+    assert.ok(deployment, stdout);
+    const seen = standinRecord(bucket.endpoint, 'shop-cli-staging', deployment);
+    assert.match(seen.config, /\/\/ comment kept/);
+    const parsed = (await import('jsonc-parser')).parse(seen.config);
+    assert.deepEqual(parsed.vars, { GREETING: 'Hi: there', EMPTY: '' });
+    assert.equal(parsed.no_bundle, true);
+    assert.equal(readFileSync(join(dir, 'cell.jsonc'), 'utf8'), CONFIG, 'the project file is untouched');
+    const app = await getJson<{ replicas: number; selector: unknown }>(
+      bucket.store,
+      keys.application('shop-cli-staging'),
+    );
+    assert.equal(app?.value.replicas, 3);
+    assert.deepEqual(app?.value.selector, { zone: 'eu' });
+  });
+
+  test('a failed deploy exits 1 with the record code', async () => {
+    const dir = projectDir({
+      'cell.json': JSON.stringify({ name: 'shop-cli', standin: { fail: 'bad worker' } }),
+    });
+    const { code, stdout, stderr } = await svcDeploy([dir, '--node', node.url, '--key', keyArg(admin)]);
+    assert.equal(code, 1);
+    assert.equal(stdout, '');
+    assert.match(
+      stderr,
+      /^svc: Deploy failed: deploy shop-cli\.[0-9a-f]{16}: cell publish exited with 1[\s\S]*error: bad worker[\s\S]* \[urn:svc:publish-failed\]\n$/m,
+    );
+  });
+
+  test('No node to deploy to', async () => {
+    const dir = projectDir({ 'cell.json': '{"name":"shop-cli"}' });
+    const { code, stderr } = await svcDeploy([dir, '--key', keyArg(admin)]);
+    assert.equal(code, 1);
+    assert.match(stderr, /^svc: No node to deploy to: .*\[urn:svc:invalid-input\]\n$/);
+  });
+
+  test('No application to deploy to: no --name and a missing, blank or invalid config name', async () => {
+    for (const config of ['{}', '{"name":"  "}', '{"name":"Not_Valid"}']) {
+      const dir = projectDir({ 'cell.json': config });
+      const { code, stderr } = await svcDeploy([dir, '--node', node.url, '--key', keyArg(admin)]);
+      assert.equal(code, 1);
+      assert.match(stderr, /^svc: No application to deploy to: .*\[urn:svc:invalid-input\]\n$/, config);
+    }
+    const dir = projectDir({ 'cell.json': '{"name":"shop-cli"}' });
+    const bad = await svcDeploy([dir, '--node', node.url, '--key', keyArg(admin), '--name', 'Bad']);
+    assert.match(bad.stderr, /\[urn:svc:invalid-slug\]/);
+  });
+
+  test('Invalid queue timeout, Invalid --var, Invalid --replicas', async () => {
+    const dir = projectDir({ 'cell.json': '{"name":"shop-cli"}' });
+    const base = [dir, '--node', node.url, '--key', keyArg(admin)];
+    for (const value of ['-1', 'soon', '']) {
+      const { code, stderr } = await svcDeploy([...base, '--queue-timeout', value]);
+      assert.equal(code, 1);
+      assert.match(stderr, /^svc: Invalid queue timeout: .*\[urn:svc:invalid-input\]\n$/, value);
+    }
+    for (const vars of [
+      ['NOCOLON'],
+      ['A:1', 'A:2'],
+      ['__proto__:x'],
+      ['constructor:x'],
+      ['prototype:x'],
+      ['9x:y'],
+    ]) {
+      const { code, stderr } = await svcDeploy([...base, ...vars.flatMap((v) => ['--var', v])]);
+      assert.equal(code, 1);
+      assert.match(stderr, /^svc: Invalid --var: .*\[urn:svc:invalid-input\]\n$/, vars.join(' '));
+    }
+    const replicas = await svcDeploy([...base, '--replicas', '0']);
+    assert.match(replicas.stderr, /^svc: Invalid --replicas: .*\[urn:svc:invalid-input\]\n$/);
+  });
+
+  test("a node's refusal is printed with the node's code", async () => {
+    await call(node.url, 'POST', '/v1/fleet/freeze', { signer: admin, body: { reason: 'audit' } });
+    try {
+      const dir = projectDir({ 'cell.json': '{"name":"shop-cli"}' });
+      const { code, stderr } = await svcDeploy([dir, '--node', node.url, '--key', keyArg(admin)]);
+      assert.equal(code, 1);
+      assert.match(stderr, /^svc: Deploys are frozen: .*audit.*\[urn:svc:deploys-frozen\]\n$/m);
+      assert.doesNotMatch(stderr, /accepted/);
+    } finally {
+      await call(node.url, 'DELETE', '/v1/fleet/freeze', { signer: admin });
+    }
+  });
+
+  test('--no-wait on a full node fails with deploy-overloaded at once', async () => {
+    const gate = join(gates, 'no-wait');
+    const held = [];
+    try {
+      // One publishes, two wait: the node's and the application's two queued places are taken.
+      for (let i = 0; i < 3; i++) {
+        held.push(
+          await postDeploy(node.url, 'shop-full', standinArtifact({ waitFor: gate }), { signer: admin }),
+        );
+      }
+      const dir = projectDir({ 'cell.json': '{"name":"shop-full","standin":{}}' });
+      const { code, stderr } = await svcDeploy([
+        dir,
+        '--node',
+        node.url,
+        '--key',
+        keyArg(admin),
+        '--no-wait',
+      ]);
+      assert.equal(code, 1);
+      assert.match(stderr, /^svc: Deploy capacity full: .*\[urn:svc:deploy-overloaded\]\n$/m);
+      assert.doesNotMatch(stderr, /waiting for a queue place/);
+      // --queue-timeout 0: one try, then the refusal.
+      const zero = await svcDeploy([dir, '--node', node.url, '--key', keyArg(admin), '--queue-timeout', '0']);
+      assert.equal(zero.code, 1);
+      assert.match(zero.stderr, /gave up after 0 s \(--queue-timeout 0\) \[urn:svc:deploy-overloaded\]/);
+    } finally {
+      writeFileSync(gate, '');
+    }
+    for (const answer of held) await settledDeploy(node.url, answer.body.id, admin);
+  });
+
+  test('--token with a single-use token deploys but cannot watch', async () => {
+    const dir = projectDir({ 'cell.json': '{"name":"shop-token","standin":{}}' });
+    const token = await signToken({ id: admin.id, privateKey: admin.pair.privateKey });
+    const { code, stderr } = await svcDeploy([dir, '--node', node.url, '--token', token]);
+    assert.equal(code, 1);
+    assert.match(
+      stderr,
+      /^svc: Deploy accepted, but it cannot be watched: deploy shop-token\.[0-9a-f]{16} was accepted .*\[urn:svc:auth-invalid\]\n$/m,
+    );
+    const id = /deploy (shop-token\.[0-9a-f]{16})/.exec(stderr)![1]!;
+    assert.equal((await settledDeploy(node.url, id, admin)).state, 'deployed');
+  });
+});
+
+describe('svc deploy with the real runtime', () => {
+  let real: SailProcess | undefined;
+  const runnable = existsSync(CELL_REAL);
+
+  before(async () => {
+    if (runnable) real = await startSail(['--endpoint', bucket.endpoint, '--cell-bin', CELL_REAL]);
+  });
+  after(async () => {
+    await real?.stop();
+  });
+
+  test('examples/hello publishes through runtime/bin/cell and its deployment is in the bucket', {
+    skip: !runnable && 'runtime/bin/cell is not built',
+  }, async () => {
+    const hello = resolve(import.meta.dirname, '..', 'examples', 'hello');
+    const { code, stdout, stderr } = await svcDeploy([
+      hello,
+      '--node',
+      real!.url,
+      '--key',
+      keyArg(admin),
+      '--var',
+      'GREETING:Hi',
+    ]);
+    assert.equal(code, 0, stderr);
+    const [, deployment, id] =
+      /^deployed hello ([0-9a-f]+) \(deploy (hello\.[0-9a-f]{16})\)\n$/.exec(stdout) ?? [];
+    assert.ok(deployment && id, stdout);
+    const manifest = await bucket.store.get(keys.runtimeManifest('hello', 'hello', deployment));
+    assert.ok(manifest, 'the runtime wrote the deployment manifest');
+    const app = await getJson<{ deployment: string }>(bucket.store, keys.application('hello'));
+    assert.equal(app?.value.deployment, deployment);
+    await waitFor(() => stagingEmpty(real!.stateDir), 'staging to be emptied');
+  });
+});
