@@ -326,6 +326,25 @@ describe('deploy intake in process', () => {
     }
   });
 
+  test('no stager: capability-missing when the staging directory cannot be made', async () => {
+    const stateDir = mkdtempSync(join(tmpdir(), 'svc-nostage-'));
+    writeFileSync(join(stateDir, 'deploys'), 'a file where the staging directory should be');
+    const broken = new DeployService();
+    const ctx = {
+      ...node.ctx,
+      settings: { ...node.ctx.settings, node: { ...node.ctx.settings.node, stateDir } },
+    };
+    await broken.start(ctx);
+    node.ctx.deploys = broken;
+    try {
+      refused(await deploy('no-stager', standinArtifact()), 409, 'capability-missing', 'No artifact stager');
+      assert.equal(await node.store.get(keys.application('no-stager')), null);
+    } finally {
+      await broken.stop();
+      node.ctx.deploys = service;
+    }
+  });
+
   test('full queues answer 429 with retry-after 1; queued deploys run in turn', async () => {
     const gate = join(gates, 'queue');
     // One runs (activeTasks 1) and one waits: the application's two pending places are taken.

@@ -203,7 +203,11 @@ export class DeployService implements DaemonService {
         // Noted beside the artifact: a restart after a crash stops a publish still running.
         onSpawn: (pid) => writeFileSync(join(task.dir, PID_FILE), String(pid)),
       });
-      await recordDeployment(ctx, task.application, published.deployment);
+      // The runtime has moved the selector: the deployment is live whatever the application
+      // record says, so failing to note it there is logged, not recorded as a failed deploy.
+      await recordDeployment(ctx, task.application, published.deployment).catch((err) =>
+        ctx.log.warn({ err, deploy: task.id }, 'could not note the deployment on the application record'),
+      );
       outcome = published;
     } catch (err) {
       if (this.#stopping.signal.aborted) {
