@@ -35,6 +35,8 @@ const KILL_GRACE_MS = 5_000;
 
 /** Runs one publish; answers what it published or throws the failure to record. */
 export async function runPublish(options: PublishOptions): Promise<Published> {
+  if (options.signal?.aborted)
+    throw new Problem('internal', 'Publish stopped', 'the publish was stopped before it started');
   const tail = new OutputTail(options.outputBytes);
   const stdoutTail = new OutputTail(Math.max(options.outputBytes, 4096));
   let child: ChildProcess;
@@ -72,6 +74,7 @@ export async function runPublish(options: PublishOptions): Promise<Published> {
     stop();
   };
   options.signal?.addEventListener('abort', onAbort, { once: true });
+  if (options.signal?.aborted) onAbort();
 
   const outcome = await new Promise<{ code: number | null; signal: NodeJS.Signals | null; error?: Error }>(
     (resolve) => {
