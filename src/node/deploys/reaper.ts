@@ -11,6 +11,7 @@
 import { keys } from '../../registry/keys.ts';
 import type { NodeRecord } from '../../registry/records.ts';
 import { isCasConflict, type Store } from '../../store/store.ts';
+import type { NodeContext } from '../context.ts';
 import {
   type AcceptorView,
   acceptorFromRecord,
@@ -118,4 +119,21 @@ export class DeployReaper {
 /** One reaper pass over every application's deploys, with no memory of earlier passes. */
 export function reapDeploys(store: Store, now: () => number = Date.now): Promise<ReapResult> {
   return new DeployReaper({ store, now }).reap();
+}
+
+/**
+ * The reaper the coordinator keeps for its reaper passes (`await reaper.reap()` once per pass,
+ * every `coordinator.reapIntervalMs`): it judges this node's own deploys by whether it still runs
+ * them, every other node's by its registry record.
+ */
+export function deployReaperFor(ctx: Pick<NodeContext, 'store' | 'nodeId' | 'deploys'>): DeployReaper {
+  return new DeployReaper({
+    store: ctx.store,
+    selfView: (record) =>
+      record.node !== ctx.nodeId
+        ? undefined
+        : ctx.deploys?.runs(record.id)
+          ? { answering: true }
+          : { answering: false, why: 'it no longer runs the deploy: it restarted since accepting it' },
+  });
 }
