@@ -41,7 +41,7 @@ export class IngressClient {
     const response = await fetch(`${this.baseUrl}${path}`, {
       method,
       headers: { authorization: `Bearer ${this.#token}`, 'x-svc-storage-version': '1' },
-      body,
+      body: body as Uint8Array<ArrayBuffer> | undefined,
     });
     if (response.ok) return response;
     const text = await response.text();

@@ -2,6 +2,8 @@
 // consistency model"). Two backends implement it: s3.ts (any S3-compatible bucket)
 // and dir.ts (a local directory, the embedded default).
 
+import { Problem } from '../problem.ts';
+
 /** What a listing or a stat knows of one object. */
 export interface ObjectInfo {
   key: string;
@@ -53,6 +55,47 @@ export interface Store {
   close(): Promise<void>;
   /** A human description for logs, e.g. `s3://bucket/prefix` or `file:///dir`. */
   readonly description: string;
+}
+
+/** S3's limit on a key, in UTF-8 bytes. */
+export const MAX_KEY_BYTES = 1024;
+
+/**
+ * Answers the key when both backends can hold it, else throws `invalid-input`. The rule is
+ * the interface's, not a backend's, so a key refused by one is refused by the other:
+ * non-empty, at most 1,024 UTF-8 bytes, no control characters, and `/`-separated segments
+ * that are neither empty nor `.` nor `..` (so no leading, trailing or doubled slash).
+ */
+export function checkKey(key: string): string {
+  const refuse = (why: string) =>
+    new Problem('invalid-input', 'Invalid bucket key', `${why}: ${JSON.stringify(key)}`);
+  if (key === '') throw refuse('the key is empty');
+  if (Buffer.byteLength(key) > MAX_KEY_BYTES) throw refuse(`the key is longer than ${MAX_KEY_BYTES} bytes`);
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: refusing control characters is the point
+  if (/[\x00-\x1f\x7f]/.test(key)) throw refuse('the key has a control character');
+  for (const segment of key.split('/')) {
+    if (segment === '' || segment === '.' || segment === '..') {
+      throw refuse('the key has an empty, "." or ".." segment');
+    }
+  }
+  return key;
+}
+
+/** Orders keys as S3 lists them: by their UTF-8 bytes (not JavaScript's UTF-16 order). */
+export function compareKeys(a: string, b: string): number {
+  const length = Math.min(a.length, b.length);
+  for (let i = 0; i < length; i++) {
+    const x = a.charCodeAt(i);
+    const y = b.charCodeAt(i);
+    if (x !== y) return utf8Rank(x) - utf8Rank(y);
+  }
+  return a.length - b.length;
+}
+
+// UTF-8 byte order is code point order; UTF-16 puts surrogates (code points past U+FFFF)
+// below U+E000..U+FFFF, so they are lifted above the whole basic plane.
+function utf8Rank(unit: number): number {
+  return unit >= 0xd800 && unit <= 0xdfff ? unit + 0x10000 : unit;
 }
 
 /** A conditional write or delete lost its condition: someone else wrote first. */
