@@ -55,10 +55,12 @@ export const keys = {
   runtimeSelector: (name: string) => `fleets/${name}/selector.json`,
   runtimeScriptPointer: (name: string, script: string) => `fleets/${name}/pointers/${script}.json`,
   runtimeScriptPointersPrefix: (name: string) => `fleets/${name}/pointers/`,
-  runtimeRecord: (name: string, script: string, version: string) => `fleets/${name}/records/${script}/${version}.json`,
+  runtimeRecord: (name: string, script: string, version: string) =>
+    `fleets/${name}/records/${script}/${version}.json`,
   runtimeRecordsPrefix: (name: string) => `fleets/${name}/records/`,
   runtimeDeployPrefix: (name: string) => `fleets/${name}/deploy/`,
-  runtimeDeployment: (name: string, script: string, version: string) => `fleets/${name}/deploy/${script}/${version}/`,
+  runtimeDeployment: (name: string, script: string, version: string) =>
+    `fleets/${name}/deploy/${script}/${version}/`,
   runtimeManifest: (name: string, script: string, version: string) =>
     `fleets/${name}/deploy/${script}/${version}/manifest.json`,
   runtimeAssetsIndex: (name: string, script: string, version: string) =>

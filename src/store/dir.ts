@@ -97,7 +97,13 @@ export class DirStore implements Store {
       const body = await handle.readFile();
       const etag = etagOf(body);
       this.#remember(file, info, etag);
-      return { key, etag, size: body.byteLength, modified: new Date(Number(info.mtimeMs)), body: bytes(body) };
+      return {
+        key,
+        etag,
+        size: body.byteLength,
+        modified: new Date(Number(info.mtimeMs)),
+        body: bytes(body),
+      };
     } finally {
       await handle.close();
     }

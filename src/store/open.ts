@@ -25,7 +25,8 @@ export interface OpenStoreOptions {
 export async function openStore(options: OpenStoreOptions): Promise<Store> {
   const endpoint = options.endpoint?.trim();
   if (!endpoint) {
-    if (options.stateDir === undefined) throw invalidEndpoint('', 'no endpoint is set; name an S3 URL or file:///abs/dir');
+    if (options.stateDir === undefined)
+      throw invalidEndpoint('', 'no endpoint is set; name an S3 URL or file:///abs/dir');
     return openDirStore(join(options.stateDir, 'bucket'));
   }
   let url: URL;
@@ -48,5 +49,9 @@ export async function openStore(options: OpenStoreOptions): Promise<Store> {
 }
 
 function invalidEndpoint(endpoint: string, why: string): Problem {
-  return new Problem('invalid-input', 'Invalid setting bucket.endpoint', `${JSON.stringify(endpoint)}: ${why}`);
+  return new Problem(
+    'invalid-input',
+    'Invalid setting bucket.endpoint',
+    `${JSON.stringify(endpoint)}: ${why}`,
+  );
 }

@@ -63,7 +63,15 @@ export async function startMinio(): Promise<Minio> {
   const endpoint = `http://127.0.0.1:${port}`;
   const child: ChildProcess = spawn(
     MINIO_BIN,
-    ['server', dataDir, '--quiet', '--address', `127.0.0.1:${port}`, '--console-address', `127.0.0.1:${consolePort}`],
+    [
+      'server',
+      dataDir,
+      '--quiet',
+      '--address',
+      `127.0.0.1:${port}`,
+      '--console-address',
+      `127.0.0.1:${consolePort}`,
+    ],
     {
       env: {
         ...process.env,
