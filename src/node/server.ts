@@ -7,10 +7,10 @@ import { authGuard } from '../auth/guard.ts';
 import { ingressRoutes } from '../ingress/routes.ts';
 import { isProblem, PROBLEM_CONTENT_TYPE, Problem } from '../problem.ts';
 import type { NodeContext } from './context.ts';
-import { healthRoutes } from './routes/health.ts';
 import { applicationRoutes } from './routes/applications.ts';
 import { deployRoutes } from './routes/deploys.ts';
 import { freezeRoutes } from './routes/freeze.ts';
+import { healthRoutes } from './routes/health.ts';
 import { operatorRoutes } from './routes/operators.ts';
 
 /** A route plugin: registers one concern's routes against the shared context. */

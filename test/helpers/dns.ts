@@ -116,6 +116,8 @@ function ipv6(ip: string): Buffer {
   const t = tail ? tail.split(':') : [];
   const groups = [...h, ...Array(8 - h.length - t.length).fill('0'), ...t];
   const out = Buffer.alloc(16);
-  groups.forEach((g, i) => out.writeUInt16BE(Number.parseInt(g || '0', 16), i * 2));
+  groups.forEach((g, i) => {
+    out.writeUInt16BE(Number.parseInt(g || '0', 16), i * 2);
+  });
   return out;
 }

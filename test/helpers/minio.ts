@@ -11,8 +11,8 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, rmSync } from 'node:fs';
 import { resolve } from 'node:path';
-import { setTimeout as delay } from 'node:timers/promises';
 import { after } from 'node:test';
+import { setTimeout as delay } from 'node:timers/promises';
 import { CreateBucketCommand, S3Client } from '@aws-sdk/client-s3';
 import { freePort, tempDir } from './svc.ts';
 
