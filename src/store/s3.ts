@@ -1,0 +1,340 @@
+// The S3 backend of the store (DESIGN.md "The store and the consistency model"; 3-cli.md
+// "Shared flag groups", bucket flags): any S3-compatible bucket that honours conditional
+// writes, with every key under an optional prefix.
+//
+// Retries are ours, not the SDK's (its maxAttempts is 1): a blind retry of a conditional
+// write can report a conflict for a write that in fact landed. So every write carries a
+// random nonce as object metadata (x-amz-meta-svc-nonce; the body is the caller's bytes
+// and stays untouched), and an ambiguous outcome (a timeout or network error, a 5xx, a
+// 409 ConditionalRequestConflict, or a 412 after one of our own retries) is settled by
+// reading the object back: our nonce there means our write won. Reads and unconditional
+// requests are retried with backoff; when the bucket keeps failing, the answer is
+// `store-unavailable` naming the endpoint.
+
+import { randomBytes } from 'node:crypto';
+import {
+  DeleteObjectCommand,
+  GetObjectCommand,
+  HeadObjectCommand,
+  ListObjectsV2Command,
+  PutObjectCommand,
+  S3Client,
+  S3ServiceException,
+} from '@aws-sdk/client-s3';
+import { NodeHttpHandler } from '@smithy/node-http-handler';
+import { Problem } from '../problem.ts';
+import {
+  CasConflict,
+  checkKey,
+  compareKeys,
+  type ListOptions,
+  type ListResult,
+  type ObjectInfo,
+  type Store,
+  type StoredObject,
+  type WriteCondition,
+} from './store.ts';
+
+export interface S3StoreOptions {
+  endpoint: string;
+  region?: string;
+  bucket?: string;
+  prefix?: string;
+  accessKey?: string;
+  secretKey?: string;
+  /** Attempts for one operation before `store-unavailable`. Default 4. */
+  attempts?: number;
+  /** First backoff between attempts, doubled each time. Default 200 ms. */
+  backoffMs?: number;
+  /** Deadline of one HTTP request. Default 15 s. */
+  requestTimeoutMs?: number;
+}
+
+const NONCE_META = 'svc-nonce';
+
+/** Opens a bucket on an S3-compatible service; refuses missing settings with `invalid-input`. */
+export function openS3Store(options: S3StoreOptions): Store {
+  if (!options.bucket) {
+    throw new Problem(
+      'invalid-input',
+      'Invalid setting bucket.bucket',
+      `an S3 endpoint (${options.endpoint}) needs a bucket name; pass --bucket or set SVC_S3_BUCKET`,
+    );
+  }
+  return new S3Store({ ...options, bucket: options.bucket });
+}
+
+type Outcome<T> = { ok: true; value: T } | { ok: false; error: unknown };
+
+class S3Store implements Store {
+  readonly description: string;
+  readonly #client: S3Client;
+  readonly #bucket: string;
+  readonly #prefix: string;
+  readonly #endpoint: string;
+  readonly #attempts: number;
+  readonly #backoffMs: number;
+
+  constructor(options: S3StoreOptions & { bucket: string }) {
+    this.#bucket = options.bucket;
+    this.#prefix = normalizePrefix(options.prefix);
+    this.#endpoint = options.endpoint;
+    this.#attempts = Math.max(1, options.attempts ?? 4);
+    this.#backoffMs = options.backoffMs ?? 200;
+    this.description = `s3://${this.#bucket}/${this.#prefix} at ${this.#endpoint}`;
+    const credentials =
+      options.accessKey && options.secretKey
+        ? { accessKeyId: options.accessKey, secretAccessKey: options.secretKey }
+        : undefined;
+    this.#client = new S3Client({
+      endpoint: options.endpoint,
+      region: options.region || 'us-east-1',
+      forcePathStyle: true,
+      maxAttempts: 1,
+      ...(credentials ? { credentials } : {}),
+      requestHandler: new NodeHttpHandler({
+        connectionTimeout: 5_000,
+        requestTimeout: options.requestTimeoutMs ?? 15_000,
+      }),
+    });
+  }
+
+  async get(key: string): Promise<StoredObject | null> {
+    checkKey(key);
+    return this.#retrying(`read ${key}`, async () => {
+      try {
+        const answer = await this.#client.send(
+          new GetObjectCommand({ Bucket: this.#bucket, Key: this.#full(key) }),
+        );
+        const body = answer.Body ? await answer.Body.transformToByteArray() : new Uint8Array();
+        return {
+          key,
+          etag: answer.ETag ?? '',
+          size: body.byteLength,
+          modified: answer.LastModified ?? new Date(0),
+          body,
+        };
+      } catch (err) {
+        if (isNotFound(err)) return null;
+        throw err;
+      }
+    });
+  }
+
+  async stat(key: string): Promise<ObjectInfo | null> {
+    checkKey(key);
+    const head = await this.#head(key);
+    return head && { key, etag: head.etag, size: head.size, modified: head.modified };
+  }
+
+  async put(key: string, body: Uint8Array | string, condition?: WriteCondition): Promise<string> {
+    checkKey(key);
+    checkCondition(key, condition);
+    const bytes = typeof body === 'string' ? new TextEncoder().encode(body) : body;
+    const nonce = randomBytes(16).toString('hex');
+    const command = () =>
+      new PutObjectCommand({
+        Bucket: this.#bucket,
+        Key: this.#full(key),
+        Body: bytes,
+        ContentLength: bytes.byteLength,
+        Metadata: { [NONCE_META]: nonce },
+        ...(condition?.ifMatch !== undefined ? { IfMatch: quoteEtag(condition.ifMatch) } : {}),
+        ...(condition?.ifNoneMatch ? { IfNoneMatch: '*' } : {}),
+      });
+    let ambiguous = false;
+    for (let attempt = 1; ; attempt++) {
+      const outcome = await settle(() => this.#client.send(command()));
+      if (outcome.ok) return outcome.value.ETag ?? (await this.#head(key))?.etag ?? '';
+      const { error } = outcome;
+      // S3 answers If-Match on a missing key with 404 NoSuchKey: the condition failed.
+      const refused = isPreconditionFailed(error) || (condition?.ifMatch !== undefined && isNotFound(error));
+      if (refused && !ambiguous) throw new CasConflict(key);
+      if (!refused && !isAmbiguous(error)) throw this.#unavailable(`write ${key}`, error);
+      // The write may have landed: only the nonce on the stored object can say.
+      ambiguous = true;
+      const stored = await this.#head(key);
+      if (stored?.nonce === nonce) return stored.etag;
+      if (refused) throw new CasConflict(key);
+      if (attempt >= this.#attempts) throw this.#unavailable(`write ${key}`, error);
+      await this.#pause(attempt);
+    }
+  }
+
+  async delete(key: string, condition?: Pick<WriteCondition, 'ifMatch'>): Promise<boolean> {
+    checkKey(key);
+    checkCondition(key, condition);
+    const current = await this.#head(key);
+    if (!current) {
+      if (condition?.ifMatch !== undefined) throw new CasConflict(key);
+      return false;
+    }
+    if (condition?.ifMatch !== undefined && current.etag !== quoteEtag(condition.ifMatch)) {
+      throw new CasConflict(key);
+    }
+    const ifMatch = condition?.ifMatch !== undefined ? quoteEtag(condition.ifMatch) : undefined;
+    for (let attempt = 1; ; attempt++) {
+      const outcome = await settle(() =>
+        this.#client.send(
+          new DeleteObjectCommand({
+            Bucket: this.#bucket,
+            Key: this.#full(key),
+            ...(ifMatch ? { IfMatch: ifMatch } : {}),
+          }),
+        ),
+      );
+      if (outcome.ok) return true;
+      const { error } = outcome;
+      if (isPreconditionFailed(error) || (ifMatch && isNotFound(error))) {
+        // Settled by reading: gone means some delete (perhaps our earlier attempt) won.
+        const after = await this.#head(key);
+        if (!after && attempt > 1) return true;
+        throw new CasConflict(key);
+      }
+      if (!isAmbiguous(error) || attempt >= this.#attempts) throw this.#unavailable(`delete ${key}`, error);
+      await this.#pause(attempt);
+    }
+  }
+
+  async list(prefix: string, options: ListOptions): Promise<ListResult> {
+    const objects: ObjectInfo[] = [];
+    const prefixes: string[] = [];
+    let token: string | undefined;
+    do {
+      const page = await this.#retrying(`list ${prefix}`, () =>
+        this.#client.send(
+          new ListObjectsV2Command({
+            Bucket: this.#bucket,
+            Prefix: this.#prefix + prefix,
+            ...(options.recursive ? {} : { Delimiter: '/' }),
+            ...(token ? { ContinuationToken: token } : {}),
+          }),
+        ),
+      );
+      for (const item of page.Contents ?? []) {
+        if (!item.Key) continue;
+        objects.push({
+          key: item.Key.slice(this.#prefix.length),
+          etag: item.ETag ?? '',
+          size: item.Size ?? 0,
+          modified: item.LastModified ?? new Date(0),
+        });
+      }
+      for (const common of page.CommonPrefixes ?? []) {
+        if (common.Prefix) prefixes.push(common.Prefix.slice(this.#prefix.length));
+      }
+      token = page.IsTruncated ? page.NextContinuationToken : undefined;
+    } while (token);
+    objects.sort((a, b) => compareKeys(a.key, b.key));
+    prefixes.sort(compareKeys);
+    return { objects, prefixes };
+  }
+
+  async close(): Promise<void> {
+    this.#client.destroy();
+  }
+
+  #full(key: string): string {
+    return this.#prefix + key;
+  }
+
+  async #head(key: string) {
+    return this.#retrying(`read ${key}`, async () => {
+      try {
+        const answer = await this.#client.send(
+          new HeadObjectCommand({ Bucket: this.#bucket, Key: this.#full(key) }),
+        );
+        return {
+          etag: answer.ETag ?? '',
+          size: answer.ContentLength ?? 0,
+          modified: answer.LastModified ?? new Date(0),
+          nonce: answer.Metadata?.[NONCE_META],
+        };
+      } catch (err) {
+        if (isNotFound(err)) return null;
+        throw err;
+      }
+    });
+  }
+
+  /** Runs an idempotent request, retrying what may pass on a second try. */
+  async #retrying<T>(what: string, run: () => Promise<T>): Promise<T> {
+    for (let attempt = 1; ; attempt++) {
+      const outcome = await settle(run);
+      if (outcome.ok) return outcome.value;
+      if (!isAmbiguous(outcome.error) || attempt >= this.#attempts) {
+        throw this.#unavailable(what, outcome.error);
+      }
+      await this.#pause(attempt);
+    }
+  }
+
+  #pause(attempt: number): Promise<void> {
+    const ms = this.#backoffMs * 2 ** (attempt - 1) * (0.5 + Math.random() / 2);
+    return new Promise((resolve) => setTimeout(resolve, ms));
+  }
+
+  #unavailable(what: string, error: unknown): Problem {
+    if (error instanceof Problem) return error;
+    return new Problem(
+      'store-unavailable',
+      'Bucket unavailable',
+      `could not ${what} at ${this.#endpoint} (bucket ${this.#bucket}): ${describe(error)}`,
+      { cause: error },
+    );
+  }
+}
+
+async function settle<T>(run: () => Promise<T>): Promise<Outcome<T>> {
+  try {
+    return { ok: true, value: await run() };
+  } catch (error) {
+    return { ok: false, error };
+  }
+}
+
+function normalizePrefix(prefix: string | undefined): string {
+  const trimmed = (prefix ?? '').replace(/^\/+|\/+$/g, '');
+  return trimmed === '' ? '' : `${trimmed}/`;
+}
+
+function checkCondition(key: string, condition: WriteCondition | undefined): void {
+  if (condition?.ifMatch !== undefined && condition.ifNoneMatch !== undefined) {
+    throw new Problem('invalid-input', 'Invalid write condition', `${key}: ifMatch and ifNoneMatch together`);
+  }
+}
+
+/** S3 compares ETags in their quoted form; callers may hold either. */
+function quoteEtag(etag: string): string {
+  return etag.startsWith('"') ? etag : `"${etag}"`;
+}
+
+function statusOf(error: unknown): number | undefined {
+  if (error instanceof S3ServiceException) return error.$metadata?.httpStatusCode;
+  return (error as { $metadata?: { httpStatusCode?: number } })?.$metadata?.httpStatusCode;
+}
+
+function isNotFound(error: unknown): boolean {
+  const name = (error as { name?: string })?.name;
+  if (name === 'NoSuchBucket') return false;
+  return name === 'NoSuchKey' || name === 'NotFound' || statusOf(error) === 404;
+}
+
+function isPreconditionFailed(error: unknown): boolean {
+  return statusOf(error) === 412 || (error as { name?: string })?.name === 'PreconditionFailed';
+}
+
+/** An answer that says nothing final: the request may or may not have taken effect. */
+function isAmbiguous(error: unknown): boolean {
+  const status = statusOf(error);
+  if (status === undefined) return true; // no HTTP answer: a timeout or a broken connection
+  if (status >= 500 || status === 429) return true;
+  return status === 409 && (error as { name?: string })?.name === 'ConditionalRequestConflict';
+}
+
+function describe(error: unknown): string {
+  const status = statusOf(error);
+  const name = (error as { name?: string })?.name ?? 'Error';
+  const message = error instanceof Error ? error.message : String(error);
+  return status ? `${name} (HTTP ${status}): ${message}` : `${name}: ${message}`;
+}

@@ -1,0 +1,64 @@
+// The bucket self-test run at start (issue 2; DESIGN.md "The store and the consistency
+// model"): every guarantee of the fleet rests on conditional writes, and some
+// S3-compatible servers and proxies silently drop If-Match and If-None-Match. Such a
+// bucket is refused with `store-nonconforming` naming what it did wrong.
+
+import { randomBytes } from 'node:crypto';
+import { Problem } from '../problem.ts';
+import { keys } from '../registry/keys.ts';
+import { isCasConflict, type Store } from './store.ts';
+
+/** Proves the bucket honours conditional writes; throws `store-nonconforming` if not. */
+export async function selfTestStore(store: Store): Promise<void> {
+  const nonce = randomBytes(8).toString('hex');
+  const scratch = keys.selfTest(nonce);
+  const missing = keys.selfTest(`${nonce}-absent`);
+  try {
+    const first = await store.put(scratch, 'first', { ifNoneMatch: '*' });
+    await store.put(scratch, 'second', { ifMatch: first });
+    await expectRefused(
+      store,
+      scratch,
+      'third',
+      { ifMatch: first },
+      'accepted a write with a stale If-Match ETag',
+    );
+    await expectRefused(
+      store,
+      scratch,
+      'again',
+      { ifNoneMatch: '*' },
+      'accepted If-None-Match: * on a key that exists',
+    );
+    await expectRefused(
+      store,
+      missing,
+      'ghost',
+      { ifMatch: first },
+      'accepted If-Match on a key that does not exist',
+    );
+  } finally {
+    await store.delete(scratch).catch(() => {});
+    await store.delete(missing).catch(() => {});
+  }
+}
+
+async function expectRefused(
+  store: Store,
+  key: string,
+  body: string,
+  condition: { ifMatch?: string; ifNoneMatch?: '*' },
+  what: string,
+): Promise<void> {
+  try {
+    await store.put(key, body, condition);
+  } catch (err) {
+    if (isCasConflict(err)) return;
+    throw err;
+  }
+  throw new Problem(
+    'store-nonconforming',
+    'Bucket ignores conditional writes',
+    `${store.description} ${what}; it, or a proxy in front of it, drops conditional headers, and svc cannot run on it`,
+  );
+}
