@@ -20,7 +20,6 @@ export function buildProgram(): Command {
   const program = new Command('svc')
     .description('Run Workers-style applications on a fleet that shares one S3-compatible bucket')
     .version(`svc ${SVC_VERSION}`, '-V, --version')
-    .showHelpAfterError('(run with --help for usage)')
     .exitOverride()
     .configureOutput({ outputError: () => {} });
   for (const register of [

@@ -106,7 +106,7 @@ async function chooseRemote(
 ) {
   const index = await loadRemotes(home);
   const names = Object.keys(index.remotes).sort();
-  const named = flags.remote ?? env.SVC_REMOTE ?? pinnedRemote(flags.config, env);
+  const named = flags.remote ?? (env.SVC_REMOTE || undefined) ?? pinnedRemote(flags.config, env);
   let name: string | undefined;
   if (named !== undefined) {
     name = checkRemoteName(named);
