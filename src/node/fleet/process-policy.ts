@@ -1,0 +1,116 @@
+// The supervisor's pure decisions (issue 4 item 5; spec 3 "svc sail": `--port-range-start`,
+// `--port-range-end`, `--port-quarantine-ms`): which port a runtime process gets, and how long to
+// wait before restarting one that exited. Time is handed in, so both are tested without clocks.
+
+/**
+ * Ports for runtime processes. An application keeps its port across restarts; a released port is
+ * kept from every other application for the quarantine, so an ingress still holding the old
+ * address never reaches a different application there. The same application may take it back.
+ */
+export class PortPool {
+  readonly #start: number;
+  readonly #end: number;
+  readonly #quarantineMs: number;
+  /** port → application holding it. */
+  readonly #held = new Map<number, string>();
+  /** port → who released it and when. */
+  readonly #released = new Map<number, { application: string; atMs: number }>();
+
+  constructor(range: readonly [number, number], quarantineMs: number) {
+    [this.#start, this.#end] = range;
+    this.#quarantineMs = quarantineMs;
+  }
+
+  /**
+   * The lowest port the application may take now, skipping `unusable` (found bound by something
+   * else); a port it released itself comes first. Null when the range has none left.
+   */
+  take(application: string, nowMs: number, unusable: ReadonlySet<number> = new Set()): number | null {
+    const own = [...this.#released]
+      .filter(([port, r]) => r.application === application && !unusable.has(port))
+      .map(([port]) => port)
+      .sort((a, b) => a - b)[0];
+    const port = own ?? this.#firstFree(application, nowMs, unusable);
+    if (port === undefined) return null;
+    this.#released.delete(port);
+    this.#held.set(port, application);
+    return port;
+  }
+
+  /** Gives the port back; it is quarantined from other applications from `nowMs`. */
+  release(port: number, nowMs: number): void {
+    const application = this.#held.get(port);
+    if (application === undefined) return;
+    this.#held.delete(port);
+    this.#released.set(port, { application, atMs: nowMs });
+  }
+
+  /** Drops a hold without quarantine: the port was found bound by something not ours. */
+  forget(port: number): void {
+    this.#held.delete(port);
+  }
+
+  /** True while the port is kept from `application` (held, or quarantined for someone else). */
+  isKeptFrom(port: number, application: string, nowMs: number): boolean {
+    if (this.#held.has(port)) return true;
+    const released = this.#released.get(port);
+    if (!released || released.application === application) return false;
+    return nowMs - released.atMs < this.#quarantineMs;
+  }
+
+  #firstFree(application: string, nowMs: number, unusable: ReadonlySet<number>): number | undefined {
+    for (let port = this.#start; port <= this.#end; port++) {
+      if (unusable.has(port) || this.isKeptFrom(port, application, nowMs)) continue;
+      // Quarantine over: forget who had it.
+      this.#released.delete(port);
+      return port;
+    }
+    return undefined;
+  }
+}
+
+/** How the supervisor weighs exits; the defaults suit a fleet, tests shorten them. */
+export interface RestartPolicy {
+  /** Wait before the first restart after a fast exit. */
+  baseDelayMs: number;
+  /** The longest wait between restarts. */
+  maxDelayMs: number;
+  /** A process that ran at least this long before exiting did not crash fast: backoff starts over. */
+  stableMs: number;
+  /** This many fast exits in a row is a crash loop (restarts go on, at the capped delay). */
+  crashloopAfter: number;
+}
+
+export const DEFAULT_RESTART_POLICY: RestartPolicy = {
+  baseDelayMs: 500,
+  maxDelayMs: 30_000,
+  stableMs: 30_000,
+  crashloopAfter: 5,
+};
+
+/** The run of fast exits an application is on, and what to do about the latest exit. */
+export interface CrashJudgement {
+  /** Fast exits in a row, this one included (0 after a run that counted as stable). */
+  fastExits: number;
+  delayMs: number;
+  crashloop: boolean;
+}
+
+/**
+ * Judges an exit: a run shorter than `stableMs` adds to the run of fast exits, a longer one starts
+ * it over. The delay doubles per fast exit from `baseDelayMs` up to `maxDelayMs`.
+ */
+export function judgeExit(policy: RestartPolicy, previousFastExits: number, ranMs: number): CrashJudgement {
+  const fastExits = ranMs < policy.stableMs ? previousFastExits + 1 : 0;
+  return {
+    fastExits,
+    delayMs: restartDelayMs(policy, fastExits),
+    crashloop: fastExits >= policy.crashloopAfter,
+  };
+}
+
+/** Exponential backoff, capped; an exit after a stable run restarts after the base delay. */
+export function restartDelayMs(policy: RestartPolicy, fastExits: number): number {
+  const exponent = Math.min(Math.max(fastExits - 1, 0), 30);
+  return Math.min(policy.baseDelayMs * 2 ** exponent, policy.maxDelayMs);
+}

@@ -1,0 +1,396 @@
+// The process supervisor (issue 4 item 5; spec 1 "DaemonState" `processes`; spec 3 "svc sail":
+// `--cell-bin`, `--cell-env`, the port range, `--port-quarantine-ms`, `--bind-host`,
+// `--output-bytes`, `--observability`; DESIGN.md "The runtime contract (`cell`)").
+//
+// One `cell serve` per application placed on this node. The reconcile loop calls `apply` with
+// what should run; the supervisor starts what is missing, stops what is no longer wanted and
+// restarts what exits on its own (with backoff, `crashloop` after repeated fast exits). A process
+// is ready only while its `/.well-known/cell/health` answers 200. Each process leads its own
+// process group: SIGTERM goes to the runtime alone (it drains and stops its workerd children
+// itself), SIGKILL after the deadline and after every exit goes to the whole group, so nothing it
+// started outlives it.
+
+import { type ChildProcess, spawn } from 'node:child_process';
+import { createServer } from 'node:net';
+import type { Logger } from 'pino';
+import type { ProcessStatus } from '../../registry/records.ts';
+import { OutputTail, RuntimeProbe } from '../deploys/runner.ts';
+import { DEFAULT_RESTART_POLICY, judgeExit, PortPool, type RestartPolicy } from './process-policy.ts';
+
+export const HEALTH_PATH = '/.well-known/cell/health';
+
+export interface SupervisorOptions {
+  cellBin: string;
+  /** `--cell-env`: handed to every process. */
+  cellEnv: Record<string, string>;
+  bindHost: string;
+  portRange: [number, number];
+  portQuarantineMs: number;
+  outputBytes: number;
+  nodeId: string;
+  /** `SVC_S3_*`: the bucket the runtime reads, as the node hands it over. */
+  bucketEnv: Record<string, string>;
+  log: Pick<Logger, 'info' | 'warn' | 'error'>;
+  /** Gives each process `CELL_OTEL=1` unless `cellEnv` states `CELL_OTEL`. */
+  observability?: boolean;
+  restart?: Partial<RestartPolicy>;
+  /** Health probe interval while a process is not ready. */
+  healthPollMs?: number;
+  /** Health probe interval once it is ready (a process can stop being ready). */
+  healthCheckMs?: number;
+  /** Between SIGTERM and SIGKILL of the process group. */
+  stopGraceMs?: number;
+}
+
+export interface DesiredProcess {
+  application: string;
+}
+
+const HEALTH_TIMEOUT_MS = 2_000;
+
+/** One application's runtime process across its restarts. */
+interface Managed {
+  application: string;
+  port: number | null;
+  runtimeVersion: string;
+  state: ProcessStatus['state'];
+  ready: boolean;
+  restarts: number;
+  fastExits: number;
+  child: ChildProcess | null;
+  exited: Promise<void>;
+  startedAtMs: number;
+  tail: OutputTail;
+  /** The pending restart or health probe. */
+  timer: NodeJS.Timeout | null;
+  stopping: Promise<void> | null;
+}
+
+export class Supervisor {
+  readonly #options: SupervisorOptions;
+  readonly #policy: RestartPolicy;
+  readonly #ports: PortPool;
+  readonly #probe = new RuntimeProbe();
+  readonly #managed = new Map<string, Managed>();
+  #desired = new Set<string>();
+  #closed = false;
+  /** Calls of `apply` run one at a time, in order. */
+  #applying: Promise<void> = Promise.resolve();
+
+  constructor(options: SupervisorOptions) {
+    this.#options = options;
+    this.#policy = { ...DEFAULT_RESTART_POLICY, ...options.restart };
+    this.#ports = new PortPool(options.portRange, options.portQuarantineMs);
+  }
+
+  /** Makes the running set what `desired` names: starts the missing, stops the rest. */
+  apply(desired: readonly DesiredProcess[]): Promise<void> {
+    const names = new Set(desired.map((d) => d.application));
+    this.#applying = this.#applying.then(() => this.#apply(names));
+    return this.#applying;
+  }
+
+  /** What runs (or is being started or stopped), by application name. */
+  statuses(): ProcessStatus[] {
+    return [...this.#managed.values()]
+      .sort((a, b) => (a.application < b.application ? -1 : a.application > b.application ? 1 : 0))
+      .map((m) => ({
+        application: m.application,
+        port: m.port ?? 0,
+        runtimeVersion: m.runtimeVersion,
+        ready: m.ready,
+        state: m.state,
+        restarts: m.restarts,
+        ...(m.child?.pid !== undefined ? { pid: m.child.pid } : {}),
+      }));
+  }
+
+  /** The last `outputBytes` of the application's output across its restarts; null if not managed. */
+  outputTail(application: string): string | null {
+    return this.#managed.get(application)?.tail.text() ?? null;
+  }
+
+  /** Stops every process and starts none again. */
+  async stop(): Promise<void> {
+    this.#closed = true;
+    this.#desired = new Set();
+    await this.#applying;
+    await Promise.all([...this.#managed.values()].map((m) => this.#retire(m)));
+  }
+
+  async #apply(names: Set<string>): Promise<void> {
+    if (this.#closed) return;
+    this.#desired = names;
+    for (const m of this.#managed.values()) {
+      if (!names.has(m.application) && !m.stopping) void this.#retire(m);
+    }
+    const starting: Promise<void>[] = [];
+    for (const application of [...names].sort()) {
+      if (!this.#managed.has(application)) starting.push(this.#launch(this.#adopt(application)));
+    }
+    await Promise.all(starting);
+  }
+
+  #adopt(application: string): Managed {
+    const m: Managed = {
+      application,
+      port: null,
+      runtimeVersion: '',
+      state: 'starting',
+      ready: false,
+      restarts: 0,
+      fastExits: 0,
+      child: null,
+      exited: Promise.resolve(),
+      startedAtMs: 0,
+      tail: new OutputTail(this.#options.outputBytes),
+      timer: null,
+      stopping: null,
+    };
+    this.#managed.set(application, m);
+    return m;
+  }
+
+  /** False once the process was given up on while an await was pending. */
+  #current(m: Managed): boolean {
+    return !this.#closed && !m.stopping && this.#managed.get(m.application) === m;
+  }
+
+  async #launch(m: Managed): Promise<void> {
+    const { cellBin } = this.#options;
+    const version = await this.#probe.version(cellBin);
+    if (!this.#current(m)) return;
+    if (version === null)
+      return this.#failedStart(m, `${cellBin} is no runnable runtime (cell --version failed)`);
+    m.runtimeVersion = version;
+    const port = await this.#portFor(m);
+    if (!this.#current(m)) return;
+    if (port === null) {
+      const [start, end] = this.#options.portRange;
+      return this.#failedStart(
+        m,
+        `no free port in ${start}-${end}: every other port is in use, held or quarantined (port-quarantine-ms)`,
+      );
+    }
+    let child: ChildProcess;
+    try {
+      child = spawn(cellBin, ['serve'], {
+        env: runtimeEnv({ ...this.#options, application: m.application, port }),
+        stdio: ['ignore', 'pipe', 'pipe'],
+        // Its own process group, so a kill reaches the workerd processes it starts.
+        detached: true,
+      });
+    } catch (err) {
+      return this.#failedStart(m, `${cellBin}: ${(err as Error).message}`);
+    }
+    m.child = child;
+    m.startedAtMs = Date.now();
+    m.ready = false;
+    if (m.state !== 'crashloop') m.state = 'starting';
+    child.stdout!.on('data', (chunk: Buffer) => m.tail.push(chunk));
+    child.stderr!.on('data', (chunk: Buffer) => m.tail.push(chunk));
+    m.exited = new Promise<void>((resolve) => {
+      let done = false;
+      const finish = (why: string) => {
+        if (done) return;
+        done = true;
+        this.#exited(m, child, why);
+        resolve();
+      };
+      child.once('exit', (code, signal) =>
+        finish(signal ? `was killed by ${signal}` : `exited with ${code}`),
+      );
+      child.once('error', (err) => {
+        // A failed spawn has no pid and emits no exit.
+        if (child.pid === undefined) finish(`could not start: ${err.message}`);
+      });
+    });
+    this.#options.log.info({ application: m.application, port, pid: child.pid }, 'runtime process started');
+    this.#schedule(m, this.#options.healthPollMs ?? 200, () => this.#probeHealth(m, child));
+  }
+
+  /** The application's port: its own while still bindable, else the lowest one it may take. */
+  async #portFor(m: Managed): Promise<number | null> {
+    const host = this.#options.bindHost;
+    if (m.port !== null) {
+      if (await portIsFree(host, m.port)) return m.port;
+      this.#ports.forget(m.port);
+      m.port = null;
+    }
+    const unusable = new Set<number>();
+    for (;;) {
+      const port = this.#ports.take(m.application, Date.now(), unusable);
+      if (port === null) return null;
+      if (await portIsFree(host, port)) {
+        m.port = port;
+        return port;
+      }
+      // Bound by something that is not ours: leave it, without quarantine.
+      this.#ports.forget(port);
+      unusable.add(port);
+    }
+  }
+
+  async #probeHealth(m: Managed, child: ChildProcess): Promise<void> {
+    if (m.child !== child || !this.#current(m)) return;
+    const ok = await answersHealthy(this.#options.bindHost, m.port!);
+    if (m.child !== child || !this.#current(m)) return;
+    if (ok && !m.ready) {
+      m.ready = true;
+      m.state = 'ready';
+      this.#options.log.info({ application: m.application, port: m.port }, 'runtime process ready');
+    } else if (!ok && m.ready) {
+      m.ready = false;
+      m.state = 'starting';
+      this.#options.log.warn({ application: m.application, port: m.port }, 'runtime process not ready');
+    }
+    const every = m.ready ? (this.#options.healthCheckMs ?? 2_000) : (this.#options.healthPollMs ?? 200);
+    this.#schedule(m, every, () => this.#probeHealth(m, child));
+  }
+
+  #exited(m: Managed, child: ChildProcess, why: string): void {
+    // Whatever it left behind goes with it.
+    killGroup(child, 'SIGKILL');
+    if (m.child !== child) return;
+    m.child = null;
+    m.ready = false;
+    m.tail.push(Buffer.from(`[svc] cell serve ${why}\n`));
+    if (!this.#current(m)) return;
+    this.#restartLater(m, Date.now() - m.startedAtMs, `cell serve ${why}`);
+  }
+
+  #failedStart(m: Managed, why: string): void {
+    m.tail.push(Buffer.from(`[svc] ${why}\n`));
+    this.#restartLater(m, 0, why);
+  }
+
+  #restartLater(m: Managed, ranMs: number, why: string): void {
+    const judged = judgeExit(this.#policy, m.fastExits, ranMs);
+    m.fastExits = judged.fastExits;
+    m.state = judged.crashloop ? 'crashloop' : 'starting';
+    this.#options.log.warn(
+      {
+        application: m.application,
+        why,
+        restarts: m.restarts,
+        fastExits: judged.fastExits,
+        delayMs: judged.delayMs,
+      },
+      judged.crashloop ? 'runtime process crash-looping' : 'runtime process exited; restarting',
+    );
+    this.#schedule(m, judged.delayMs, () => {
+      if (!this.#current(m)) return;
+      m.restarts += 1;
+      void this.#launch(m);
+    });
+  }
+
+  #schedule(m: Managed, delayMs: number, run: () => unknown): void {
+    if (m.timer) clearTimeout(m.timer);
+    m.timer = setTimeout(() => {
+      m.timer = null;
+      void run();
+    }, delayMs);
+    m.timer.unref();
+  }
+
+  /** Stops one process: SIGTERM, SIGKILL to its group after the grace; then frees its port. */
+  #retire(m: Managed): Promise<void> {
+    m.stopping ??= (async () => {
+      m.state = 'stopping';
+      m.ready = false;
+      if (m.timer) clearTimeout(m.timer);
+      m.timer = null;
+      const child = m.child;
+      if (child) {
+        signal(child, 'SIGTERM');
+        const hard = setTimeout(() => killGroup(child, 'SIGKILL'), this.#options.stopGraceMs ?? 30_000);
+        await m.exited;
+        clearTimeout(hard);
+        this.#options.log.info({ application: m.application }, 'runtime process stopped');
+      }
+      if (m.port !== null) this.#ports.release(m.port, Date.now());
+      this.#managed.delete(m.application);
+      // Wanted again while it was stopping: start it afresh.
+      if (!this.#closed && this.#desired.has(m.application)) void this.#launch(this.#adopt(m.application));
+    })();
+    return m.stopping;
+  }
+}
+
+/**
+ * The environment of one `cell serve`: the node's own without svc's settings (`SVC_*`) or stray
+ * runtime variables (`CELL_*`), then `--cell-env`, then `CELL_OTEL=1` when observability is on and
+ * `--cell-env` says nothing of it, then the contract's own variables and the bucket, which no
+ * setting may override.
+ */
+export function runtimeEnv(input: {
+  cellEnv: Record<string, string>;
+  bucketEnv: Record<string, string>;
+  observability?: boolean;
+  application: string;
+  nodeId: string;
+  port: number;
+  bindHost: string;
+  base?: NodeJS.ProcessEnv;
+}): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const [name, value] of Object.entries(input.base ?? process.env)) {
+    if (value !== undefined && !name.startsWith('SVC_') && !name.startsWith('CELL_')) env[name] = value;
+  }
+  Object.assign(env, input.cellEnv);
+  if (input.observability && !Object.hasOwn(input.cellEnv, 'CELL_OTEL')) env.CELL_OTEL = '1';
+  Object.assign(env, {
+    CELL_APP: input.application,
+    CELL_NODE: input.nodeId,
+    CELL_PORT: String(input.port),
+    CELL_BIND_HOST: input.bindHost,
+  });
+  Object.assign(env, input.bucketEnv);
+  return env;
+}
+
+/** Where the node reaches a process bound to `bindHost`: a wildcard bind is probed on loopback. */
+export function healthUrl(bindHost: string, port: number): string {
+  const host = bindHost === '0.0.0.0' || bindHost === '' ? '127.0.0.1' : bindHost === '::' ? '::1' : bindHost;
+  return `http://${host.includes(':') ? `[${host}]` : host}:${port}${HEALTH_PATH}`;
+}
+
+async function answersHealthy(bindHost: string, port: number): Promise<boolean> {
+  try {
+    const response = await fetch(healthUrl(bindHost, port), {
+      signal: AbortSignal.timeout(HEALTH_TIMEOUT_MS),
+      cache: 'no-store',
+    });
+    await response.body?.cancel();
+    return response.status === 200;
+  } catch {
+    return false;
+  }
+}
+
+/** True when nothing listens on host:port right now. */
+function portIsFree(host: string, port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const server = createServer();
+    server.once('error', () => resolve(false));
+    server.listen({ port, host, exclusive: true }, () => server.close(() => resolve(true)));
+  });
+}
+
+function signal(child: ChildProcess, name: NodeJS.Signals): void {
+  try {
+    child.kill(name);
+  } catch {
+    // Already gone.
+  }
+}
+
+function killGroup(child: ChildProcess, name: NodeJS.Signals): void {
+  if (child.pid === undefined) return;
+  try {
+    process.kill(-child.pid, name);
+  } catch {
+    // The group is empty.
+  }
+}
