@@ -20,13 +20,17 @@ import { waitFor } from './helpers/svc.ts';
 
 const FOLLOW_DEADLINE_MS = 30_000;
 
+// At the top level, so the helper's `after` hook stops MinIO when the file ends, not when
+// the `before` hook that first asked for it does.
+const minioStarting = useMinio();
+
 describe('cell on MinIO', () => {
   let minio: Minio;
   let bucket: BucketEnv;
   const running: CellProcess[] = [];
 
   before(async () => {
-    minio = await useMinio();
+    minio = await minioStarting;
     const name = await minio.createBucket();
     const options = minio.bucketOptions(name);
     bucket = {
