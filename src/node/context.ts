@@ -7,6 +7,8 @@ import type { Settings } from '../config/settings.ts';
 import type { RoutingSource } from '../ingress/routes.ts';
 import type { Store } from '../store/store.ts';
 import type { DeployService } from './deploys/service.ts';
+import type { LeaseKeeper } from './fleet/lease.ts';
+import type { FleetView } from './fleet/service.ts';
 
 /** The daemon's shared state, handed to every route plugin and background loop. */
 export interface NodeContext {
@@ -23,4 +25,10 @@ export interface NodeContext {
   auth?: AuthState;
   /** The deploy runner: staging, queue and limits, publishing (src/node/deploys/); set by its service. */
   deploys?: DeployService;
+  /** The coordinator lease as this node keeps it (src/node/fleet/lease.ts); set by the fleet service. */
+  lease?: LeaseKeeper;
+  /** What GET /v1/state reports of the fleet (src/node/fleet/service.ts); set by the fleet service. */
+  fleet?: FleetView;
+  /** A fresh single-use node token (src/auth/node-key.ts), for forwarding to the coordinator. */
+  mintNodeToken?: () => Promise<string>;
 }

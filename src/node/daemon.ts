@@ -11,6 +11,7 @@ import { selfTestStore } from '../store/selftest.ts';
 import { SVC_VERSION } from '../version.ts';
 import type { NodeContext } from './context.ts';
 import { deployService } from './deploys/service.ts';
+import { fleetService } from './fleet/service.ts';
 import { ensureNodeId } from './node-id.ts';
 import { buildServer } from './server.ts';
 
@@ -27,7 +28,8 @@ export interface DaemonService {
 /** Builds the daemon's services for one context; each concern adds its own here. */
 function buildServices(_ctx: NodeContext): DaemonService[] {
   // Identity first: every later service may sign node tokens or need the ingress tokens.
-  return [identityService(), deployService()];
+  // The fleet last, so it stops (drains) first.
+  return [identityService(), deployService(), fleetService()];
 }
 
 /** A started daemon. */

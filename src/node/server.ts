@@ -12,6 +12,7 @@ import { deployRoutes } from './routes/deploys.ts';
 import { freezeRoutes } from './routes/freeze.ts';
 import { healthRoutes } from './routes/health.ts';
 import { operatorRoutes } from './routes/operators.ts';
+import { stateRoutes } from './routes/state.ts';
 
 /** A route plugin: registers one concern's routes against the shared context. */
 export type RoutePlugin = (app: FastifyInstance, ctx: NodeContext) => void | Promise<void>;
@@ -23,6 +24,7 @@ const routePlugins: RoutePlugin[] = [
   applicationRoutes,
   freezeRoutes,
   deployRoutes,
+  stateRoutes,
 ];
 
 /** Builds the server with every route plugin; the caller listens. */

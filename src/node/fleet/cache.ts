@@ -1,0 +1,201 @@
+// The node's registry cache (issue 4 item 2; DESIGN.md "The store and the consistency model":
+// steady-state cost must not grow with the number of applications). Everything is read at the
+// first refresh; afterwards each refresh is one listing per keyspace, and only objects whose ETag
+// differs from the cached one are fetched (an S3 ETag is a checksum of the content, so an equal
+// ETag is an unchanged object). Objects that left the listing leave the cache.
+// docs/fleet.md "Registry cache" gives the schedule and the request budget.
+
+import { readApplication } from '../../registry/applications.ts';
+import { keys } from '../../registry/keys.ts';
+import type {
+  ApplicationRecord,
+  CoordinatorLease,
+  DomainClaim,
+  FreezeRecord,
+  NodeRecord,
+  PlacementRecord,
+} from '../../registry/records.ts';
+import { getJson, type ObjectInfo, type Store } from '../../store/store.ts';
+
+/** A cached record and the ETag it was read at. */
+export interface Cached<T> {
+  value: T;
+  etag: string;
+}
+
+/** Fetches of changed objects in flight at once. */
+const FETCH_CONCURRENCY = 16;
+
+export interface RegistryCacheOptions {
+  store: Store;
+  /** True when this node itself wrote the object at this ETag (no need to read it back). */
+  ownWrite?: (key: string, etag: string) => boolean;
+  /** Told about objects that are not the JSON record they should be; they are left out. */
+  onUnreadable?: (key: string, err: unknown) => void;
+}
+
+export class RegistryCache {
+  readonly nodes = new Map<string, Cached<NodeRecord>>();
+  readonly applications = new Map<string, Cached<ApplicationRecord>>();
+  readonly placements = new Map<string, Cached<PlacementRecord>>();
+  readonly claims = new Map<string, Cached<DomainClaim>>();
+  lease: Cached<CoordinatorLease> | null = null;
+  freeze: Cached<FreezeRecord> | null = null;
+  /** Every object under `_svc/apps/` as last listed (the reaper's listings are answered from it). */
+  appsListing: ObjectInfo[] = [];
+  /** Objects known unreadable at an ETag, so a broken object is not fetched on every refresh. */
+  readonly #unreadable = new Map<string, string>();
+  readonly #store: Store;
+  readonly #ownWrite: (key: string, etag: string) => boolean;
+  readonly #onUnreadable: (key: string, err: unknown) => void;
+
+  constructor(options: RegistryCacheOptions) {
+    this.#store = options.store;
+    this.#ownWrite = options.ownWrite ?? (() => false);
+    this.#onUnreadable = options.onUnreadable ?? (() => {});
+  }
+
+  /** Node records, the coordinator lease and the freeze: one listing of `_svc/fleet/`. */
+  async refreshFleet(): Promise<void> {
+    const listing = await this.#store.list('_svc/fleet/', { recursive: true });
+    const nodeObjects: ObjectInfo[] = [];
+    let leaseInfo: ObjectInfo | null = null;
+    let freezeInfo: ObjectInfo | null = null;
+    for (const object of listing.objects) {
+      if (object.key === keys.coordinatorLease) leaseInfo = object;
+      else if (object.key === keys.freeze) freezeInfo = object;
+      else if (object.key.startsWith(keys.nodeRecordsPrefix) && object.key.endsWith('.json'))
+        nodeObjects.push(object);
+    }
+    await Promise.all([
+      this.#sync(
+        this.nodes,
+        nodeObjects,
+        (key) => key.slice(keys.nodeRecordsPrefix.length, -'.json'.length),
+        (key) => this.#json<NodeRecord>(key),
+      ),
+      this.#syncOne(leaseInfo, this.lease, (next) => {
+        this.lease = next;
+      }),
+      this.#syncOne(freezeInfo, this.freeze, (next) => {
+        this.freeze = next;
+      }),
+    ]);
+  }
+
+  /** Application records, placements and domain claims: one listing each of `_svc/apps/` and `_svc/domains/`. */
+  async refreshApplications(): Promise<void> {
+    const [apps, domains] = await Promise.all([
+      this.#store.list(keys.appsPrefix, { recursive: true }),
+      this.#store.list(keys.domainClaimsPrefix, { recursive: true }),
+    ]);
+    this.appsListing = apps.objects;
+    const records: ObjectInfo[] = [];
+    const placements: ObjectInfo[] = [];
+    for (const object of apps.objects) {
+      const name = applicationOf(object.key);
+      if (name === null) continue;
+      if (object.key === keys.application(name)) records.push(object);
+      else if (object.key === keys.placement(name)) placements.push(object);
+    }
+    await Promise.all([
+      this.#sync(
+        this.applications,
+        records,
+        (key) => applicationOf(key)!,
+        async (key) => {
+          const found = await readApplication(this.#store, applicationOf(key)!);
+          return found ? { value: found.record, etag: found.etag } : null;
+        },
+      ),
+      this.#sync(
+        this.placements,
+        placements,
+        (key) => applicationOf(key)!,
+        (key) => this.#json<PlacementRecord>(key),
+      ),
+      this.#sync(
+        this.claims,
+        domains.objects.filter((o) => o.key.endsWith('.json')),
+        (key) => key.slice(keys.domainClaimsPrefix.length, -'.json'.length),
+        (key) => this.#json<DomainClaim>(key),
+      ),
+    ]);
+  }
+
+  /** Records a write this node made, so the cache does not wait for a listing to learn it. */
+  notePlacement(record: PlacementRecord, etag: string): void {
+    this.placements.set(record.application, { value: record, etag });
+  }
+
+  async #sync<T>(
+    map: Map<string, Cached<T>>,
+    listed: readonly ObjectInfo[],
+    idOf: (key: string) => string,
+    fetch: (key: string) => Promise<Cached<T> | null>,
+  ): Promise<void> {
+    const present = new Set<string>();
+    const changed: ObjectInfo[] = [];
+    for (const object of listed) {
+      const id = idOf(object.key);
+      present.add(id);
+      if (map.get(id)?.etag === object.etag) continue;
+      if (this.#unreadable.get(object.key) === object.etag) continue;
+      if (this.#ownWrite(object.key, object.etag)) continue;
+      changed.push(object);
+    }
+    for (const id of map.keys()) if (!present.has(id)) map.delete(id);
+    await forEachLimited(changed, FETCH_CONCURRENCY, async (object) => {
+      const found = await this.#read(object, fetch);
+      const id = idOf(object.key);
+      if (found) map.set(id, found);
+      else map.delete(id);
+    });
+  }
+
+  async #syncOne<T>(
+    info: ObjectInfo | null,
+    current: Cached<T> | null,
+    set: (next: Cached<T> | null) => void,
+  ): Promise<void> {
+    if (!info) return set(null);
+    if (current?.etag === info.etag || this.#ownWrite(info.key, info.etag)) return;
+    set(await this.#read(info, (key) => this.#json<T>(key)));
+  }
+
+  async #read<T>(
+    object: ObjectInfo,
+    fetch: (key: string) => Promise<Cached<T> | null>,
+  ): Promise<Cached<T> | null> {
+    try {
+      const found = await fetch(object.key);
+      this.#unreadable.delete(object.key);
+      return found;
+    } catch (err) {
+      if (!(err instanceof SyntaxError)) throw err;
+      this.#unreadable.set(object.key, object.etag);
+      this.#onUnreadable(object.key, err);
+      return null;
+    }
+  }
+
+  #json<T>(key: string): Promise<Cached<T> | null> {
+    return getJson<T>(this.#store, key);
+  }
+}
+
+/** The application a key under `_svc/apps/` belongs to; null for anything else. */
+function applicationOf(key: string): string | null {
+  if (!key.startsWith(keys.appsPrefix)) return null;
+  const rest = key.slice(keys.appsPrefix.length);
+  const slash = rest.indexOf('/');
+  return slash > 0 ? rest.slice(0, slash) : null;
+}
+
+async function forEachLimited<T>(items: readonly T[], limit: number, work: (item: T) => Promise<void>) {
+  let next = 0;
+  const workers = Array.from({ length: Math.min(limit, items.length) }, async () => {
+    while (next < items.length) await work(items[next++]!);
+  });
+  await Promise.all(workers);
+}

@@ -1,0 +1,286 @@
+// The coordinator lease with fencing (issue 4 item 3; spec 1 "What the service does",
+// "CoordinatorView"; DESIGN.md "The store and the consistency model"). One object,
+// `_svc/fleet/coordinator.json`, taken with a conditional write when absent or expired, renewed at
+// a third of its lifetime with a body that changes each time (an ETag is a checksum of the
+// content), and released by expiring it in place so its fence is never reused. The fence grows on
+// every change of holder. docs/fleet.md "Coordinator lease and fencing".
+//
+// Two clocks: the lease's `expiresMs` is wall time (what other nodes compare against), while this
+// holder's own right to act is judged on the monotonic clock from the moment its last successful
+// write was sent, minus a margin, so a holder that cannot renew (store down, process stopped)
+// stops acting as coordinator before any other node can see the lease expired.
+
+import { performance } from 'node:perf_hooks';
+import { Problem } from '../../problem.ts';
+import { keys } from '../../registry/keys.ts';
+import type { CoordinatorLease } from '../../registry/records.ts';
+import { getJson, isCasConflict, putJson, type Store } from '../../store/store.ts';
+
+/** Wall and monotonic time; tests drive both. */
+export interface LeaseClock {
+  wall(): number;
+  mono(): number;
+}
+
+export const systemClock: LeaseClock = { wall: () => Date.now(), mono: () => performance.now() };
+
+export interface LeaseKeeperOptions {
+  store: Store;
+  nodeId: string;
+  ttlMs: number;
+  clock?: LeaseClock;
+  /** Called once each time this node stops being the coordinator (renewal lost or failed too long). */
+  onLost?: (why: string) => void;
+  /** Called when this node becomes the coordinator. */
+  onAcquired?: (fence: number) => void;
+}
+
+interface Held {
+  lease: CoordinatorLease;
+  etag: string;
+  /** Monotonic time until which this node may act as coordinator. */
+  validUntil: number;
+}
+
+/**
+ * This node's side of the coordinator election. Implements the LeaseGate that
+ * src/node/routes/delete-application.ts reads as `ctx.lease`.
+ */
+export class LeaseKeeper {
+  readonly #store: Store;
+  readonly #nodeId: string;
+  readonly #ttl: number;
+  readonly #clock: LeaseClock;
+  readonly #onLost: (why: string) => void;
+  readonly #onAcquired: (fence: number) => void;
+  #held: Held | null = null;
+  /** The lease as last read or written, and its ETag; null when the object is absent. */
+  #seen: { lease: CoordinatorLease; etag: string } | null = null;
+  /** The highest fence this node has seen anywhere (lease, placements); a new fence is above it. */
+  #fenceFloor = 0;
+  /** Monotonic time of the last successful fence check against the bucket. */
+  #checkedAt = Number.NEGATIVE_INFINITY;
+  /** Serializes writes of the lease object (acquire, renew, release) within this process. */
+  #queue: Promise<unknown> = Promise.resolve();
+
+  constructor(options: LeaseKeeperOptions) {
+    this.#store = options.store;
+    this.#nodeId = options.nodeId;
+    this.#ttl = options.ttlMs;
+    this.#clock = options.clock ?? systemClock;
+    this.#onLost = options.onLost ?? (() => {});
+    this.#onAcquired = options.onAcquired ?? (() => {});
+  }
+
+  /** How often the holder renews: a third of the lifetime. */
+  get renewEveryMs(): number {
+    return Math.max(1, Math.floor(this.#ttl / 3));
+  }
+
+  /**
+   * How much earlier than the lease's lifetime the holder stops acting: room for the write's own
+   * latency and for clocks that disagree between nodes.
+   */
+  get marginMs(): number {
+    return Math.max(50, Math.floor(this.#ttl / 5));
+  }
+
+  /** The lease object as last known, whether or not it has expired; null when absent. */
+  lease(): CoordinatorLease | null {
+    return this.#seen?.lease ?? null;
+  }
+
+  /** The holder of an unexpired lease as this node last saw it; null when nobody holds one. */
+  view(): { node: string; fence: number } | null {
+    const lease = this.#seen?.lease;
+    if (!lease || lease.expiresMs <= this.#clock.wall()) return null;
+    return { node: lease.node, fence: lease.fence };
+  }
+
+  /** True while this node holds the lease and may still act on it. */
+  isCoordinator(): boolean {
+    const held = this.#held;
+    if (!held) return false;
+    if (this.#clock.mono() < held.validUntil) return true;
+    this.#lose('the lease could not be renewed within its lifetime');
+    return false;
+  }
+
+  /** The fence this node acts under; null when it is not the coordinator. */
+  fence(): number | null {
+    return this.isCoordinator() ? this.#held!.lease.fence : null;
+  }
+
+  /** Raises the floor new fences are taken above (a placement written under a higher fence). */
+  noteFence(fence: number): void {
+    if (Number.isSafeInteger(fence) && fence > this.#fenceFloor) this.#fenceFloor = fence;
+  }
+
+  /** Takes in a lease body another reader (the registry cache) fetched. */
+  observe(lease: CoordinatorLease | null, etag: string | null): void {
+    const held = this.#held;
+    if (held && lease && lease.node === this.#nodeId && lease.fence === held.lease.fence) return;
+    this.#seen = lease && etag ? { lease, etag } : null;
+    if (lease) this.noteFence(lease.fence);
+    if (this.#held && (!lease || lease.node !== this.#nodeId || lease.fence !== this.#held.lease.fence)) {
+      this.#lose(
+        lease ? `node ${lease.node} holds the lease under fence ${lease.fence}` : 'the lease is gone',
+      );
+    }
+  }
+
+  /**
+   * Offers this node as coordinator once: reads the lease and takes it when absent, expired, or
+   * left by an earlier run of this same node. Afterwards `isCoordinator()` and `view()` tell who
+   * won. Answers true when this node holds the lease.
+   */
+  tryAcquire(): Promise<boolean> {
+    return this.#serialized(() => this.#acquire());
+  }
+
+  /** Renews a held lease; a lost race or a failure past the margin gives it up. */
+  renew(): Promise<boolean> {
+    return this.#serialized(() => this.#renew());
+  }
+
+  /** Lets the lease go by expiring it in place (the fence stays, so the next one is higher). */
+  release(): Promise<void> {
+    return this.#serialized(() => this.#release());
+  }
+
+  /**
+   * Refuses with `lease-lost` unless this node is still the coordinator and the bucket's lease
+   * still names it under the same fence. Coordinator-only writes call it right before writing;
+   * the bucket is re-read at most every `recheckMs` (the monotonic check runs every time).
+   */
+  async assertFence(recheckMs = 250): Promise<number> {
+    const fence = this.fence();
+    if (fence === null) throw leaseLost(this.#nodeId, this.#seen?.lease ?? null);
+    if (this.#clock.mono() - this.#checkedAt < recheckMs) return fence;
+    const current = await getJson<CoordinatorLease>(this.#store, keys.coordinatorLease);
+    const lease = current?.value ?? null;
+    if (!lease || lease.node !== this.#nodeId || lease.fence !== fence) {
+      this.observe(lease, current?.etag ?? null);
+      this.#lose('a newer fence exists');
+      throw leaseLost(this.#nodeId, lease);
+    }
+    // The read may have taken long (or the process may have been stopped): check the clock again.
+    if (this.fence() !== fence) throw leaseLost(this.#nodeId, lease);
+    this.#checkedAt = this.#clock.mono();
+    return fence;
+  }
+
+  async #acquire(): Promise<boolean> {
+    if (this.isCoordinator()) return true;
+    const current = await getJson<CoordinatorLease>(this.#store, keys.coordinatorLease);
+    this.#seen = current ? { lease: current.value, etag: current.etag } : null;
+    const lease = current?.value;
+    if (lease) this.noteFence(lease.fence);
+    const now = this.#clock.wall();
+    // A lease naming this node but not held by this process was left by a run that is gone.
+    if (lease && lease.expiresMs > now && lease.node !== this.#nodeId) return false;
+    const sentAt = this.#clock.mono();
+    const stamp = new Date(now).toISOString();
+    const next: CoordinatorLease = {
+      v: 1,
+      node: this.#nodeId,
+      fence: this.#fenceFloor + 1,
+      acquiredAt: stamp,
+      renewedAt: stamp,
+      expiresMs: now + this.#ttl,
+    };
+    try {
+      const etag = await putJson(
+        this.#store,
+        keys.coordinatorLease,
+        next,
+        current ? { ifMatch: current.etag } : { ifNoneMatch: '*' },
+      );
+      this.#take(next, etag, sentAt);
+      this.#onAcquired(next.fence);
+      return true;
+    } catch (err) {
+      if (!isCasConflict(err)) throw err;
+      // Someone else wrote first: learn who.
+      const after = await getJson<CoordinatorLease>(this.#store, keys.coordinatorLease);
+      this.observe(after?.value ?? null, after?.etag ?? null);
+      return false;
+    }
+  }
+
+  async #renew(): Promise<boolean> {
+    if (!this.isCoordinator()) return false;
+    const held = this.#held!;
+    const now = this.#clock.wall();
+    const sentAt = this.#clock.mono();
+    const next: CoordinatorLease = {
+      ...held.lease,
+      renewedAt: new Date(now).toISOString(),
+      expiresMs: now + this.#ttl,
+    };
+    try {
+      const etag = await putJson(this.#store, keys.coordinatorLease, next, { ifMatch: held.etag });
+      // A renewal that returns after this node already gave up does not bring it back.
+      if (this.#held !== held) return false;
+      this.#take(next, etag, sentAt);
+      return true;
+    } catch (err) {
+      if (isCasConflict(err)) {
+        this.#lose('the lease changed under this node');
+        const after = await getJson<CoordinatorLease>(this.#store, keys.coordinatorLease).catch(() => null);
+        this.observe(after?.value ?? null, after?.etag ?? null);
+        return false;
+      }
+      // A transient failure: keep acting until the margin runs out (isCoordinator checks it).
+      return this.isCoordinator();
+    }
+  }
+
+  async #release(): Promise<void> {
+    const held = this.#held;
+    if (!held) return;
+    this.#held = null;
+    const now = this.#clock.wall();
+    const expired: CoordinatorLease = {
+      ...held.lease,
+      renewedAt: new Date(now).toISOString(),
+      expiresMs: now,
+    };
+    try {
+      const etag = await putJson(this.#store, keys.coordinatorLease, expired, { ifMatch: held.etag });
+      this.#seen = { lease: expired, etag };
+    } catch (err) {
+      // Lost meanwhile, or the store is down: the lease expires on its own.
+      if (!isCasConflict(err)) throw err;
+    }
+  }
+
+  #take(lease: CoordinatorLease, etag: string, sentAt: number): void {
+    this.#held = { lease, etag, validUntil: sentAt + this.#ttl - this.marginMs };
+    this.#seen = { lease, etag };
+    this.noteFence(lease.fence);
+  }
+
+  #lose(why: string): void {
+    if (!this.#held) return;
+    this.#held = null;
+    this.#checkedAt = Number.NEGATIVE_INFINITY;
+    this.#onLost(why);
+  }
+
+  #serialized<T>(work: () => Promise<T>): Promise<T> {
+    const run = this.#queue.then(work, work);
+    this.#queue = run.catch(() => {});
+    return run;
+  }
+}
+
+/** The refusal of a coordinator-only write made without the lease (spec 3 "Errors": `lease-lost`). */
+export function leaseLost(nodeId: string, lease: CoordinatorLease | null): Problem {
+  const holder = lease ? `node ${lease.node} under fence ${lease.fence}` : 'nobody';
+  return new Problem(
+    'lease-lost',
+    'Coordinator lease lost',
+    `node ${nodeId} no longer holds the coordinator lease (held by ${holder}); the write was not made`,
+  );
+}

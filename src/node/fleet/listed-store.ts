@@ -1,0 +1,38 @@
+// A view of the bucket whose listings under `_svc/apps/` are answered from the registry cache's
+// last recursive listing (DESIGN.md: steady-state cost must not grow with the number of
+// applications). The coordinator's deploy reaper lists the applications and then each one's
+// deploys; answered here, a reaper pass costs no listing per application. Reads and writes go to
+// the bucket, and every write the reaper makes is conditional on the object as it read it, so a
+// listing a few seconds old can only cost a skipped or refused write, never a wrong one.
+
+import { keys } from '../../registry/keys.ts';
+import type { ListOptions, ListResult, ObjectInfo, Store } from '../../store/store.ts';
+
+export function listedAppsStore(store: Store, listing: () => readonly ObjectInfo[]): Store {
+  return {
+    get: (key) => store.get(key),
+    put: (key, body, condition) => store.put(key, body, condition),
+    delete: (key, condition) => store.delete(key, condition),
+    stat: (key) => store.stat(key),
+    close: () => Promise.resolve(),
+    description: store.description,
+    list(prefix: string, options: ListOptions): Promise<ListResult> {
+      if (!prefix.startsWith(keys.appsPrefix)) return store.list(prefix, options);
+      return Promise.resolve(listFrom(listing(), prefix, options.recursive));
+    },
+  };
+}
+
+/** What a listing of `prefix` answers, computed from a recursive listing that covers it. */
+export function listFrom(objects: readonly ObjectInfo[], prefix: string, recursive: boolean): ListResult {
+  const out: ObjectInfo[] = [];
+  const prefixes = new Set<string>();
+  for (const object of objects) {
+    if (!object.key.startsWith(prefix)) continue;
+    const rest = object.key.slice(prefix.length);
+    const slash = rest.indexOf('/');
+    if (recursive || slash < 0) out.push(object);
+    else prefixes.add(prefix + rest.slice(0, slash + 1));
+  }
+  return { objects: out, prefixes: [...prefixes].sort() };
+}

@@ -1,0 +1,290 @@
+// The reconcile loop (issue 4 item 4; spec 1 "What the service does": one pass every 5 s on
+// every node; "States: Application": a blocked application stops on each node's next pass; spec 2
+// "Routing document rules" 3). A pass: refresh what is due of the registry cache, offer this node
+// as coordinator when nobody holds the lease, and as coordinator place applications (written
+// under the fence) and reap deploys when due; then tell the supervisor what this node should run,
+// publish the node record when it changed and the routing input for the ingress routes.
+// docs/fleet.md "Reconcile loop".
+
+import { keys } from '../../registry/keys.ts';
+import { isNodeServing } from '../../registry/liveness.ts';
+import type {
+  ApplicationRecord,
+  NodeRecord,
+  PlacementRecord,
+  ProcessStatus,
+} from '../../registry/records.ts';
+import { routingInputFromRegistry } from '../../routing/input.ts';
+import type { RoutingInput } from '../../routing/types.ts';
+import { getJson, isCasConflict, putJson, type Store } from '../../store/store.ts';
+import type { RegistryCache } from './cache.ts';
+import type { LeaseKeeper } from './lease.ts';
+import type { NodeRegistration } from './node-record.ts';
+import { placeApplications, type Unplaced } from './placement.ts';
+
+/** Spec 1: one pass every 5 s. */
+export const PASS_INTERVAL_MS = 5_000;
+
+/** What the loop needs of the supervisor (src/node/fleet/supervisor.ts). */
+export interface ProcessSupervisor {
+  apply(desired: readonly { application: string }[]): void | Promise<void>;
+  statuses(): ProcessStatus[];
+  stop(): Promise<void>;
+}
+
+/** The last pass of the loop (spec 1 DaemonState `reconcile`). */
+export interface ReconcileStatus {
+  /** Passes completed since start. */
+  passes: number;
+  lastPassAt: string | null;
+  lastPassMs: number | null;
+  ok: boolean;
+  /** Why the last pass failed; absent when it did not. */
+  error?: string;
+  coordinator: boolean;
+  /** Applications this node was told to run on the last pass. */
+  desired: string[];
+  /** Placement records written on the last pass. */
+  placementsWritten: number;
+}
+
+/** One entry of DaemonState `placements`: a missing placement is pending, never an assignment. */
+export interface PlacementView {
+  application: string;
+  state: 'placed' | 'pending';
+  nodes: string[];
+  fence?: number;
+  decidedAt?: string;
+}
+
+export interface ReconcilerOptions {
+  store: Store;
+  nodeId: string;
+  cache: RegistryCache;
+  lease: LeaseKeeper;
+  registration: NodeRegistration;
+  supervisor: ProcessSupervisor;
+  /** Intervals of the schedule (settings `registry.*`, `coordinator.reapIntervalMs`). */
+  resyncMs: number;
+  nodeRefreshMs: number;
+  reapIntervalMs: number;
+  /** The coordinator's reaper pass (deployReaperFor(ctx).reap()). */
+  reap: () => Promise<unknown>;
+  routing: { platformDomains: string[]; apiPublic: boolean };
+  mono: () => number;
+  wall: () => number;
+  onPass?: (status: ReconcileStatus) => void;
+  log: { warn(obj: object, msg: string): void; info(obj: object, msg: string): void };
+}
+
+export class Reconciler {
+  readonly #o: ReconcilerOptions;
+  #status: ReconcileStatus = {
+    passes: 0,
+    lastPassAt: null,
+    lastPassMs: null,
+    ok: true,
+    coordinator: false,
+    desired: [],
+    placementsWritten: 0,
+  };
+  #routing: RoutingInput | null = null;
+  #unplaced: Unplaced[] = [];
+  #fleetAt = Number.NEGATIVE_INFINITY;
+  #appsAt = Number.NEGATIVE_INFINITY;
+  #reapAt = Number.NEGATIVE_INFINITY;
+  #draining = false;
+
+  constructor(options: ReconcilerOptions) {
+    this.#o = options;
+  }
+
+  status(): ReconcileStatus {
+    return this.#status;
+  }
+
+  /** The routing input of the last pass; null until the first pass completed. */
+  routing(): RoutingInput | null {
+    return this.#routing;
+  }
+
+  /** Unplaced applications of the last assignment pass (meaningful only on the coordinator). */
+  unplaced(): Unplaced[] {
+    return this.#unplaced;
+  }
+
+  /** Stops offering this node as coordinator and running assignment (the node is draining). */
+  drain(): void {
+    this.#draining = true;
+  }
+
+  /** Makes the next pass re-list the applications and nodes (a change this node knows of). */
+  refreshSoon(): void {
+    this.#fleetAt = Number.NEGATIVE_INFINITY;
+    this.#appsAt = Number.NEGATIVE_INFINITY;
+  }
+
+  /** Placement views of every application in the registry, in name order. */
+  placements(): PlacementView[] {
+    const names = [...this.#o.cache.applications.keys()].sort();
+    return names.map((application) => {
+      const placed = this.#o.cache.placements.get(application)?.value;
+      if (!placed) return { application, state: 'pending', nodes: [] };
+      return {
+        application,
+        state: 'placed',
+        nodes: placed.nodes,
+        fence: placed.fence,
+        decidedAt: placed.decidedAt,
+      };
+    });
+  }
+
+  /** One pass; a failure is recorded in the status and the next pass tries again. */
+  async pass(): Promise<ReconcileStatus> {
+    const o = this.#o;
+    const started = o.mono();
+    let error: string | undefined;
+    let written = 0;
+    let desired: ApplicationRecord[] = [];
+    try {
+      await this.#refresh(started);
+      if (!this.#draining && !o.lease.isCoordinator() && o.lease.view() === null) await o.lease.tryAcquire();
+      if (!this.#draining && o.lease.isCoordinator()) {
+        written = await this.#assign();
+        if (o.mono() - this.#reapAt >= o.reapIntervalMs) {
+          this.#reapAt = o.mono();
+          await o.reap();
+        }
+      } else this.#unplaced = [];
+      desired = this.desiredHere();
+      await o.supervisor.apply(desired.map((app) => ({ application: app.name })));
+      await o.registration.beat(
+        { state: this.#draining ? 'draining' : 'ready', processes: o.supervisor.statuses() },
+        true,
+      );
+      this.#publishRouting();
+    } catch (err) {
+      error = err instanceof Error ? err.message : String(err);
+      o.log.warn({ err }, 'reconcile pass failed');
+    }
+    this.#status = {
+      passes: this.#status.passes + 1,
+      lastPassAt: new Date(o.wall()).toISOString(),
+      lastPassMs: Math.round(o.mono() - started),
+      ok: error === undefined,
+      ...(error === undefined ? {} : { error }),
+      coordinator: o.lease.isCoordinator(),
+      desired: desired.map((app) => app.name),
+      placementsWritten: written,
+    };
+    o.onPass?.(this.#status);
+    return this.#status;
+  }
+
+  /** Applications placed on this node that should run: not blocked, not retired. */
+  desiredHere(): ApplicationRecord[] {
+    const { cache, nodeId } = this.#o;
+    const out: ApplicationRecord[] = [];
+    for (const [name, { value: app }] of cache.applications) {
+      if (app.blocked || app.retired) continue;
+      if (cache.placements.get(name)?.value.nodes.includes(nodeId)) out.push(app);
+    }
+    return out.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  }
+
+  async #refresh(now: number): Promise<void> {
+    const o = this.#o;
+    if (now - this.#fleetAt >= o.nodeRefreshMs) {
+      await o.cache.refreshFleet();
+      this.#fleetAt = now;
+      o.lease.observe(o.cache.lease?.value ?? null, o.cache.lease?.etag ?? null);
+    }
+    if (now - this.#appsAt >= o.resyncMs) {
+      await o.cache.refreshApplications();
+      this.#appsAt = now;
+      for (const { value } of o.cache.placements.values()) o.lease.noteFence(value.fence);
+    }
+  }
+
+  /** The coordinator's assignment pass; answers how many placement records it wrote. */
+  async #assign(): Promise<number> {
+    const o = this.#o;
+    const nowMs = o.wall();
+    const nodes = this.#nodeRecords().filter((node) => isNodeServing(node, nowMs));
+    const previous = new Map<string, string[]>();
+    for (const [name, { value }] of o.cache.placements) previous.set(name, value.nodes);
+    const result = placeApplications({
+      applications: [...o.cache.applications.values()].map((c) => c.value),
+      nodes: nodes.map((node) => ({ id: node.id, labels: node.labels ?? {} })),
+      previous,
+    });
+    let written = 0;
+    for (const [application, placed] of result.placements) {
+      const existing = o.cache.placements.get(application);
+      if (existing && sameNodes(existing.value.nodes, placed)) continue;
+      if (await this.#writePlacement(application, placed, existing?.etag ?? null)) written++;
+    }
+    this.#unplaced = result.unplaced;
+    return written;
+  }
+
+  /** One coordinator-only write, under the fence; `lease-lost` ends the pass's assignment. */
+  async #writePlacement(application: string, nodes: string[], etag: string | null): Promise<boolean> {
+    const o = this.#o;
+    const fence = await o.lease.assertFence();
+    const record: PlacementRecord = {
+      v: 1,
+      application,
+      nodes,
+      fence,
+      decidedAt: new Date(o.wall()).toISOString(),
+    };
+    try {
+      const next = await putJson(
+        o.store,
+        keys.placement(application),
+        record,
+        etag ? { ifMatch: etag } : { ifNoneMatch: '*' },
+      );
+      o.cache.notePlacement(record, next);
+      o.log.info({ event: 'placement.written', application, nodes, fence }, `placed ${application}`);
+      return true;
+    } catch (err) {
+      if (!isCasConflict(err)) throw err;
+      // Someone wrote it meanwhile: learn what, and whether under a newer fence.
+      const found = await getJson<PlacementRecord>(o.store, keys.placement(application));
+      if (found) {
+        o.cache.notePlacement(found.value, found.etag);
+        o.lease.noteFence(found.value.fence);
+        if (found.value.fence > fence) await o.lease.assertFence(0);
+      } else o.cache.placements.delete(application);
+      return false;
+    }
+  }
+
+  /** Node records as this node knows them, its own from memory (it may be newer than the cache). */
+  #nodeRecords(): NodeRecord[] {
+    const o = this.#o;
+    const self = o.registration.intended();
+    const others = [...o.cache.nodes.values()].map((c) => c.value).filter((n) => n.id !== self.id);
+    return [...others, self];
+  }
+
+  #publishRouting(): void {
+    const o = this.#o;
+    this.#routing = routingInputFromRegistry({
+      nodes: this.#nodeRecords(),
+      applications: [...o.cache.applications.values()].map((c) => c.value),
+      claims: [...o.cache.claims.values()].map((c) => c.value),
+      nowMs: o.wall(),
+      platformDomains: o.routing.platformDomains,
+      apiPublic: o.routing.apiPublic,
+      selfNodeId: o.nodeId,
+    });
+  }
+}
+
+function sameNodes(a: readonly string[], b: readonly string[]): boolean {
+  return a.length === b.length && a.every((id, i) => id === b[i]);
+}

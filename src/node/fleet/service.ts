@@ -1,0 +1,234 @@
+// The fleet concern of the daemon (issue 4; spec 1 "What the service does", "DaemonState"):
+// registers this node, keeps its heartbeat, runs the coordinator lease and the reconcile loop
+// with its supervisor, and on stop drains (spec 3 "svc sail"; SIGTERM): the record says
+// `draining`, every process is stopped, the lease is released if held, then the daemon exits.
+// docs/fleet.md.
+
+import { mintNodeToken } from '../../auth/node-key.ts';
+import { HEARTBEAT_MS } from '../../registry/liveness.ts';
+import type { CoordinatorLease, NodeRecord, ProcessStatus } from '../../registry/records.ts';
+import type { NodeContext } from '../context.ts';
+import type { DaemonService } from '../daemon.ts';
+import { deployReaperFor } from '../deploys/reaper.ts';
+import { RuntimeProbe } from '../deploys/runner.ts';
+import { RegistryCache } from './cache.ts';
+import { LeaseKeeper, systemClock } from './lease.ts';
+import { listedAppsStore } from './listed-store.ts';
+import { NodeRegistration } from './node-record.ts';
+import type { Unplaced } from './placement.ts';
+import {
+  PASS_INTERVAL_MS,
+  type PlacementView,
+  type ProcessSupervisor,
+  Reconciler,
+  type ReconcileStatus,
+} from './reconcile.ts';
+import { Supervisor } from './supervisor.ts';
+
+/** Spec 1 "CoordinatorView". */
+export interface CoordinatorView {
+  node: string;
+  fence: number;
+  self: boolean;
+  unplaced?: Unplaced[];
+}
+
+/** What GET /v1/state reads of the fleet concern (`ctx.fleet`). */
+export interface FleetView {
+  node(): NodeRecord | null;
+  lease(): CoordinatorLease | null;
+  coordinator(): CoordinatorView | null;
+  processes(): ProcessStatus[];
+  placements(): PlacementView[];
+  reconcile(): ReconcileStatus;
+}
+
+export interface FleetServiceOptions {
+  /** The supervisor to run; the default starts `--cell-bin` processes. */
+  supervisor?: (ctx: NodeContext) => ProcessSupervisor;
+}
+
+export function fleetService(options: FleetServiceOptions = {}): DaemonService {
+  let running: RunningFleet | null = null;
+  return {
+    name: 'fleet',
+    async start(ctx) {
+      running = await startFleet(ctx, options);
+    },
+    async stop() {
+      await running?.drain();
+      running = null;
+    },
+  };
+}
+
+interface RunningFleet {
+  drain(): Promise<void>;
+}
+
+async function startFleet(ctx: NodeContext, options: FleetServiceOptions): Promise<RunningFleet> {
+  const { settings, store, nodeId, log } = ctx;
+  const clock = systemClock;
+  const cell = (await new RuntimeProbe().version(settings.runtime.cellBin)) ?? undefined;
+  const registration = new NodeRegistration(store, {
+    id: nodeId,
+    advertise: settings.node.advertise ?? settings.node.listen,
+    listen: settings.node.listen,
+    labels: settings.node.labels,
+    versions: cell ? { svc: ctx.version, cell } : { svc: ctx.version },
+  });
+  await registration.beat({ state: 'starting' });
+
+  const lease = new LeaseKeeper({
+    store,
+    nodeId,
+    ttlMs: settings.coordinator.leaseTtlMs,
+    clock,
+    onAcquired: (fence) => log.info({ event: 'coordinator.acquired', fence }, 'this node coordinates'),
+    onLost: (why) => log.warn({ event: 'coordinator.lost', why }, 'coordinator lease lost'),
+  });
+  const cache = new RegistryCache({
+    store,
+    ownWrite: (key, etag) => registration.isOwnWrite(key, etag),
+    onUnreadable: (key, err) => log.warn({ key, err }, 'registry object is not readable JSON; left out'),
+  });
+  const supervisor = (options.supervisor ?? defaultSupervisor)(ctx);
+  // The reaper reads listings from the cache's last full listing (src/node/fleet/listed-store.ts).
+  const reaper = deployReaperFor({ ...ctx, store: listedAppsStore(store, () => cache.appsListing) });
+  const reconciler = new Reconciler({
+    store,
+    nodeId,
+    cache,
+    lease,
+    registration,
+    supervisor,
+    resyncMs: settings.registry.resyncMs,
+    nodeRefreshMs: settings.registry.nodeRefreshMs,
+    reapIntervalMs: settings.coordinator.reapIntervalMs,
+    reap: async () => {
+      const result = await reaper.reap();
+      if (result.failed.length || result.deleted.length)
+        log.info({ event: 'deploys.reaped', ...result }, 'reaped');
+    },
+    routing: { platformDomains: settings.platform.domains, apiPublic: settings.api.public },
+    mono: clock.mono,
+    wall: clock.wall,
+    onPass: (status) => log.debug({ event: 'reconcile.pass', ...status }, 'reconcile pass'),
+    log,
+  });
+
+  ctx.lease = lease;
+  ctx.mintNodeToken ??= () => mintNodeToken(ctx);
+  ctx.routing = { current: () => reconciler.routing() };
+  ctx.fleet = {
+    node: () => registration.current(),
+    lease: () => lease.lease(),
+    coordinator: () => {
+      const held = lease.view();
+      if (!held) return null;
+      const self = held.node === nodeId && lease.isCoordinator();
+      return {
+        node: held.node,
+        fence: held.fence,
+        self,
+        ...(self ? { unplaced: reconciler.unplaced() } : {}),
+      };
+    },
+    processes: () => supervisor.statuses(),
+    placements: () => reconciler.placements(),
+    reconcile: () => reconciler.status(),
+  };
+
+  const loops = new Loops(log);
+  let passing: Promise<unknown> = Promise.resolve();
+  loops.every(PASS_INTERVAL_MS, () => {
+    passing = reconciler.pass();
+    return passing;
+  });
+  loops.every(HEARTBEAT_MS, () => registration.beat({ processes: supervisor.statuses() }), false);
+  loops.every(lease.renewEveryMs, () => (lease.isCoordinator() ? lease.renew() : Promise.resolve()), false);
+
+  return {
+    async drain() {
+      reconciler.drain();
+      loops.stop();
+      await passing.catch(() => {});
+      const step = async (what: string, work: () => Promise<unknown>) => {
+        try {
+          await work();
+        } catch (err) {
+          log.warn({ err }, `draining: ${what} failed`);
+        }
+      };
+      await step('marking the node draining', () => registration.beat({ state: 'draining' }));
+      await step('stopping processes', () => supervisor.stop());
+      await step('recording no processes', () => registration.beat({ state: 'draining', processes: [] }));
+      await step('releasing the coordinator lease', () => lease.release());
+      log.info({ event: 'node.drained' }, 'drained');
+    },
+  };
+}
+
+function defaultSupervisor(ctx: NodeContext): ProcessSupervisor {
+  const { runtime, deploy, bucket } = ctx.settings;
+  const endpoint =
+    bucket.endpoint ?? (ctx.store.description.startsWith('file://') ? ctx.store.description : undefined);
+  return new Supervisor({
+    cellBin: runtime.cellBin,
+    cellEnv: runtime.cellEnv,
+    bindHost: runtime.bindHost,
+    portRange: [runtime.portRangeStart, runtime.portRangeEnd],
+    portQuarantineMs: runtime.portQuarantineMs,
+    outputBytes: deploy.outputBytes,
+    nodeId: ctx.nodeId,
+    bucketEnv: {
+      SVC_S3_ENDPOINT: endpoint ?? '',
+      SVC_S3_REGION: bucket.region ?? '',
+      SVC_S3_BUCKET: bucket.bucket ?? '',
+      SVC_S3_PREFIX: bucket.prefix ?? '',
+      SVC_S3_ACCESS_KEY: bucket.accessKey ?? '',
+      SVC_S3_SECRET_KEY: bucket.secretKey ?? '',
+    },
+    log: ctx.log,
+    observability: ctx.settings.observability.enabled,
+  });
+}
+
+/** Repeating background work: each run starts `ms` after the previous one started (or ended, if later). */
+class Loops {
+  readonly #timers = new Set<NodeJS.Timeout>();
+  #stopped = false;
+  readonly #log: { warn(obj: object, msg: string): void };
+
+  constructor(log: { warn(obj: object, msg: string): void }) {
+    this.#log = log;
+  }
+
+  every(ms: number, work: () => Promise<unknown>, now = true): void {
+    const run = async () => {
+      if (this.#stopped) return;
+      const started = Date.now();
+      try {
+        await work();
+      } catch (err) {
+        this.#log.warn({ err }, 'background work failed');
+      }
+      schedule(Math.max(0, ms - (Date.now() - started)));
+    };
+    const schedule = (delay: number) => {
+      if (this.#stopped) return;
+      const timer = setTimeout(() => {
+        this.#timers.delete(timer);
+        void run();
+      }, delay);
+      this.#timers.add(timer);
+    };
+    schedule(now ? 0 : ms);
+  }
+
+  stop(): void {
+    this.#stopped = true;
+    for (const timer of this.#timers) clearTimeout(timer);
+    this.#timers.clear();
+  }
+}
