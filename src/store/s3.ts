@@ -10,6 +10,13 @@
 // reading the object back: our nonce there means our write won. Reads and unconditional
 // requests are retried with backoff; when the bucket keeps failing, the answer is
 // `store-unavailable` naming the endpoint.
+//
+// Limits of the read-back (docs/decisions.md "S3 store"): if our write landed and another
+// writer replaced it before the read-back, we report CasConflict for a write that did land
+// for a moment; the caller re-reads, as after any conflict. A conditional delete is checked
+// with a HEAD first and then sent with If-Match: AWS S3 (since 2025-09) judges that header
+// atomically, MinIO's community edition ignores it on DELETE, so there the check and the
+// delete are two requests and a write landing between them is deleted.
 
 import { randomBytes } from 'node:crypto';
 import {
@@ -51,6 +58,8 @@ export interface S3StoreOptions {
 }
 
 const NONCE_META = 'svc-nonce';
+const CONNECT_TIMEOUT_MS = 5_000;
+const REQUEST_TIMEOUT_MS = 15_000;
 
 /** Opens a bucket on an S3-compatible service; refuses missing settings with `invalid-input`. */
 export function openS3Store(options: S3StoreOptions): Store {
@@ -91,10 +100,17 @@ class S3Store implements Store {
       region: options.region || 'us-east-1',
       forcePathStyle: true,
       maxAttempts: 1,
+      // Checksum headers only where an operation requires them: S3-compatible servers
+      // (and proxies) differ in which flexible checksums they accept.
+      requestChecksumCalculation: 'WHEN_REQUIRED',
+      responseChecksumValidation: 'WHEN_REQUIRED',
       ...(credentials ? { credentials } : {}),
       requestHandler: new NodeHttpHandler({
-        connectionTimeout: 5_000,
-        requestTimeout: options.requestTimeoutMs ?? 15_000,
+        connectionTimeout: CONNECT_TIMEOUT_MS,
+        // Without throwOnRequestTimeout the handler only logs a breach and keeps waiting.
+        requestTimeout: options.requestTimeoutMs ?? REQUEST_TIMEOUT_MS,
+        throwOnRequestTimeout: true,
+        socketTimeout: options.requestTimeoutMs ?? REQUEST_TIMEOUT_MS,
       }),
     });
   }
@@ -212,7 +228,9 @@ class S3Store implements Store {
         ),
       );
       for (const item of page.Contents ?? []) {
-        if (!item.Key) continue;
+        // Objects other tools wrote under keys the interface refuses (`a//b`, folder
+        // markers ending in `/`) are not ours, as in the directory backend.
+        if (!item.Key || !isValidKey(item.Key.slice(this.#prefix.length))) continue;
         objects.push({
           key: item.Key.slice(this.#prefix.length),
           etag: item.ETag ?? '',
@@ -278,7 +296,7 @@ class S3Store implements Store {
     if (error instanceof Problem) return error;
     return new Problem(
       'store-unavailable',
-      'Bucket unavailable',
+      'Bucket is unavailable',
       `could not ${what} at ${this.#endpoint} (bucket ${this.#bucket}): ${describe(error)}`,
       { cause: error },
     );
@@ -299,8 +317,22 @@ function normalizePrefix(prefix: string | undefined): string {
 }
 
 function checkCondition(key: string, condition: WriteCondition | undefined): void {
-  if (condition?.ifMatch !== undefined && condition.ifNoneMatch !== undefined) {
-    throw new Problem('invalid-input', 'Invalid write condition', `${key}: ifMatch and ifNoneMatch together`);
+  if (!condition) return;
+  const { ifMatch, ifNoneMatch } = condition;
+  if (ifMatch !== undefined && ifNoneMatch !== undefined) {
+    throw new Problem('invalid-input', 'Invalid write condition', `both ifMatch and ifNoneMatch for ${key}`);
+  }
+  if (ifNoneMatch !== undefined && ifNoneMatch !== '*') {
+    throw new Problem('invalid-input', 'Invalid write condition', `ifNoneMatch must be "*" for ${key}`);
+  }
+}
+
+function isValidKey(key: string): boolean {
+  try {
+    checkKey(key);
+    return true;
+  } catch {
+    return false;
   }
 }
 

@@ -148,7 +148,9 @@ let shared: Promise<Minio> | undefined;
 
 /**
  * The test file's one MinIO: started on first use, stopped by a node:test `after` hook
- * registered at that first call (call it from a test, a `before` hook or the top level).
+ * registered at that first call. That hook belongs to whatever runs the first call: the
+ * file (top level), a suite (its `before` hook), or a single test, after which MinIO is
+ * gone for the rest of the file; so make the first call at the top level or in a `before`.
  */
 export function useMinio(): Promise<Minio> {
   if (!shared) {
