@@ -1,0 +1,297 @@
+// The supervisor against the runtime stand-in (test/helpers/cell-standin.ts `serve`, a named
+// stand-in honouring the runtime contract). No sleeps: every wait polls with a deadline.
+
+import assert from 'node:assert/strict';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { createServer, type Server } from 'node:net';
+import { join, resolve } from 'node:path';
+import { after, test } from 'node:test';
+import pino from 'pino';
+import { fetchText, isRunning } from '../../../test/helpers/cell.ts';
+import { freePort, tempDir, waitFor } from '../../../test/helpers/svc.ts';
+import type { ProcessStatus } from '../../registry/records.ts';
+import { healthUrl, runtimeEnv, Supervisor, type SupervisorOptions } from './supervisor.ts';
+
+const STANDIN = resolve(import.meta.dirname, '..', '..', '..', 'test', 'helpers', 'cell-standin.ts');
+const silent = pino({ level: 'silent' });
+const supervisors: Supervisor[] = [];
+after(() => Promise.all(supervisors.map((s) => s.stop())));
+
+/** A range of free loopback ports (checked one by one; the range is only as wide as asked). */
+async function portRange(size: number): Promise<[number, number]> {
+  for (;;) {
+    const start = await freePort();
+    if (start + size > 65535) continue;
+    let free = true;
+    for (let port = start + 1; port < start + size && free; port++) free = await canBind(port);
+    if (free) return [start, start + size - 1];
+  }
+}
+
+function canBind(port: number): Promise<boolean> {
+  return new Promise((ok) => {
+    const server = createServer();
+    server.once('error', () => ok(false));
+    server.listen(port, '127.0.0.1', () => server.close(() => ok(true)));
+  });
+}
+
+async function supervisor(options: Partial<SupervisorOptions> = {}, ports = 4): Promise<Supervisor> {
+  const s = new Supervisor({
+    cellBin: STANDIN,
+    cellEnv: {},
+    bindHost: '127.0.0.1',
+    portRange: await portRange(ports),
+    portQuarantineMs: 600_000,
+    outputBytes: 64 * 1024,
+    nodeId: 'node-1',
+    bucketEnv: { SVC_S3_ENDPOINT: 'file:///nowhere' },
+    log: silent,
+    healthPollMs: 50,
+    healthCheckMs: 100,
+    stopGraceMs: 10_000,
+    restart: { baseDelayMs: 20, maxDelayMs: 200, stableMs: 30_000, crashloopAfter: 3 },
+    ...options,
+  });
+  supervisors.push(s);
+  return s;
+}
+
+const status = (s: Supervisor, application: string): ProcessStatus | undefined =>
+  s.statuses().find((p) => p.application === application);
+
+/** waitFor, answering the value it waited for. */
+async function until<T>(
+  check: () => Promise<T | undefined | null | false> | T | undefined | null | false,
+  what: string,
+): Promise<T> {
+  return (await waitFor(check, what)) as T;
+}
+
+async function readyStatus(s: Supervisor, application: string): Promise<ProcessStatus> {
+  const ready = await waitFor(() => {
+    const p = status(s, application);
+    return p?.ready && p.state === 'ready' ? p : undefined;
+  }, `${application} ready`);
+  return ready!;
+}
+
+async function standinEnv(port: number): Promise<{ env: Record<string, unknown>; healthProbes: number }> {
+  const answer = await fetchText(`http://127.0.0.1:${port}/env`);
+  assert.ok(answer, 'the stand-in answers');
+  return JSON.parse(answer.body);
+}
+
+test('starts a process per application with the runtime contract environment', async () => {
+  process.env.SVC_NOT_FOR_THE_RUNTIME = 'secret';
+  const s = await supervisor({ cellEnv: { GREETING: 'a=b,c' }, observability: true });
+  await s.apply([{ application: 'alpha' }, { application: 'beta' }]);
+  const alpha = await readyStatus(s, 'alpha');
+  const beta = await readyStatus(s, 'beta');
+  assert.notEqual(alpha.port, beta.port);
+  assert.equal(alpha.runtimeVersion, '0.0.0-standin');
+  assert.equal(alpha.restarts, 0);
+  assert.ok(alpha.pid && isRunning(alpha.pid));
+  const { env } = await standinEnv(alpha.port);
+  assert.equal(env.CELL_APP, 'alpha');
+  assert.equal(env.CELL_NODE, 'node-1');
+  assert.equal(env.CELL_PORT, String(alpha.port));
+  assert.equal(env.CELL_BIND_HOST, '127.0.0.1');
+  assert.equal(env.CELL_OTEL, '1');
+  assert.equal(env.SVC_S3_ENDPOINT, 'file:///nowhere');
+  assert.deepEqual(env.leaked, []);
+  const greeting = await fetchText(`http://127.0.0.1:${alpha.port}/`);
+  assert.equal(greeting?.body, 'standin alpha');
+  assert.match(s.outputTail('alpha')!, /serving alpha/);
+  assert.equal(s.outputTail('nobody'), null);
+  delete process.env.SVC_NOT_FOR_THE_RUNTIME;
+});
+
+test('runtimeEnv: cell-env may not override the contract or the bucket; CELL_OTEL as cell-env states it', () => {
+  const env = runtimeEnv({
+    cellEnv: { CELL_APP: 'evil', CELL_OTEL: '0', SVC_S3_BUCKET: 'other', X: '1' },
+    bucketEnv: { SVC_S3_BUCKET: 'b' },
+    observability: true,
+    application: 'app',
+    nodeId: 'n',
+    port: 24000,
+    bindHost: '::',
+    base: { PATH: '/bin', SVC_SECRET_KEY: 's', CELL_PORT: '1' },
+  });
+  assert.deepEqual(env, {
+    PATH: '/bin',
+    X: '1',
+    CELL_OTEL: '0',
+    CELL_APP: 'app',
+    CELL_NODE: 'n',
+    CELL_PORT: '24000',
+    CELL_BIND_HOST: '::',
+    SVC_S3_BUCKET: 'b',
+  });
+  const quiet = runtimeEnv({
+    cellEnv: {},
+    bucketEnv: {},
+    application: 'a',
+    nodeId: 'n',
+    port: 1,
+    bindHost: 'h',
+    base: {},
+  });
+  assert.equal(quiet.CELL_OTEL, undefined);
+});
+
+test('healthUrl probes a wildcard bind on loopback and brackets IPv6', () => {
+  assert.equal(healthUrl('0.0.0.0', 1), 'http://127.0.0.1:1/.well-known/cell/health');
+  assert.equal(healthUrl('::', 2), 'http://[::1]:2/.well-known/cell/health');
+  assert.equal(healthUrl('fd00::1', 3), 'http://[fd00::1]:3/.well-known/cell/health');
+  assert.equal(healthUrl('10.0.0.7', 4), 'http://10.0.0.7:4/.well-known/cell/health');
+});
+
+test('ready only once the health endpoint answers 200', async () => {
+  const gates = tempDir('supervisor-gates-');
+  const s = await supervisor({ cellEnv: { STANDIN_SERVE_READY_DIR: gates } });
+  await s.apply([{ application: 'gated' }]);
+  const port = await until(() => status(s, 'gated')?.port, 'a port');
+  // The supervisor has probed twice and been told 503: still not ready.
+  await waitFor(
+    async () => (await standinEnv(port).catch(() => ({ healthProbes: 0 }))).healthProbes >= 2,
+    'probes',
+  );
+  const before = status(s, 'gated')!;
+  assert.equal(before.ready, false);
+  assert.equal(before.state, 'starting');
+  mkdirSync(gates, { recursive: true });
+  writeFileSync(join(gates, 'gated'), '');
+  await readyStatus(s, 'gated');
+});
+
+test('a crashed process is restarted on the same port, and its process group goes with it', async () => {
+  const s = await supervisor({ cellEnv: { STANDIN_SERVE_CHILD_APPS: 'crashy' } });
+  await s.apply([{ application: 'crashy' }]);
+  const first = await readyStatus(s, 'crashy');
+  const child = Number(
+    (await until(() => /child (\d+)/.exec(s.outputTail('crashy') ?? ''), 'the child pid'))[1],
+  );
+  assert.ok(isRunning(child));
+  process.kill(first.pid!, 'SIGKILL');
+  const second = await until(() => {
+    const p = status(s, 'crashy');
+    return p?.ready && p.pid !== first.pid ? p : undefined;
+  }, 'a restarted, ready process');
+  assert.equal(second.restarts, 1);
+  assert.equal(second.port, first.port);
+  await waitFor(() => !isRunning(child), 'the crashed process group gone');
+  assert.match(s.outputTail('crashy')!, /\[svc\] cell serve was killed by SIGKILL/);
+});
+
+test('repeated fast exits back off into crashloop and keep the output', async () => {
+  const s = await supervisor({ cellEnv: { STANDIN_SERVE_CRASH_APPS: 'doomed' } });
+  await s.apply([{ application: 'doomed' }, { application: 'fine' }]);
+  const looping = await until(() => {
+    const p = status(s, 'doomed');
+    return p?.state === 'crashloop' ? p : undefined;
+  }, 'crashloop');
+  assert.equal(looping.ready, false);
+  assert.ok(looping.restarts >= 2, `restarts ${looping.restarts}`);
+  const tail = s.outputTail('doomed')!;
+  assert.match(tail, /standin: crashing/);
+  assert.match(tail, /\[svc\] cell serve exited with 3/);
+  // It goes on restarting (at the capped delay), and the others are not affected.
+  await waitFor(() => status(s, 'doomed')!.restarts > looping.restarts, 'another restart');
+  assert.equal((await readyStatus(s, 'fine')).restarts, 0);
+});
+
+test('an application no longer desired is stopped; its port is kept from others but not from itself', async () => {
+  const s = await supervisor();
+  await s.apply([{ application: 'one' }]);
+  const one = await readyStatus(s, 'one');
+  await s.apply([]);
+  await waitFor(() => status(s, 'one') === undefined, 'one gone');
+  assert.equal(isRunning(one.pid!), false);
+  assert.equal((await fetchText(`http://127.0.0.1:${one.port}/`)) ?? null, null);
+
+  await s.apply([{ application: 'two' }]);
+  const two = await readyStatus(s, 'two');
+  assert.notEqual(two.port, one.port, 'the quarantined port is kept from another application');
+  await s.apply([{ application: 'two' }, { application: 'one' }]);
+  const back = await readyStatus(s, 'one');
+  assert.equal(back.port, one.port, 'the same application takes its port back');
+});
+
+test('state stopping while a process drains', async () => {
+  const s = await supervisor({ cellEnv: { STANDIN_SERVE_IGNORE_TERM_APPS: 'slow' }, stopGraceMs: 60_000 });
+  await s.apply([{ application: 'slow' }]);
+  const slow = await readyStatus(s, 'slow');
+  const stopping = s.apply([]);
+  await stopping;
+  const p = status(s, 'slow')!;
+  assert.equal(p.state, 'stopping');
+  assert.equal(p.ready, false);
+  process.kill(slow.pid!, 'SIGKILL');
+  await waitFor(() => status(s, 'slow') === undefined, 'slow gone');
+});
+
+test('stop() kills the group after the grace when SIGTERM is ignored', async () => {
+  const s = await supervisor({
+    cellEnv: { STANDIN_SERVE_IGNORE_TERM_APPS: '*', STANDIN_SERVE_CHILD_APPS: '*' },
+    stopGraceMs: 200,
+  });
+  await s.apply([{ application: 'stubborn' }]);
+  const p = await readyStatus(s, 'stubborn');
+  const child = Number(
+    (await until(() => /child (\d+)/.exec(s.outputTail('stubborn') ?? ''), 'the child pid'))[1],
+  );
+  await s.stop();
+  assert.deepEqual(s.statuses(), []);
+  await waitFor(() => !isRunning(p.pid!) && !isRunning(child), 'process and child gone');
+  // Stopped for good: a late apply starts nothing.
+  await s.apply([{ application: 'stubborn' }]);
+  assert.deepEqual(s.statuses(), []);
+});
+
+test('the output tail is bounded by outputBytes', async () => {
+  const s = await supervisor({ outputBytes: 1000, cellEnv: { STANDIN_SERVE_NOISE_BYTES: '200000' } });
+  await s.apply([{ application: 'noisy' }]);
+  const tail = await until(() => {
+    const text = s.outputTail('noisy') ?? '';
+    return text.includes('noise end') ? text : undefined;
+  }, 'the end of the noise');
+  assert.ok(Buffer.byteLength(tail) <= 1000, `${Buffer.byteLength(tail)} bytes`);
+});
+
+test('a port bound by something else is skipped', async () => {
+  const range = await portRange(3);
+  const squatter: Server = createServer();
+  await new Promise<void>((ok) => squatter.listen(range[0], '127.0.0.1', ok));
+  try {
+    const s = await supervisor({ portRange: range });
+    await s.apply([{ application: 'app' }]);
+    assert.equal((await readyStatus(s, 'app')).port, range[0] + 1);
+  } finally {
+    squatter.close();
+  }
+});
+
+test('no free port: the start fails with the reason in the output tail, and is retried', async () => {
+  const s = await supervisor({}, 1);
+  await s.apply([{ application: 'first' }]);
+  await readyStatus(s, 'first');
+  await s.apply([{ application: 'first' }, { application: 'second' }]);
+  await waitFor(() => /no free port in \d+-\d+/.test(s.outputTail('second') ?? ''), 'the reason');
+  await waitFor(() => status(s, 'second')!.state === 'crashloop', 'crashloop');
+  // The first application's port frees up, but stays quarantined from the second.
+  await s.apply([{ application: 'second' }]);
+  await waitFor(() => status(s, 'first') === undefined, 'first gone');
+  const restarts = status(s, 'second')!.restarts;
+  await waitFor(() => status(s, 'second')!.restarts > restarts + 1, 'two more attempts');
+  assert.equal(status(s, 'second')!.ready, false);
+});
+
+test('a cell-bin that is no runtime is reported in the output tail', async () => {
+  const s = await supervisor({ cellBin: join(tempDir(), 'missing-cell') });
+  await s.apply([{ application: 'app' }]);
+  await waitFor(() => /is no runnable runtime/.test(s.outputTail('app') ?? ''), 'the reason');
+  const p = status(s, 'app')!;
+  assert.equal(p.ready, false);
+  assert.equal(p.pid, undefined);
+});
