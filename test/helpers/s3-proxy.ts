@@ -75,7 +75,7 @@ export async function startS3Proxy(target: string, options: S3ProxyOptions = {})
     for (const [name, value] of Object.entries(req.headers)) {
       if (!strip.has(name)) headers[name] = value;
     }
-    headers.host = upstream.host;
+    // Host stays as the client sent it: SigV4 signs it, and MinIO checks what it receives.
     const forward = request(
       { host: upstream.hostname, port: upstream.port, method: req.method, path: req.url, headers },
       (answer) => {
