@@ -1,14 +1,20 @@
 // The one liveness rule by which every node judges another (spec 1 "What the service
 // does": nodes report liveness by heartbeat; spec 2 rule 3: nodes that stopped beating
-// are dropped). Documented in docs/fleet.md.
+// are dropped). Documented in docs/fleet.md "Liveness".
+//
+// A node is live while its last beat (`beatMs`, written by that node) is at most
+// NODE_DEAD_AFTER_MS old on the reader's clock. The reader holds other nodes' records from its
+// registry cache, re-read every `registry-node-refresh-ms` (default 30 s), so a record can be up
+// to that interval plus one heartbeat old before the reader sees the next one: the threshold sits
+// well above both (and leaves room for clocks that disagree by a few seconds).
 
 import type { NodeRecord } from './records.ts';
 
-/** A node rewrites its record every HEARTBEAT_MS. */
-export const HEARTBEAT_MS = 5_000;
+/** A node rewrites its record at least this often (and at once when what it says changes). */
+export const HEARTBEAT_MS = 10_000;
 
-/** A node is dead once its last beat is older than this: three missed beats. */
-export const NODE_DEAD_AFTER_MS = 3 * HEARTBEAT_MS;
+/** A node is dead once its last beat is older than this: six missed beats. */
+export const NODE_DEAD_AFTER_MS = 6 * HEARTBEAT_MS;
 
 /** True while the node's last heartbeat is recent enough; draining nodes are still live. */
 export function isNodeLive(record: Pick<NodeRecord, 'beatMs'>, nowMs: number): boolean {
