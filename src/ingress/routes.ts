@@ -3,11 +3,12 @@
 // formats, and the storage protocol. Only the ingress token reaches them.
 
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { Settings } from '../config/settings.ts';
 import type { NodeContext } from '../node/context.ts';
 import { Problem } from '../problem.ts';
-import { renderProxyb, serializeProxyb } from '../routing/proxyb.ts';
+import { renderProxybBytes } from '../routing/proxyb.ts';
 import { renderRouting, resolvePrefer, serializeRouting } from '../routing/render.ts';
-import type { RoutingInput } from '../routing/types.ts';
+import type { FleetRouting, RoutingInput } from '../routing/types.ts';
 import { IngressStorage } from './storage.ts';
 import { checkLockName, checkStorageKey, isRecursive, storageKeyFromPath } from './storage-keys.ts';
 
@@ -16,66 +17,106 @@ export interface RoutingSource {
   current(): RoutingInput | null;
 }
 
-/** The native formats the node renders, by name. */
-const formats: Record<string, (input: RoutingInput, prefer: string | undefined, ctx: NodeContext) => string> =
-  {
-    proxyb: (input, prefer, ctx) =>
-      serializeProxyb(
-        renderProxyb(renderRouting(input, prefer), {
-          entryPoints: ctx.settings.ingress.entryPoints,
-          preferNode: resolvePrefer(prefer, input.selfNodeId),
-        }),
-      ),
-  };
+/** How one format turns the routing document into served bytes. */
+type Format = (doc: FleetRouting, preferNode: string | undefined, settings: Settings) => string;
+
+/** The generic document (key '') and the native formats the node renders, by name. */
+const renderers: Record<string, Format> = {
+  '': (doc) => serializeRouting(doc),
+  proxyb: (doc, preferNode, settings) =>
+    renderProxybBytes(doc, { entryPoints: settings.ingress.entryPoints, preferNode }),
+};
+
+/** The native format names, as the unknown-format refusal lists them. */
+export const ROUTING_FORMATS: readonly string[] = Object.keys(renderers).filter((f) => f !== '');
 
 /** Storage objects are certificates and ACME state: small. */
 const STORAGE_OBJECT_BYTES = 16 * 1024 * 1024;
 
 /** Registers the routing and storage routes; `ctx.routing` supplies the last pass's fleet state. */
 export async function ingressRoutes(app: FastifyInstance, ctx: NodeContext): Promise<void> {
-  const routing: RoutingSource = { current: () => ctx.routing?.current() ?? null };
+  const rendered = new RenderedRouting({ current: () => ctx.routing?.current() ?? null }, ctx);
   await app.register(async (scope) => {
-    registerRoutingRoutes(scope, ctx, routing);
+    registerRoutingRoutes(scope, rendered);
     registerStorageRoutes(scope, new IngressStorage(ctx.store));
   });
 }
 
 const ingressOnly = { config: { auth: 'ingress' as const } };
 
-function routingInputOrDraining(routing: RoutingSource, ctx: NodeContext): RoutingInput {
-  const input = routing.current();
-  if (!input) {
-    throw new Problem(
-      'draining',
-      'Routing is not known yet',
-      `node ${ctx.nodeId} has not completed its first reconcile pass`,
-    );
+/** Distinct `prefer` values kept per pass; more only costs a render per request, never memory. */
+const CACHED_RENDERINGS = 64;
+
+/**
+ * The bytes of the last pass's rendering, per format and `prefer`. Rendered once per pass and
+ * kept: an unchanged fleet must give identical bytes (rendering is deterministic anyway), and a
+ * poll every few seconds from every ingress should not redo the work.
+ */
+export class RenderedRouting {
+  readonly #source: RoutingSource;
+  readonly #ctx: Pick<NodeContext, 'nodeId' | 'settings'>;
+  #input: RoutingInput | null = null;
+  #bytes = new Map<string, string>();
+
+  constructor(source: RoutingSource, ctx: Pick<NodeContext, 'nodeId' | 'settings'>) {
+    this.#source = source;
+    this.#ctx = ctx;
   }
-  return input;
-}
 
-function preferOf(request: FastifyRequest): string | undefined {
-  const prefer = (request.query as Record<string, unknown>).prefer;
-  return typeof prefer === 'string' ? prefer : undefined;
-}
-
-function registerRoutingRoutes(app: FastifyInstance, ctx: NodeContext, routing: RoutingSource): void {
-  app.get('/v1/ingress/routes', ingressOnly, async (request, reply) => {
-    const input = routingInputOrDraining(routing, ctx);
-    return reply.type('application/json').send(serializeRouting(renderRouting(input, preferOf(request))));
-  });
-  app.get('/v1/ingress/routes/:format', ingressOnly, async (request, reply) => {
-    const { format } = request.params as { format: string };
-    const render = Object.hasOwn(formats, format) ? formats[format] : undefined;
-    if (!render) {
+  /** The served text; `format` '' is the generic document. Throws `draining` before the first pass. */
+  bytes(format: string, prefer: string | undefined): string {
+    const input = this.#source.current();
+    if (!input) {
       throw new Problem(
-        'not-found',
-        'Unknown routing format',
-        `this node renders: ${Object.keys(formats).join(', ')}`,
+        'draining',
+        'Routing is not known yet',
+        `node ${this.#ctx.nodeId} has not completed its first reconcile pass`,
       );
     }
-    const input = routingInputOrDraining(routing, ctx);
-    return reply.type('application/json').send(render(input, preferOf(request), ctx));
+    if (input !== this.#input) {
+      this.#input = input;
+      this.#bytes = new Map();
+    }
+    const key = `${format} ${prefer ?? ''}`;
+    let text = this.#bytes.get(key);
+    if (text === undefined) {
+      const preferNode = resolvePrefer(prefer, input.selfNodeId);
+      text = renderers[format](renderRouting(input, prefer), preferNode, this.#ctx.settings);
+      if (this.#bytes.size < CACHED_RENDERINGS) this.#bytes.set(key, text);
+    }
+    return text;
+  }
+}
+
+/**
+ * The `prefer` query value: absent or empty is the fleet order; anything else is a node id or
+ * `self`, taken verbatim. Given twice it means nothing the spec defines, so it is refused.
+ */
+export function preferFromQuery(query: unknown): string | undefined {
+  const prefer = (query as Record<string, unknown> | undefined)?.prefer;
+  if (prefer === undefined || typeof prefer === 'string') return prefer;
+  throw new Problem('invalid-input', 'Malformed request', 'give prefer at most once: self or a node id');
+}
+
+function formatOf(request: FastifyRequest): string {
+  const { format } = request.params as { format: string };
+  if (format !== '' && Object.hasOwn(renderers, format)) return format;
+  throw new Problem(
+    'not-found',
+    'Unknown routing format',
+    `this node renders: ${ROUTING_FORMATS.join(', ')}`,
+  );
+}
+
+function registerRoutingRoutes(app: FastifyInstance, rendered: RenderedRouting): void {
+  app.get('/v1/ingress/routes', ingressOnly, async (request, reply) => {
+    const text = rendered.bytes('', preferFromQuery(request.query));
+    return reply.type('application/json').send(text);
+  });
+  app.get('/v1/ingress/routes/:format', ingressOnly, async (request, reply) => {
+    const format = formatOf(request);
+    const text = rendered.bytes(format, preferFromQuery(request.query));
+    return reply.type('application/json').send(text);
   });
 }
 
