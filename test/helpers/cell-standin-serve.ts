@@ -12,6 +12,7 @@
 //   STANDIN_SERVE_IGNORE_TERM_APPS ignore SIGTERM (only SIGKILL ends it)
 //   STANDIN_SERVE_CHILD_APPS       start a child process (like workerd) and print "child <pid>"
 //   STANDIN_SERVE_NOISE_BYTES      print that many bytes of noise, then "noise end"
+//   STANDIN_SERVE_STAY_ORPHANED    outlive its supervisor (for five minutes), as a runtime would
 
 import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
@@ -37,7 +38,7 @@ export function serveStandin(env: NodeJS.ProcessEnv = process.env): void {
     process.stderr.write('standin: crashing\n');
     process.exit(3);
   }
-  exitWhenOrphaned();
+  exitWhenOrphaned(env.STANDIN_SERVE_STAY_ORPHANED ? 300_000 : 0);
 
   let healthProbes = 0;
   const readyDir = env.STANDIN_SERVE_READY_DIR;
@@ -105,10 +106,13 @@ function startChild(): void {
   process.stdout.write(`child ${child.pid}\n`);
 }
 
-/** A stand-in whose supervisor is gone ends, so no test leaves one behind. */
-function exitWhenOrphaned(): void {
+/** A stand-in whose supervisor is gone ends (after `afterMs`), so no test leaves one behind. */
+function exitWhenOrphaned(afterMs: number): void {
   const parent = process.ppid;
+  let orphanedAt = 0;
   setInterval(() => {
-    if (process.ppid !== parent) process.exit(1);
-  }, 500).unref();
+    if (process.ppid === parent) return;
+    orphanedAt ||= Date.now();
+    if (Date.now() - orphanedAt >= afterMs) process.exit(1);
+  }, 200).unref();
 }

@@ -2,7 +2,8 @@
 // stand-in honouring the runtime contract). No sleeps: every wait polls with a deadline.
 
 import assert from 'node:assert/strict';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { join, resolve } from 'node:path';
 import { after, test } from 'node:test';
@@ -294,4 +295,48 @@ test('a cell-bin that is no runtime is reported in the output tail', async () =>
   const p = status(s, 'app')!;
   assert.equal(p.ready, false);
   assert.equal(p.pid, undefined);
+});
+
+test('processes a killed daemon left behind are stopped before anything starts', async () => {
+  const processFile = join(tempDir('supervisor-state-'), 'processes.json');
+  const range = await portRange(2);
+  // A daemon of its own, killed with SIGKILL once its process is ready: the process outlives it.
+  const script = `
+    import pino from 'pino';
+    import { Supervisor } from ${JSON.stringify(new URL('./supervisor.ts', import.meta.url).href)};
+    const s = new Supervisor({
+      cellBin: ${JSON.stringify(STANDIN)}, cellEnv: { STANDIN_SERVE_STAY_ORPHANED: '1' }, bindHost: '127.0.0.1',
+      portRange: ${JSON.stringify(range)}, portQuarantineMs: 600000, outputBytes: 4096, nodeId: 'node-1',
+      bucketEnv: {}, log: pino({ level: 'silent' }), healthPollMs: 50, processFile: ${JSON.stringify(processFile)},
+    });
+    await s.apply([{ application: 'left' }]);
+    const timer = setInterval(() => {
+      const p = s.statuses()[0];
+      if (p?.ready) { clearInterval(timer); process.stdout.write(JSON.stringify(p) + '\\n'); }
+    }, 20);
+  `;
+  const daemon = spawn(process.execPath, ['--input-type=module', '-e', script], {
+    cwd: import.meta.dirname,
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  let out = '';
+  daemon.stdout.on('data', (chunk) => {
+    out += chunk;
+  });
+  const left = await until(
+    () => (out.includes('\n') ? (JSON.parse(out) as ProcessStatus) : undefined),
+    'ready',
+  );
+  daemon.kill('SIGKILL');
+  await waitFor(() => daemon.exitCode !== null || daemon.signalCode !== null, 'the daemon gone');
+  assert.ok(isRunning(left.pid!), 'the runtime process outlived its daemon');
+
+  const s = await supervisor({ processFile, portRange: range });
+  await s.apply([{ application: 'left' }]);
+  assert.equal(isRunning(left.pid!), false, 'stopped before the new start');
+  const again = await readyStatus(s, 'left');
+  assert.equal(again.port, range[0], 'its port is free again');
+  assert.deepEqual(JSON.parse(readFileSync(processFile, 'utf8')).processes, [
+    { application: 'left', pid: again.pid },
+  ]);
 });

@@ -15,6 +15,7 @@ import { createServer } from 'node:net';
 import type { Logger } from 'pino';
 import type { ProcessStatus } from '../../registry/records.ts';
 import { OutputTail, RuntimeProbe } from '../deploys/runner.ts';
+import { readLeftovers, recordProcesses, stopLeftovers } from './process-leftovers.ts';
 import { DEFAULT_RESTART_POLICY, judgeExit, PortPool, type RestartPolicy } from './process-policy.ts';
 
 export const HEALTH_PATH = '/.well-known/cell/health';
@@ -40,6 +41,11 @@ export interface SupervisorOptions {
   healthCheckMs?: number;
   /** Between SIGTERM and SIGKILL of the process group. */
   stopGraceMs?: number;
+  /**
+   * Where the process groups it runs are noted (in the node's state directory), so that the next
+   * run stops what a killed daemon left behind before starting anything (process-leftovers.ts).
+   */
+  processFile?: string;
 }
 
 export interface DesiredProcess {
@@ -74,6 +80,7 @@ export class Supervisor {
   readonly #managed = new Map<string, Managed>();
   #desired = new Set<string>();
   #closed = false;
+  #sweptLeftovers = false;
   /** Calls of `apply` run one at a time, in order. */
   #applying: Promise<void> = Promise.resolve();
 
@@ -120,6 +127,7 @@ export class Supervisor {
 
   async #apply(names: Set<string>): Promise<void> {
     if (this.#closed) return;
+    if (!this.#sweptLeftovers) await this.#sweepLeftovers();
     this.#desired = names;
     for (const m of this.#managed.values()) {
       if (!names.has(m.application) && !m.stopping) void this.#retire(m);
@@ -129,6 +137,34 @@ export class Supervisor {
       if (!this.#managed.has(application)) starting.push(this.#launch(this.#adopt(application)));
     }
     await Promise.all(starting);
+  }
+
+  async #sweepLeftovers(): Promise<void> {
+    this.#sweptLeftovers = true;
+    const file = this.#options.processFile;
+    if (!file) return;
+    const stopped = await stopLeftovers(readLeftovers(file), this.#options.stopGraceMs ?? 30_000);
+    for (const e of stopped) {
+      this.#options.log.warn(
+        { application: e.application, pid: e.pid },
+        'stopped a runtime process a previous run of the daemon left behind',
+      );
+    }
+    this.#noteProcesses();
+  }
+
+  /** Keeps the process file in step with the groups running now. */
+  #noteProcesses(): void {
+    const file = this.#options.processFile;
+    if (!file) return;
+    const running = [...this.#managed.values()].flatMap((m) =>
+      m.child?.pid !== undefined ? [{ application: m.application, pid: m.child.pid }] : [],
+    );
+    try {
+      recordProcesses(file, running);
+    } catch (err) {
+      this.#options.log.error({ file, err: (err as Error).message }, 'cannot note runtime processes');
+    }
   }
 
   #adopt(application: string): Managed {
@@ -205,6 +241,7 @@ export class Supervisor {
         if (child.pid === undefined) finish(`could not start: ${err.message}`);
       });
     });
+    this.#noteProcesses();
     this.#options.log.info({ application: m.application, port, pid: child.pid }, 'runtime process started');
     this.#schedule(m, this.#options.healthPollMs ?? 200, () => this.#probeHealth(m, child));
   }
@@ -254,6 +291,7 @@ export class Supervisor {
     if (m.child !== child) return;
     m.child = null;
     m.ready = false;
+    this.#noteProcesses();
     m.tail.push(Buffer.from(`[svc] cell serve ${why}\n`));
     if (!this.#current(m)) return;
     this.#restartLater(m, Date.now() - m.startedAtMs, `cell serve ${why}`);
