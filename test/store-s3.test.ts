@@ -148,6 +148,24 @@ describe('S3 store behind a faulty network', () => {
     assert.equal(puts(proxy), 1);
   });
 
+  it('half a key pair is invalid-input naming the missing half', () => {
+    const { accessKey, secretKey, ...rest } = minio.bucketOptions('b');
+    assert.throws(
+      () => openS3Store({ ...rest, accessKey }),
+      (err: unknown) =>
+        err instanceof Problem &&
+        err.code === 'invalid-input' &&
+        err.title === 'Invalid setting bucket.secretKey',
+    );
+    assert.throws(
+      () => openS3Store({ ...rest, secretKey }),
+      (err: unknown) =>
+        err instanceof Problem &&
+        err.code === 'invalid-input' &&
+        err.title === 'Invalid setting bucket.accessKey',
+    );
+  });
+
   it('a missing bucket setting is invalid-input', () => {
     assert.throws(
       () => openS3Store({ endpoint: minio.endpoint }),

@@ -70,6 +70,15 @@ export function openS3Store(options: S3StoreOptions): Store {
       `an S3 endpoint (${options.endpoint}) needs a bucket name; pass --bucket or set SVC_S3_BUCKET`,
     );
   }
+  if (Boolean(options.accessKey) !== Boolean(options.secretKey)) {
+    // Half a key pair would silently fall back to the SDK's credential chain.
+    const [given, missing] = options.accessKey ? ['accessKey', 'secretKey'] : ['secretKey', 'accessKey'];
+    throw new Problem(
+      'invalid-input',
+      `Invalid setting bucket.${missing}`,
+      `bucket.${given} is set but bucket.${missing} is not; give both, or neither to use the AWS credential chain`,
+    );
+  }
   return new S3Store({ ...options, bucket: options.bucket });
 }
 
