@@ -60,6 +60,8 @@ export class LeaseKeeper {
   #fenceFloor = 0;
   /** Monotonic time of the last successful fence check against the bucket. */
   #checkedAt = Number.NEGATIVE_INFINITY;
+  /** Wall time at which a follower should read the lease again (see `lookDue`). */
+  #lookAt = Number.NEGATIVE_INFINITY;
   /** Serializes writes of the lease object (acquire, renew, release) within this process. */
   #queue: Promise<unknown> = Promise.resolve();
 
@@ -111,6 +113,15 @@ export class LeaseKeeper {
     return this.isCoordinator() ? this.#held!.lease.fence : null;
   }
 
+  /**
+   * True when a follower should read the lease again: shortly before the copy it holds expires
+   * (by then the holder has renewed it, so one read a lifetime keeps the view current), and again
+   * at expiry (the moment it may be taken).
+   */
+  lookDue(): boolean {
+    return !this.#held && this.#clock.wall() >= this.#lookAt;
+  }
+
   /** Raises the floor new fences are taken above (a placement written under a higher fence). */
   noteFence(fence: number): void {
     if (Number.isSafeInteger(fence) && fence > this.#fenceFloor) this.#fenceFloor = fence;
@@ -120,8 +131,7 @@ export class LeaseKeeper {
   observe(lease: CoordinatorLease | null, etag: string | null): void {
     const held = this.#held;
     if (held && lease && lease.node === this.#nodeId && lease.fence === held.lease.fence) return;
-    this.#seen = lease && etag ? { lease, etag } : null;
-    if (lease) this.noteFence(lease.fence);
+    this.#see(lease && etag ? { lease, etag } : null);
     if (this.#held && (!lease || lease.node !== this.#nodeId || lease.fence !== this.#held.lease.fence)) {
       this.#lose(
         lease ? `node ${lease.node} holds the lease under fence ${lease.fence}` : 'the lease is gone',
@@ -173,9 +183,8 @@ export class LeaseKeeper {
   async #acquire(): Promise<boolean> {
     if (this.isCoordinator()) return true;
     const current = await getJson<CoordinatorLease>(this.#store, keys.coordinatorLease);
-    this.#seen = current ? { lease: current.value, etag: current.etag } : null;
+    this.#see(current ? { lease: current.value, etag: current.etag } : null);
     const lease = current?.value;
-    if (lease) this.noteFence(lease.fence);
     const now = this.#clock.wall();
     // A lease naming this node but not held by this process was left by a run that is gone.
     if (lease && lease.expiresMs > now && lease.node !== this.#nodeId) return false;
@@ -248,7 +257,7 @@ export class LeaseKeeper {
     };
     try {
       const etag = await putJson(this.#store, keys.coordinatorLease, expired, { ifMatch: held.etag });
-      this.#seen = { lease: expired, etag };
+      this.#see({ lease: expired, etag });
     } catch (err) {
       // Lost meanwhile, or the store is down: the lease expires on its own.
       if (!isCasConflict(err)) throw err;
@@ -257,8 +266,18 @@ export class LeaseKeeper {
 
   #take(lease: CoordinatorLease, etag: string, sentAt: number): void {
     this.#held = { lease, etag, validUntil: sentAt + this.#ttl - this.marginMs };
-    this.#seen = { lease, etag };
-    this.noteFence(lease.fence);
+    this.#see({ lease, etag });
+  }
+
+  #see(seen: { lease: CoordinatorLease; etag: string } | null): void {
+    this.#seen = seen;
+    if (!seen) {
+      this.#lookAt = Number.NEGATIVE_INFINITY;
+      return;
+    }
+    this.noteFence(seen.lease.fence);
+    const early = seen.lease.expiresMs - Math.floor(this.#ttl / 6);
+    this.#lookAt = this.#clock.wall() >= early ? seen.lease.expiresMs : early;
   }
 
   #lose(why: string): void {

@@ -147,9 +147,18 @@ async function startFleet(ctx: NodeContext, options: FleetServiceOptions): Promi
   });
   loops.every(HEARTBEAT_MS, () => registration.beat({ processes: supervisor.statuses() }), false);
   loops.every(lease.renewEveryMs, () => (lease.isCoordinator() ? lease.renew() : Promise.resolve()), false);
+  // A follower reads the lease once a lifetime, just before its copy runs out, and takes it at
+  // expiry: takeover does not wait for a pass, and the view of who coordinates stays current.
+  let draining = false;
+  loops.every(
+    Math.max(50, Math.floor(settings.coordinator.leaseTtlMs / 12)),
+    () => (!draining && lease.lookDue() ? lease.tryAcquire() : Promise.resolve()),
+    false,
+  );
 
   return {
     async drain() {
+      draining = true;
       reconciler.drain();
       loops.stop();
       await passing.catch(() => {});
