@@ -340,3 +340,15 @@ test('processes a killed daemon left behind are stopped before anything starts',
     { application: 'left', pid: again.pid },
   ]);
 });
+
+test('a crash-looping application stops cleanly and gives its port back', async () => {
+  const s = await supervisor({ cellEnv: { STANDIN_SERVE_CRASH_APPS: 'doomed' } }, 1);
+  await s.apply([{ application: 'doomed' }]);
+  await waitFor(() => status(s, 'doomed')?.state === 'crashloop', 'crashloop');
+  await s.apply([]);
+  await waitFor(() => status(s, 'doomed') === undefined, 'doomed gone');
+  await s.apply([{ application: 'doomed' }]);
+  await waitFor(() => (status(s, 'doomed')?.restarts ?? 0) >= 1, 'restarted');
+  assert.doesNotMatch(s.outputTail('doomed')!, /no free port/);
+  assert.match(s.outputTail('doomed')!, /standin: crashing/);
+});

@@ -70,6 +70,8 @@ interface Managed {
   /** The pending restart or health probe. */
   timer: NodeJS.Timeout | null;
   stopping: Promise<void> | null;
+  /** A start in progress; stopping waits for it, so it sees the port and child it settled on. */
+  launching: Promise<void> | null;
 }
 
 export class Supervisor {
@@ -182,6 +184,7 @@ export class Supervisor {
       tail: new OutputTail(this.#options.outputBytes),
       timer: null,
       stopping: null,
+      launching: null,
     };
     this.#managed.set(application, m);
     return m;
@@ -192,7 +195,15 @@ export class Supervisor {
     return !this.#closed && !m.stopping && this.#managed.get(m.application) === m;
   }
 
-  async #launch(m: Managed): Promise<void> {
+  #launch(m: Managed): Promise<void> {
+    const launching = this.#start(m);
+    m.launching = launching;
+    return launching.finally(() => {
+      if (m.launching === launching) m.launching = null;
+    });
+  }
+
+  async #start(m: Managed): Promise<void> {
     const { cellBin } = this.#options;
     const version = await this.#probe.version(cellBin);
     if (!this.#current(m)) return;
@@ -258,12 +269,12 @@ export class Supervisor {
     for (;;) {
       const port = this.#ports.take(m.application, Date.now(), unusable);
       if (port === null) return null;
-      if (await portIsFree(host, port)) {
-        m.port = port;
-        return port;
-      }
+      // Noted at once: a stop during the check below releases it.
+      m.port = port;
+      if (await portIsFree(host, port)) return port;
       // Bound by something that is not ours: leave it, without quarantine.
       this.#ports.forget(port);
+      m.port = null;
       unusable.add(port);
     }
   }
@@ -339,6 +350,7 @@ export class Supervisor {
       m.ready = false;
       if (m.timer) clearTimeout(m.timer);
       m.timer = null;
+      if (m.launching) await m.launching;
       const child = m.child;
       if (child) {
         signal(child, 'SIGTERM');
