@@ -23,9 +23,8 @@ const RACER = resolve(import.meta.dirname, 'helpers', 'store-racer.ts');
 /** How a backend gives each test a fresh, empty bucket. */
 interface Backend {
   name: string;
-  /** Options naming a new empty bucket; `prefix` only where the backend has prefixes. */
+  /** Options naming a new empty bucket. */
   fresh(): Promise<OpenStoreOptions>;
-  prefixes: boolean;
 }
 
 // Started here, at the top level, so that MinIO lives until the whole file has run.
@@ -40,7 +39,6 @@ after(() => {
 const backends: Backend[] = [
   {
     name: 'directory store',
-    prefixes: false,
     async fresh() {
       const dir = tempDir('svc-store-');
       dirs.push(dir);
@@ -49,7 +47,6 @@ const backends: Backend[] = [
   },
   {
     name: 'S3 store on MinIO',
-    prefixes: true,
     async fresh() {
       const minio = await minioStarting;
       return minio.bucketOptions(await minio.createBucket());
@@ -232,9 +229,7 @@ for (const backend of backends) {
       assert.deepEqual([...(await store.get('bin/text'))!.body], [...Buffer.from('h\u00e9\u{1f600}')]);
     });
 
-    it('prefix isolation: two stores on one bucket with different prefixes', {
-      skip: !backend.prefixes,
-    }, async () => {
+    it('prefix isolation: two stores on one bucket with different prefixes', async () => {
       const options = await backend.fresh();
       const one = await open({ ...options, prefix: 'fleet-one' });
       const two = await open({ ...options, prefix: '/fleet-two/' });
@@ -252,9 +247,20 @@ for (const backend of backends) {
         (await whole.list('', { recursive: true })).objects.map((o) => o.key),
         ['fleet-one/_svc/fleet/coordinator.json', 'fleet-two/_svc/fleet/coordinator.json'],
       );
+      assert.equal((await two.stat('_svc/fleet/coordinator.json'))!.key, '_svc/fleet/coordinator.json');
+      assert.equal((await two.get('_svc/fleet/coordinator.json'))!.key, '_svc/fleet/coordinator.json');
       assert.equal(await one.delete('_svc/fleet/coordinator.json'), true);
       assert.equal(await one.stat('_svc/fleet/coordinator.json'), null);
       assert.equal(text((await two.get('_svc/fleet/coordinator.json'))!.body), 'two');
+      for (const prefix of ['a//b', '..', 'fleet/./x']) {
+        await assert.rejects(
+          openStore({ ...options, prefix }),
+          (err: unknown) =>
+            err instanceof Problem &&
+            err.code === 'invalid-input' &&
+            err.title === 'Invalid setting bucket.prefix',
+        );
+      }
     });
 
     it('refuses keys neither backend can hold, on every operation', async () => {

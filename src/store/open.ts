@@ -1,12 +1,13 @@
 // Opens the fleet's bucket from the `bucket` settings group (3-cli.md "Shared flag groups":
 // bucket flags). No endpoint: the local-directory bucket at `<state-dir>/bucket`;
 // `file:///abs/dir`: a local directory several nodes on one machine may share; any
-// `http(s)://` URL: an S3-compatible service.
+// `http(s)://` URL: an S3-compatible service. `prefix` applies to all three.
 
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Problem } from '../problem.ts';
 import { openDirStore } from './dir.ts';
+import { withPrefix } from './prefixed.ts';
 import type { Store } from './store.ts';
 
 /** The bucket settings plus where the embedded bucket lives when none is named. */
@@ -27,7 +28,7 @@ export async function openStore(options: OpenStoreOptions): Promise<Store> {
   if (!endpoint) {
     if (options.stateDir === undefined)
       throw invalidEndpoint('', 'no endpoint is set; name an S3 URL or file:///abs/dir');
-    return openDirStore(join(options.stateDir, 'bucket'));
+    return withPrefix(await openDirStore(join(options.stateDir, 'bucket')), options.prefix);
   }
   let url: URL;
   try {
@@ -39,7 +40,7 @@ export async function openStore(options: OpenStoreOptions): Promise<Store> {
     if (url.host !== '' && url.host !== 'localhost') {
       throw invalidEndpoint(endpoint, 'a file:// endpoint names a local directory (file:///abs/dir)');
     }
-    return openDirStore(fileURLToPath(url));
+    return withPrefix(await openDirStore(fileURLToPath(url)), options.prefix);
   }
   if (url.protocol === 'http:' || url.protocol === 'https:') {
     const { openS3Store } = await import('./s3.ts');

@@ -30,6 +30,7 @@ import {
 } from '@aws-sdk/client-s3';
 import { NodeHttpHandler } from '@smithy/node-http-handler';
 import { Problem } from '../problem.ts';
+import { normalizePrefix } from './prefixed.ts';
 import {
   CasConflict,
   checkKey,
@@ -318,11 +319,6 @@ async function settle<T>(run: () => Promise<T>): Promise<Outcome<T>> {
   } catch (error) {
     return { ok: false, error };
   }
-}
-
-function normalizePrefix(prefix: string | undefined): string {
-  const trimmed = (prefix ?? '').replace(/^\/+|\/+$/g, '');
-  return trimmed === '' ? '' : `${trimmed}/`;
 }
 
 function checkCondition(key: string, condition: WriteCondition | undefined): void {
