@@ -1,5 +1,6 @@
 // DESIGN.md "Targets", Rendering: 10,000 applications on 3 nodes rendered to both formats (spec 2
-// routing document and proxyb) in under 50 ms. Run: scripts/with-node node bench/render.bench.ts
+// routing document and proxyb) in under 50 ms; also 10, 100 and 1,000 applications, for scale.
+// Run: scripts/with-node node bench/render.bench.ts [applications...]
 import { renderProxybBytes } from '../src/routing/proxyb.ts';
 import { renderRouting, resolvePrefer, serializeRouting } from '../src/routing/render.ts';
 import type { RoutingInput } from '../src/routing/types.ts';
@@ -8,11 +9,12 @@ const TARGET_MS = 50;
 const RUNS = 40;
 const WARMUP = 10;
 
-// 10,000 applications, every one on every node (the largest document 3 nodes can give), one
-// platform domain, api.public on. One in ten claims a custom domain; one in a hundred claims it
-// with subdomains and has a serving `<name>-staging`, which is among the 10,000.
-function fleet(): RoutingInput {
-  const holders = Array.from({ length: 9_900 }, (_, i) => `app-${i.toString(36).padStart(4, '0')}`);
+// `size` applications (10,000 for the target), every one on every node (the largest document 3
+// nodes can give), one platform domain, api.public on. One in ten claims a custom domain; one in a
+// hundred claims it with subdomains and has a serving `<name>-staging`, which is among the `size`.
+function fleet(size: number): RoutingInput {
+  const count = Math.round(size * 0.99);
+  const holders = Array.from({ length: count }, (_, i) => `app-${i.toString(36).padStart(4, '0')}`);
   const envs = holders.filter((_, i) => i % 99 === 0).map((n) => `${n}-staging`);
   const all = [...holders, ...envs];
   return {
@@ -66,19 +68,23 @@ function measure(input: RoutingInput, prefer: string | undefined) {
   };
 }
 
-const input = fleet();
-console.log(
-  `render bench: ${input.applications.length} applications on ${input.nodes.length} nodes, ` +
-    `${RUNS} runs after ${WARMUP} warm-up (node ${process.version}, ${process.arch})`,
-);
-for (const [label, prefer] of [
-  ['no prefer', undefined],
-  ['prefer=self (failover services)', 'self'],
-] as const) {
-  const r = measure(input, prefer);
+const sizes = process.argv.slice(2).map(Number);
+for (const size of sizes.length > 0 ? sizes : [10, 100, 1_000, 10_000]) {
+  const input = fleet(size);
   console.log(
-    `${label.padEnd(32)} min ${r.min.toFixed(1)} ms  median ${r.median.toFixed(1)} ms  p95 ${r.p95.toFixed(1)} ms  ` +
-      `median/target ${(r.median / TARGET_MS).toFixed(2)}  document share ${(r.genericShare * 100).toFixed(0)}%  ` +
-      `(${r.routes} routes, ${(r.bytes / 1e6).toFixed(1)} MB in both formats)`,
+    `render bench: ${input.applications.length} applications on ${input.nodes.length} nodes, ` +
+      `${RUNS} runs after ${WARMUP} warm-up (node ${process.version}, ${process.arch})`,
   );
+  for (const [label, prefer] of [
+    ['no prefer', undefined],
+    ['prefer=self (failover services)', 'self'],
+  ] as const) {
+    const r = measure(input, prefer);
+    const fmt = (ms: number) => (ms < 1 ? ms.toFixed(3) : ms.toFixed(1));
+    console.log(
+      `  ${label.padEnd(32)} min ${fmt(r.min)} ms  median ${fmt(r.median)} ms  p95 ${fmt(r.p95)} ms  ` +
+        `median/target ${(r.median / TARGET_MS).toFixed(3)}  document share ${(r.genericShare * 100).toFixed(0)}%  ` +
+        `(${r.routes} routes, ${(r.bytes / 1e3).toFixed(1)} kB in both formats)`,
+    );
+  }
 }
