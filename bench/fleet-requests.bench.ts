@@ -44,10 +44,22 @@ function counting(store: Store): { store: Store; counts: Record<string, number>;
     },
     store: {
       description: store.description,
-      get: (k) => (add('get'), store.get(k)),
-      put: (k, b, c) => (add('put'), store.put(k, b, c)),
-      delete: (k, c) => (add('delete'), store.delete(k, c)),
-      stat: (k) => (add('stat'), store.stat(k)),
+      get: (k) => {
+        add('get');
+        return store.get(k);
+      },
+      put: (k, b, c) => {
+        add('put');
+        return store.put(k, b, c);
+      },
+      delete: (k, c) => {
+        add('delete');
+        return store.delete(k, c);
+      },
+      stat: (k) => {
+        add('stat');
+        return store.stat(k);
+      },
       close: () => store.close(),
       async list(prefix, options) {
         const result = await store.list(prefix, options);
