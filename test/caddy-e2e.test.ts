@@ -183,7 +183,7 @@ test('a request is routed by host to the application the node runs', async () =>
     'Caddy to route shop.svc.test',
     PASS_WAIT_MS,
   );
-  assert.equal(answer.body, 'standin shop');
+  assert.equal(answer!.body, 'standin shop');
   // Host matching is case-insensitive and ignores the port.
   assert.equal((await viaHttp(ports.probe, `SHOP.${PLATFORM}:${ports.probe}`)).body, 'standin shop');
 });
@@ -220,7 +220,7 @@ test('on-demand TLS: certificates only for named hosts, issued and stored throug
     return found.length > 0 ? found : null;
   }, 'the certificate in the node storage');
   for (const suffix of ['crt', 'key', 'json']) {
-    assert.ok(stored.includes(`certificates/local/${APP_HOST}/${APP_HOST}.${suffix}`), stored.join(', '));
+    assert.ok(stored!.includes(`certificates/local/${APP_HOST}/${APP_HOST}.${suffix}`), stored!.join(', '));
   }
   const pem = new TextDecoder().decode((await client.get(`certificates/local/${APP_HOST}/${APP_HOST}.crt`))!);
   assert.equal(

@@ -124,16 +124,14 @@ test('refusals: no token, a wrong token and a bad version header; unknown format
 
 test('once a pass completes: the serving application, the API host, and proxyb for both entry points', async () => {
   holdRouting = false;
-  const doc = (
-    await waitFor(
-      async () => {
-        const answer = await get('/v1/ingress/routes');
-        return answer.status === 200 && answer.body.routes.length > 0 ? answer : null;
-      },
-      'a routing document naming shop',
-      PASS_WAIT_MS,
-    )
-  ).body;
+  const doc = (await waitFor(
+    async () => {
+      const answer = await get('/v1/ingress/routes');
+      return answer.status === 200 && answer.body.routes.length > 0 ? answer : null;
+    },
+    'a routing document naming shop',
+    PASS_WAIT_MS,
+  ))!.body;
   assert.equal(doc.v, 1);
   assert.equal(doc.routes.length, 1);
   const [route] = doc.routes;
