@@ -181,6 +181,21 @@ describe('objects: edges', () => {
     assert.deepEqual(await client.list(`${root}/acme`, true), [odd]);
   });
 
+  test('a value over 16 MiB is refused with resource-limit and nothing is stored', async (t) => {
+    if (!node) return t.skip("the limit is this implementation's, checked on the node it starts");
+    const answer = await raw(
+      'PUT',
+      `/v1/storage/objects/${root}/huge`,
+      undefined,
+      new Uint8Array(16 * 1024 * 1024 + 1),
+    );
+    assertProblem(answer, 413, 'resource-limit');
+    assert.equal(await client.get(`${root}/huge`), null);
+    await client.put(`${root}/big`, new Uint8Array(16 * 1024 * 1024));
+    assert.equal((await client.stat(`${root}/big`))?.size, 16 * 1024 * 1024);
+    await client.delete(`${root}/big`);
+  });
+
   test('DELETE of a prefix-only key removes its subtree', async () => {
     await client.put(`${root}/dir/x/y`, bytes('y'));
     assert.equal(await client.delete(`${root}/dir`), true);
