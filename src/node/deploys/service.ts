@@ -208,6 +208,8 @@ export class DeployService implements DaemonService {
       await recordDeployment(ctx, task.application, published.deployment).catch((err) =>
         ctx.log.warn({ err, deploy: task.id }, 'could not note the deployment on the application record'),
       );
+      // A first deploy should answer through the ingress within a poll, not a resync interval.
+      ctx.fleet?.changed();
       outcome = published;
     } catch (err) {
       if (this.#stopping.signal.aborted) {

@@ -4,6 +4,7 @@
 // `draining`, every process is stopped, the lease is released if held, then the daemon exits.
 // docs/fleet.md.
 
+import { join } from 'node:path';
 import { mintNodeToken } from '../../auth/node-key.ts';
 import { HEARTBEAT_MS } from '../../registry/liveness.ts';
 import type { CoordinatorLease, NodeRecord, ProcessStatus } from '../../registry/records.ts';
@@ -41,11 +42,16 @@ export interface FleetView {
   processes(): ProcessStatus[];
   placements(): PlacementView[];
   reconcile(): ReconcileStatus;
+  /**
+   * This node changed the registry (a deploy created or moved an application): re-list it and
+   * run a pass now instead of within the resync interval.
+   */
+  changed(): void;
 }
 
 export interface FleetServiceOptions {
   /** The supervisor to run; the default starts `--cell-bin` processes. */
-  supervisor?: (ctx: NodeContext) => ProcessSupervisor;
+  supervisor?: (ctx: NodeContext, onReadinessChange: () => void) => ProcessSupervisor;
 }
 
 export function fleetService(options: FleetServiceOptions = {}): DaemonService {
@@ -92,7 +98,22 @@ async function startFleet(ctx: NodeContext, options: FleetServiceOptions): Promi
     ownWrite: (key, etag) => registration.isOwnWrite(key, etag),
     onUnreadable: (key, err) => log.warn({ key, err }, 'registry object is not readable JSON; left out'),
   });
-  const supervisor = (options.supervisor ?? defaultSupervisor)(ctx);
+  // Passes run one at a time: the loop's, and the ones asked for by a change (passSoon).
+  let passing: Promise<unknown> = Promise.resolve();
+  let passQueued = false;
+  const runPass = () => {
+    passing = passing.then(() => reconciler.pass());
+    return passing;
+  };
+  const passSoon = () => {
+    if (draining || passQueued) return;
+    passQueued = true;
+    void passing.then(() => {
+      passQueued = false;
+      return draining ? undefined : runPass();
+    });
+  };
+  const supervisor = (options.supervisor ?? defaultSupervisor)(ctx, passSoon);
   // The reaper reads listings from the cache's last full listing (src/node/fleet/listed-store.ts).
   const reaper = deployReaperFor({ ...ctx, store: listedAppsStore(store, () => cache.appsListing) });
   const reconciler = new Reconciler({
@@ -137,14 +158,14 @@ async function startFleet(ctx: NodeContext, options: FleetServiceOptions): Promi
     processes: () => supervisor.statuses(),
     placements: () => reconciler.placements(),
     reconcile: () => reconciler.status(),
+    changed: () => {
+      reconciler.refreshSoon();
+      passSoon();
+    },
   };
 
   const loops = new Loops(log);
-  let passing: Promise<unknown> = Promise.resolve();
-  loops.every(PASS_INTERVAL_MS, () => {
-    passing = reconciler.pass();
-    return passing;
-  });
+  loops.every(PASS_INTERVAL_MS, runPass);
   loops.every(HEARTBEAT_MS, () => registration.beat({ processes: supervisor.statuses() }), false);
   loops.every(lease.renewEveryMs, () => (lease.isCoordinator() ? lease.renew() : Promise.resolve()), false);
   // A follower reads the lease once a lifetime, just before its copy runs out, and takes it at
@@ -178,7 +199,7 @@ async function startFleet(ctx: NodeContext, options: FleetServiceOptions): Promi
   };
 }
 
-function defaultSupervisor(ctx: NodeContext): ProcessSupervisor {
+function defaultSupervisor(ctx: NodeContext, onReadinessChange: () => void): ProcessSupervisor {
   const { runtime, deploy, bucket } = ctx.settings;
   const endpoint =
     bucket.endpoint ?? (ctx.store.description.startsWith('file://') ? ctx.store.description : undefined);
@@ -200,6 +221,8 @@ function defaultSupervisor(ctx: NodeContext): ProcessSupervisor {
     },
     log: ctx.log,
     observability: ctx.settings.observability.enabled,
+    processFile: join(ctx.settings.node.stateDir, 'processes.json'),
+    onReadinessChange,
   });
 }
 

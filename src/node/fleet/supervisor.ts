@@ -46,6 +46,11 @@ export interface SupervisorOptions {
    * run stops what a killed daemon left behind before starting anything (process-leftovers.ts).
    */
   processFile?: string;
+  /**
+   * Called when a process turns ready or stops being ready, so the node can publish routing at
+   * once rather than at its next pass (DESIGN.md "Targets": first deploy).
+   */
+  onReadinessChange?: (application: string, ready: boolean) => void;
 }
 
 export interface DesiredProcess {
@@ -287,10 +292,12 @@ export class Supervisor {
       m.ready = true;
       m.state = 'ready';
       this.#options.log.info({ application: m.application, port: m.port }, 'runtime process ready');
+      this.#options.onReadinessChange?.(m.application, true);
     } else if (!ok && m.ready) {
       m.ready = false;
       m.state = 'starting';
       this.#options.log.warn({ application: m.application, port: m.port }, 'runtime process not ready');
+      this.#options.onReadinessChange?.(m.application, false);
     }
     const every = m.ready ? (this.#options.healthCheckMs ?? 2_000) : (this.#options.healthPollMs ?? 200);
     this.#schedule(m, every, () => this.#probeHealth(m, child));
