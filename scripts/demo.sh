@@ -49,7 +49,11 @@ echo "demo: deploying examples/hello" >&2
 bin/svc deploy examples/hello --node "http://$api" --key "$state/operator.json"
 
 url="http://hello.$domain:$http_port/"
-wait_for "the example through Caddy" curl -fsS --resolve "hello.$domain:$http_port:127.0.0.1" "$url"
+# The body, not just a success status: a host Caddy does not route yet is redirected (308).
+serves_hello() { curl -fsS --resolve "hello.$domain:$http_port:127.0.0.1" "$url" | grep -q '^Hello from svc'; }
+started=$SECONDS
+wait_for "the example through Caddy" serves_hello
+echo "demo: first answer through Caddy $((SECONDS - started)) s after the deploy finished" >&2
 echo "demo: $url answers through Caddy:" >&2
 curl -sS --resolve "hello.$domain:$http_port:127.0.0.1" "$url"
 echo
