@@ -91,12 +91,13 @@ export async function startDaemon(settings: Settings): Promise<Daemon> {
 /** Runs the daemon until SIGTERM or SIGINT. */
 export async function runDaemon(settings: Settings): Promise<void> {
   const daemon = await startDaemon(settings);
-  process.stdout.write(`svc ${SVC_VERSION} listening on ${daemon.url} as node "${daemon.ctx.nodeId}"\n`);
-  const signal = await new Promise<string>((resolve) => {
+  // Listening for signals before saying so: whoever reads the line may stop the node at once.
+  const signal = new Promise<string>((resolve) => {
     process.once('SIGTERM', () => resolve('SIGTERM'));
     process.once('SIGINT', () => resolve('SIGINT'));
   });
-  daemon.ctx.log.info({ signal }, 'stopping');
+  process.stdout.write(`svc ${SVC_VERSION} listening on ${daemon.url} as node "${daemon.ctx.nodeId}"\n`);
+  await signal.then((name) => daemon.ctx.log.info({ signal: name }, 'stopping'));
   await daemon.stop();
 }
 
