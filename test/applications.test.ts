@@ -107,13 +107,21 @@ describe('block and unblock', () => {
     assert.equal(blocked.body.application.blocked, true);
     const unblocked = await api('POST', '/v1/applications/blog/unblock', admin);
     assert.equal(unblocked.body.application.blocked, false);
-    await waitFor(() => node.log().includes('"event":"application.unblocked"'), 'the unblock event');
-    const events = node
-      .log()
-      .split('\n')
-      .filter((line) => line.includes('"event":"application.'))
-      .map((line) => JSON.parse(line))
-      .filter((e) => e.application === 'blog');
+    // Whole lines only: the log is written asynchronously, and other applications' events
+    // (an earlier test unblocks shop-dev) must not satisfy the wait.
+    const blogEvents = () =>
+      node
+        .log()
+        .split('\n')
+        .slice(0, -1)
+        .filter((line) => line.includes('"event":"application.'))
+        .map((line) => JSON.parse(line))
+        .filter((e) => e.application === 'blog');
+    await waitFor(
+      () => blogEvents().some((e) => e.event === 'application.unblocked'),
+      'the unblock event of blog',
+    );
+    const events = blogEvents();
     assert.deepEqual(
       events.map((e) => [e.event, e.actor]),
       [
