@@ -62,7 +62,8 @@ test("the coordinator's refusal comes back verbatim through the follower", async
   assert.deepEqual(answer.body, (await direct('kept')).body);
   assert.ok(await getApplication(bucket.store, 'kept'));
   const missing = await call(follower.url, 'DELETE', '/v1/applications/nothing-here', { signer: admin });
-  assertProblem(missing, 404, 'not-found', (await direct('nothing-here')).body.title);
+  assertProblem(missing, 404, 'not-found', 'No such application');
+  assert.deepEqual(missing.body, (await direct('nothing-here')).body);
 });
 
 /** The same refusal asked of the coordinator directly, for its title. */
