@@ -75,7 +75,9 @@ async function main(): Promise<void> {
     if (redeploys > 0) await benchRedeploy(deploy, ask, redeploys);
     const ingress = new IngressClient(node.url, TOKEN);
     const routed = async (host: string) =>
-      (await ingress.routes('self')).routes.some((route) => route.host === host && route.upstreams.length > 0);
+      (await ingress.routes('self')).routes.some(
+        (route) => route.host === host && route.upstreams.length > 0,
+      );
     if (firstDeploys > 0) await benchFirstDeploy(deploy, ask, routed, firstDeploys);
   } catch (err) {
     console.error(
