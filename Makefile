@@ -4,7 +4,7 @@
 SHELL := /bin/bash
 WITH_NODE := scripts/with-node
 
-.PHONY: demo test setup tools check unit integration adapter-test clean
+.PHONY: demo test setup tools check unit integration adapter-test dist clean
 
 # `npm install`, not `npm ci`: the registry this project is built from serves only the
 # Linux builds of biome's and workerd's optional platform packages, so the lock file
@@ -37,6 +37,10 @@ test: check unit adapter-test integration
 demo: setup
 	scripts/build-caddy.sh
 	$(WITH_NODE) scripts/demo.sh
+
+# The release form of svc: one bundled file, dist/svc.mjs (scripts/build-dist.ts).
+dist: setup
+	$(WITH_NODE) node scripts/build-dist.ts
 
 clean:
 	rm -rf node_modules .tools .state

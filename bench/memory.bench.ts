@@ -5,9 +5,8 @@
 // Run: scripts/with-node node bench/memory.bench.ts [applications] [seconds] [modes] [runners]
 //   runners, comma-separated (default both):
 //     checkout  bin/svc from this checkout: .ts sources through Node's type stripping
-//     bundle    src/main.ts bundled by esbuild into one .mjs (packages external), as a release
-//               ships it; written to tmp/svc-memory-bench.mjs (git-ignored) so that
-//               node_modules and package.json resolve as from the checkout
+//     bundle    dist/svc.mjs, the release bundle (`make dist`, scripts/build-dist.ts), run as a
+//               release runs it: executed directly, so its shebang's V8 flags apply
 //   modes, comma-separated (default all three, each on a fresh bucket and node):
 //     empty     no application: the baseline the other two are compared with
 //     blocked   every application blocked: the coordinator writes an explicit empty placement
@@ -23,9 +22,9 @@
 // as Caddy's default poll would.
 
 import { spawn } from 'node:child_process';
-import { mkdirSync, readFileSync } from 'node:fs';
-import { join, resolve } from 'node:path';
-import { build } from 'esbuild';
+import { readFileSync } from 'node:fs';
+
+import { buildDist, DIST_SVC } from '../scripts/build-dist.ts';
 import { IngressClient } from '../src/ingress/client.ts';
 import { ensureApplicationForDeploy, setBlocked } from '../src/registry/applications.ts';
 import type { Store } from '../src/store/store.ts';
@@ -40,8 +39,6 @@ const applications = Number(process.argv[2] ?? 1000);
 const seconds = Number(process.argv[3] ?? 60);
 const modes = (process.argv[4] ?? 'empty,blocked,unplaced').split(',') as Mode[];
 const runners = (process.argv[5] ?? 'checkout,bundle').split(',') as Runner[];
-const ROOT = resolve(import.meta.dirname, '..');
-const BUNDLE = join(ROOT, 'tmp', 'svc-memory-bench.mjs');
 const START_DEADLINE_MS = 30_000;
 const TOKEN = 'bench-ingress-token-0123456789';
 const MIN_PASSES = 3;
@@ -90,24 +87,9 @@ async function main(): Promise<void> {
   }
 }
 
-/** The daemon as a release would run it: one esbuild bundle, dependencies from node_modules. */
+/** The daemon as a release runs it: dist/svc.mjs, built afresh. */
 async function bundle(): Promise<void> {
-  mkdirSync(join(ROOT, 'tmp'), { recursive: true });
-  await build({
-    stdin: {
-      contents:
-        "import { main } from './src/main.ts';\nprocess.exitCode = await main(process.argv.slice(2));\n",
-      resolveDir: ROOT,
-      sourcefile: 'svc-entry.ts',
-      loader: 'ts',
-    },
-    bundle: true,
-    platform: 'node',
-    format: 'esm',
-    packages: 'external',
-    outfile: BUNDLE,
-    logLevel: 'warning',
-  });
+  await buildDist();
 }
 
 async function measure(runner: Runner, mode: Mode): Promise<Sample> {
@@ -176,7 +158,7 @@ async function startBundled(endpoint: string, flags: string[]): Promise<SailProc
     '--cell-bin',
     CELL_REAL,
   ];
-  const child = spawn(process.execPath, [BUNDLE, ...args, ...flags], {
+  const child = spawn(DIST_SVC, [...args, ...flags], {
     env: { ...process.env, SVC_LOG_LEVEL: 'warn' },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

@@ -7,6 +7,7 @@
 import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { Problem } from '../problem.ts';
+import { PACKAGE_ROOT } from '../version.ts';
 
 export type SettingKind = 'string' | 'count' | 'bool' | 'list' | 'pairs';
 
@@ -180,9 +181,6 @@ export const settingSpecs: readonly SettingSpec[] = [
   ),
 ];
 
-/** Where the runtime executable of this checkout lives; the default `--cell-bin`. */
-const packageRoot = resolve(import.meta.dirname, '..', '..');
-
 /** The typed settings every part of the daemon reads. */
 export interface Settings {
   bucket: {
@@ -238,7 +236,7 @@ export function defaultSettings(): Settings {
     platform: { domains: [] },
     ingress: { token: [], entryPoints: ['web'] },
     runtime: {
-      cellBin: join(packageRoot, 'runtime', 'bin', 'cell'),
+      cellBin: join(PACKAGE_ROOT, 'runtime', 'bin', 'cell'),
       cellEnv: {},
       portRangeStart: 24000,
       portRangeEnd: 24998,

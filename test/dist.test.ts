@@ -1,0 +1,67 @@
+// The release bundle (DESIGN.md "Stack": esbuild bundles dist/ for release; scripts/build-dist.ts):
+// built afresh, executed directly as a release runs it (its shebang's V8 flags apply), it prints
+// its version, and as `svc sail` it answers health and stops cleanly on SIGTERM.
+
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { test } from 'node:test';
+import { buildDist, DIST_SVC } from '../scripts/build-dist.ts';
+import { keys } from '../src/registry/keys.ts';
+import type { NodeRecord } from '../src/registry/records.ts';
+import { openStore } from '../src/store/open.ts';
+import { getJson } from '../src/store/store.ts';
+import { SVC_VERSION } from '../src/version.ts';
+import { freePort, tempDir, waitFor } from './helpers/svc.ts';
+
+test('dist/svc.mjs runs the CLI and the daemon', async () => {
+  await buildDist();
+  const version = spawn(DIST_SVC, ['--version'], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let printed = '';
+  version.stdout.on('data', (chunk) => {
+    printed += chunk;
+  });
+  assert.equal(await new Promise((r) => version.on('exit', r)), 0);
+  assert.equal(printed.trim(), `svc ${SVC_VERSION}`);
+
+  const listen = `127.0.0.1:${await freePort()}`;
+  const stateDir = tempDir('svc-dist-');
+  const node = spawn(DIST_SVC, ['sail', '--listen', listen, '--state-dir', stateDir], {
+    env: { ...process.env, SVC_LOG_LEVEL: 'warn' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let stdout = '';
+  let stderr = '';
+  node.stdout.on('data', (chunk) => {
+    stdout += chunk;
+  });
+  node.stderr.on('data', (chunk) => {
+    stderr += chunk;
+  });
+  const exited = new Promise<number | null>((r) => node.on('exit', (code) => r(code)));
+  try {
+    await waitFor(
+      () => {
+        if (node.exitCode !== null) throw new Error(`dist svc sail exited ${node.exitCode}:\n${stderr}`);
+        return stdout.includes(`listening on http://${listen}`);
+      },
+      'the bundled svc sail to listen',
+      30_000,
+    );
+    const health = await fetch(`http://${listen}/.well-known/svc/health`);
+    assert.equal(health.status, 200);
+    assert.equal((await health.json()).ok, true);
+    // The default --cell-bin is found from the bundle as from the checkout: the node record
+    // carries the version the runtime reported.
+    const nodeId = /as node "([^"]+)"/.exec(stdout)![1]!;
+    const store = await openStore({ stateDir });
+    try {
+      const record = await getJson<NodeRecord>(store, keys.nodeRecord(nodeId));
+      assert.match(record?.value.versions?.cell ?? '', /\S/, JSON.stringify(record?.value));
+    } finally {
+      await store.close();
+    }
+  } finally {
+    node.kill('SIGTERM');
+  }
+  assert.equal(await exited, 0, stderr);
+});
