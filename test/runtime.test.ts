@@ -5,9 +5,11 @@
 // publish refusals a user can act on.
 
 import assert from 'node:assert/strict';
-import { readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { newVersion } from '../runtime/src/publish.ts';
 import { keys } from '../src/registry/keys.ts';
 import { openDirStore } from '../src/store/dir.ts';
 import {
@@ -67,6 +69,45 @@ async function waitServing(cell: CellProcess, deployment: string): Promise<void>
     `cell to serve ${deployment}\n${cell.stderr()}`,
     FOLLOW_DEADLINE_MS,
   );
+}
+
+/** Writes a deployment of one module and selects it, as `cell publish` would but without its checks. */
+async function writeUncheckedDeployment(
+  bucketDir: string,
+  application: string,
+  source: string,
+): Promise<string> {
+  const store = await openDirStore(bucketDir);
+  const deployment = newVersion();
+  const bytes = new TextEncoder().encode(source);
+  await store.put(keys.runtimeModule(application, application, deployment, 'w.js'), bytes);
+  const manifest = {
+    schema_version: 1,
+    required_features: ['modules'],
+    application,
+    script: application,
+    deployment,
+    created_ms: Date.now(),
+    runtime: 'cell 0.6.2',
+    main_module: 'w.js',
+    modules: [
+      {
+        name: 'w.js',
+        type: 'esm',
+        size: bytes.byteLength,
+        sha256: createHash('sha256').update(bytes).digest('hex'),
+      },
+    ],
+    compatibility_date: '2025-06-01',
+    compatibility_flags: [],
+    vars: {},
+    assets: null,
+  };
+  await store.put(keys.runtimeManifest(application, application, deployment), JSON.stringify(manifest));
+  const pointer = { schema_version: 1, script: application, deployment, moved_ms: Date.now() };
+  await store.put(keys.runtimeSelector(application), JSON.stringify(pointer));
+  await store.close();
+  return deployment;
 }
 
 describe('cell', () => {
@@ -218,15 +259,11 @@ describe('cell', () => {
     await waitFor(() => cell.children().length === 1, 'the old workerd to stop');
   });
 
-  it('answers health only once the deployment answers, and keeps serving through a broken publish', async () => {
-    const broken = tempDir('cell-broken-');
-    writeFileSync(
-      join(broken, 'cell.json'),
-      JSON.stringify({ main: 'w.js', compatibility_date: '2025-06-01' }),
-    );
-    writeFileSync(join(broken, 'w.js'), 'throw new Error("cannot start");\nexport default { fetch() {} };\n');
-    const failed = await publish(broken, 'ready', bucket);
-    assert.equal(failed.code, 0, 'the code builds; it fails only when run');
+  it('answers health only once the deployment answers, and keeps serving through a broken deployment', async () => {
+    // cell publish refuses a worker that throws while loading, so the broken deployment is
+    // written straight into the bucket, as a deployment that loads elsewhere but not here would be.
+    const brokenSource = 'throw new Error("cannot start");\nexport default { fetch() {} };\n';
+    await writeUncheckedDeployment(bucketDir, 'ready', brokenSource);
     const cell = await serve('ready', 'node-a', { CELL_RETRY_MS: '200' });
     await waitFor(
       async () => (await health(cell))?.body.status === 'failed',
@@ -241,11 +278,8 @@ describe('cell', () => {
     assert.equal((await fetchText(`${cell.url}/`))!.body, 'fixed');
 
     // A broken deployment published over a good one never replaces it.
-    const again = await publish(broken, 'ready', bucket);
-    await waitFor(
-      () => cell.stderr().includes(`${again.published!.deployment} failed to start`),
-      'the broken start',
-    );
+    const again = await writeUncheckedDeployment(bucketDir, 'ready', brokenSource);
+    await waitFor(() => cell.stderr().includes(`${again} failed to start`), 'the broken start');
     assert.equal((await fetchText(`${cell.url}/`))!.body, 'fixed');
     assert.equal((await health(cell))!.status, 200);
   });
@@ -263,6 +297,46 @@ describe('cell', () => {
     assert.equal(await store.stat(keys.runtimeNodeLease('term', 'node-t')), null);
     assert.match(cell.stderr(), /stopped term/);
     await store.close();
+  });
+
+  it('stops within its bound with a WebSocket open, and leaves no private folder behind', async () => {
+    const project = tempDir('cell-socket-');
+    writeFileSync(
+      join(project, 'cell.json'),
+      JSON.stringify({ name: 'socket', main: 'w.js', compatibility_date: '2025-06-01' }),
+    );
+    writeFileSync(
+      join(project, 'w.js'),
+      `export default {
+        fetch(request) {
+          if (request.headers.get('upgrade') !== 'websocket') return new Response('plain');
+          const [client, server] = Object.values(new WebSocketPair());
+          server.accept();
+          server.addEventListener('message', (event) => server.send('echo ' + event.data));
+          return new Response(null, { status: 101, webSocket: client });
+        },
+      };\n`,
+    );
+    const result = await publish(project, 'socket', bucket);
+    assert.equal(result.code, 0, result.stderr);
+    const stateDir = tempDir('cell-state-');
+    const cell = await startCell('socket', 'node-w', bucket, { CELL_STATE_DIR: stateDir });
+    await waitServing(cell, result.published!.deployment);
+    const socket = new WebSocket(`ws://127.0.0.1:${cell.port}/chat`);
+    const echoed = new Promise<string>((resolveEcho, reject) => {
+      socket.addEventListener('message', (event) => resolveEcho(String(event.data)));
+      socket.addEventListener('error', () => reject(new Error('the WebSocket failed')));
+    });
+    await new Promise((resolveOpen) => socket.addEventListener('open', resolveOpen));
+    socket.send('hi');
+    assert.equal(await echoed, 'echo hi');
+    const closed = new Promise((resolveClose) => socket.addEventListener('close', resolveClose));
+    // The helper SIGKILLs after 30 s: a clean exit 0 means cell ended on its own, within its
+    // 10 s bound for requests, not when it was killed.
+    assert.deepEqual(await cell.stop('SIGTERM'), { code: 0, signal: null });
+    await closed;
+    assert.deepEqual(readdirSync(stateDir), [], 'the private folder is removed');
+    rmSync(stateDir, { recursive: true, force: true });
   });
 
   it('stops the workerd a killed cell left behind when the next cell starts', async () => {
@@ -377,6 +451,34 @@ describe('cell', () => {
       const store = await openDirStore(bucketDir);
       assert.deepEqual((await store.list(keys.fleetPrefix('refused'), { recursive: true })).objects, []);
       await store.close();
+    });
+
+    it('a worker that throws while loading, with its error and where; nothing is written', async () => {
+      const stateDir = tempDir('cell-state-');
+      const line = await refuse(
+        {
+          'cell.json': JSON.stringify({
+            main: 'w.js',
+            compatibility_date: '2025-06-01',
+            compatibility_flags: ['nodejs_compat'],
+          }),
+          'w.js':
+            "import { helper } from './lib.js';\nexport default { fetch() { return new Response(helper()); } };\n",
+          'lib.js': "const fs = require('fs');\nexport function helper() { return typeof fs; }\n",
+        },
+        { CELL_STATE_DIR: stateDir },
+      );
+      assert.match(
+        line,
+        /cell: the worker cannot serve: it was started in workerd and .*Dynamic require of "fs" is not supported/s,
+      );
+      assert.match(line, /at w\.js:\d+:\d+/);
+      assert.match(line, /nothing was published/);
+      const store = await openDirStore(bucketDir);
+      assert.deepEqual((await store.list(keys.fleetPrefix('refused'), { recursive: true })).objects, []);
+      await store.close();
+      assert.deepEqual(readdirSync(stateDir), [], 'the check leaves no folder behind');
+      rmSync(stateDir, { recursive: true, force: true });
     });
 
     it('a syntax error with no_bundle', async () => {

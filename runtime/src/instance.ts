@@ -24,7 +24,8 @@ const PROBE_REQUEST_MS = 2_000;
 const STOP_GRACE_MS = 5_000;
 
 export interface InstanceContext {
-  store: Store;
+  /** Where the deployment's files are read; null when the code is handed over (publish's load check). */
+  store: Store | null;
   application: string;
   /** The process's private folder: instances, sockets and the blob cache live here. */
   stateDir: string;
@@ -70,17 +71,22 @@ export class Instance {
     return `${this.manifest.script}/${this.manifest.deployment}`;
   }
 
-  /** Fetches the deployment, starts workerd and resolves once the worker answers a request. */
+  /**
+   * Fetches the deployment, starts workerd and resolves once the worker answers a request. With
+   * `code` (module name to bytes) nothing is read from the bucket and assets are left out: that
+   * is `cell publish` proving the worker loads before anything is uploaded.
+   */
   static async start(
     context: InstanceContext,
     manifest: Manifest,
     onExit: (instance: Instance) => void,
+    code?: ReadonlyMap<string, Uint8Array>,
   ): Promise<Instance> {
     const n = ++sequence;
     const dir = join(context.stateDir, `d${n}`);
     const instance = new Instance(manifest, dir, join(context.stateDir, `w${n}.sock`));
     try {
-      await instance.materialize(context);
+      await instance.materialize(context, code);
       await instance.spawn(context, onExit);
       await instance.probe(context);
       return instance;
@@ -91,7 +97,7 @@ export class Instance {
   }
 
   /** Writes modules, vars, assets and the workerd config into the instance's folder. */
-  private async materialize(context: InstanceContext): Promise<void> {
+  private async materialize(context: InstanceContext, code?: ReadonlyMap<string, Uint8Array>): Promise<void> {
     const { store, application } = context;
     const m = this.manifest;
     await mkdir(this.dir, { recursive: true });
@@ -106,14 +112,13 @@ export class Instance {
     for (const module of m.modules) {
       if (!isModulePath(module.name))
         throw new CellError(`module name ${JSON.stringify(module.name)} is unsafe`);
-      const key = keys.runtimeModule(application, m.script, m.deployment, module.name);
-      const object = await store.get(key);
-      if (!object) throw new CellError(`${key} is missing from the bucket`);
-      if (sha256(object.body) !== module.sha256)
-        throw new CellError(`${key} does not match its manifest's checksum`);
+      const bytes = code ? code.get(module.name) : await readModule(store, application, m, module.name);
+      if (!bytes) throw new CellError(`module ${module.name} is missing`);
+      if (sha256(bytes) !== module.sha256)
+        throw new CellError(`module ${module.name} does not match its manifest's checksum`);
       const file = join('modules', module.name);
       await mkdir(dirname(join(this.dir, file)), { recursive: true });
-      await writeFile(join(this.dir, file), object.body);
+      await writeFile(join(this.dir, file), bytes);
       plan.modules.push({ name: module.name, type: module.type, file });
     }
     // The main module must come first: workerd takes the first module as the entry point.
@@ -127,7 +132,7 @@ export class Instance {
       plan.vars.push({ name, kind: text ? 'text' : 'json', file });
     }
 
-    if (m.assets) {
+    if (m.assets && store) {
       const key = keys.runtimeAssetsIndex(application, m.script, m.deployment);
       const object = await store.get(key);
       if (!object) throw new CellError(`${key} is missing from the bucket`);
@@ -280,6 +285,19 @@ export class Instance {
     await rm(this.dir, { recursive: true, force: true });
     await rm(this.socketPath, { force: true });
   }
+}
+
+async function readModule(
+  store: Store | null,
+  application: string,
+  m: Manifest,
+  name: string,
+): Promise<Uint8Array> {
+  if (!store) throw new CellError(`module ${name} has no source`);
+  const key = keys.runtimeModule(application, m.script, m.deployment, name);
+  const object = await store.get(key);
+  if (!object) throw new CellError(`${key} is missing from the bucket`);
+  return object.body;
 }
 
 /** Fetches each blob not cached yet, checking it against its content key. */

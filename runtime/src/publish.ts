@@ -25,6 +25,7 @@ import { openBucketFromEnv } from './bucket.ts';
 import { buildWorker, isInside, sha256 } from './bundle.ts';
 import { findConfig, readWorkerConfig } from './config.ts';
 import { CellError } from './errors.ts';
+import { proveLoads } from './load-check.ts';
 import { CELL_VERSION_LINE } from './version.ts';
 import { maxCompatibilityDate } from './workerd.ts';
 
@@ -119,6 +120,14 @@ export async function publish(options: {
         }
       : null,
   };
+
+  options.log(`cell: checking that ${script} loads in workerd`);
+  await proveLoads({
+    manifest,
+    code: new Map(worker.modules.map((m) => [m.name, m.bytes])),
+    env: options.env,
+    log: options.log,
+  });
 
   const store = await openBucketFromEnv(options.env);
   try {

@@ -30,6 +30,9 @@ import { CELL_VERSION_LINE } from './version.ts';
 
 export const HEALTH_PATH = '/.well-known/cell/health';
 
+/** How long requests (WebSockets included) may run on after SIGTERM/SIGINT. */
+const STOP_DRAIN_MS = 10_000;
+
 /** The longest wait before a deployment that failed to start is tried again. */
 const MAX_RETRY_MS = 300_000;
 
@@ -126,6 +129,11 @@ class Server {
   private pollTimer: NodeJS.Timeout | null = null;
   private checking: Promise<void> | null = null;
   private stopping = false;
+  /**
+   * Client sockets handed over to an upgrade (WebSocket). The HTTP server no longer manages
+   * them, so `closeAllConnections` does not reach them and `close` would wait for them forever.
+   */
+  private readonly upgraded = new Set<Socket>();
 
   constructor(
     id: ServeIdentity,
@@ -188,7 +196,9 @@ class Server {
     const closed = new Promise<void>((r) => http.close(() => r()));
     http.closeIdleConnections();
     const instances = [...(this.active ? [this.active] : []), ...this.draining];
-    await Promise.all(instances.map((i) => i.drain(Math.min(this.tuning.drainMs, 10_000))));
+    await Promise.all(instances.map((i) => i.drain(Math.min(this.tuning.drainMs, STOP_DRAIN_MS))));
+    // The bound is over: what still runs (WebSockets, long requests) is cut.
+    for (const socket of this.upgraded) socket.destroy();
     http.closeAllConnections();
     await closed;
     killAllWorkerd();
@@ -437,11 +447,13 @@ class Server {
       return;
     }
     instance.enter();
+    this.upgraded.add(socket);
     const upstream = connect(instance.socketPath);
     let left = false;
     const finish = () => {
       if (left) return;
       left = true;
+      this.upgraded.delete(socket);
       instance.leave();
       socket.destroy();
       upstream.destroy();
