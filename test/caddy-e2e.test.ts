@@ -15,10 +15,10 @@ import { after, before, test } from 'node:test';
 import { connect as tlsConnect } from 'node:tls';
 import { IngressClient } from '../src/ingress/client.ts';
 import { PASS_INTERVAL_MS } from '../src/node/fleet/reconcile.ts';
-import { ensureApplicationForDeploy } from '../src/registry/applications.ts';
 import { keys } from '../src/registry/keys.ts';
 import { openStore } from '../src/store/open.ts';
 import type { Store } from '../src/store/store.ts';
+import { ensureDeployedApplication } from './helpers/applications.ts';
 import { type CaddyProcess, defaultCaddyfileWith, ensureCaddyBuilt, startCaddy } from './helpers/caddy.ts';
 import { CELL_STANDIN } from './helpers/deploys.ts';
 import { useMinio } from './helpers/minio.ts';
@@ -51,7 +51,7 @@ before(async () => {
   proxy = await startS3Proxy(minio.endpoint, {
     fault: (request) => (holdRouting && isClaimListing(request.path) ? 'refuse' : undefined),
   });
-  await ensureApplicationForDeploy(store, 'shop', {}, 'test');
+  await ensureDeployedApplication(store, 'shop', {});
   node = await startSail([
     ...['--endpoint', proxy.endpoint, '--region', options.region, '--bucket', options.bucket],
     ...['--access-key', options.accessKey, '--secret-key', options.secretKey],

@@ -56,7 +56,13 @@ function svcDeploy(args: string[], env: NodeJS.ProcessEnv = {}) {
   });
 }
 
-const CONFIG = '// comment kept\n{\n  "name": "shop-cli",\n  "main": "src/index.js",\n  "standin": {}\n}\n';
+const CONFIG =
+  '// comment kept\n{\n  "name": "shop-cli",\n  "main": "src/index.js",\n  "compatibility_date": "2025-06-01",\n  "standin": {}\n}\n';
+
+/** A worker config the runtime's rules accept, steering the stand-in. */
+function standinConfig(name: string, standin: Record<string, unknown> = {}): string {
+  return JSON.stringify({ name, main: 'src/index.js', compatibility_date: '2025-06-01', standin });
+}
 
 describe('svc deploy', () => {
   test('packs the project, uploads, polls until deployed and prints the deployment', async () => {
@@ -119,7 +125,7 @@ describe('svc deploy', () => {
 
   test('a failed deploy exits 1 with the record code', async () => {
     const dir = projectDir({
-      'cell.json': JSON.stringify({ name: 'shop-cli', standin: { fail: 'bad worker' } }),
+      'cell.json': standinConfig('shop-cli', { fail: 'bad worker' }),
     });
     const { code, stdout, stderr } = await svcDeploy([dir, '--node', node.url, '--key', keyArg(admin)]);
     assert.equal(code, 1);
@@ -176,7 +182,7 @@ describe('svc deploy', () => {
   test("a node's refusal is printed with the node's code", async () => {
     await call(node.url, 'POST', '/v1/fleet/freeze', { signer: admin, body: { reason: 'audit' } });
     try {
-      const dir = projectDir({ 'cell.json': '{"name":"shop-cli"}' });
+      const dir = projectDir({ 'cell.json': standinConfig('shop-cli') });
       const { code, stderr } = await svcDeploy([dir, '--node', node.url, '--key', keyArg(admin)]);
       assert.equal(code, 1);
       assert.match(stderr, /^svc: Deploys are frozen: .*audit.*\[urn:svc:deploys-frozen\]\n$/m);
@@ -196,7 +202,7 @@ describe('svc deploy', () => {
           await postDeploy(node.url, 'shop-full', standinArtifact({ waitFor: gate }), { signer: admin }),
         );
       }
-      const dir = projectDir({ 'cell.json': '{"name":"shop-full","standin":{}}' });
+      const dir = projectDir({ 'cell.json': standinConfig('shop-full') });
       const { code, stderr } = await svcDeploy([
         dir,
         '--node',
@@ -219,7 +225,7 @@ describe('svc deploy', () => {
   });
 
   test('--token with a single-use token deploys but cannot watch', async () => {
-    const dir = projectDir({ 'cell.json': '{"name":"shop-token","standin":{}}' });
+    const dir = projectDir({ 'cell.json': standinConfig('shop-token') });
     const token = await signToken({ id: admin.id, privateKey: admin.pair.privateKey });
     const { code, stderr } = await svcDeploy([dir, '--node', node.url, '--token', token]);
     assert.equal(code, 1);

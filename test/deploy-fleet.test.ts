@@ -47,7 +47,15 @@ describe('more deploys than the limits allow', () => {
       runSvc(
         [
           'deploy',
-          projectDir({ 'cell.json': JSON.stringify({ name: 'crowd', standin: {}, n: i }) }),
+          projectDir({
+            'cell.json': JSON.stringify({
+              name: 'crowd',
+              main: 'w.js',
+              compatibility_date: '2025-06-01',
+              standin: {},
+              n: i,
+            }),
+          }),
           '--node',
           node.url,
           '--key',

@@ -9,12 +9,12 @@ import { after, before, test } from 'node:test';
 import { type Signer, signerFor } from '../src/auth/in-process.test-helper.ts';
 import type { TrustedOperator } from '../src/auth/records.ts';
 import { PASS_INTERVAL_MS } from '../src/node/fleet/reconcile.ts';
-import { ensureApplicationForDeploy, setReplicas } from '../src/registry/applications.ts';
+import { setReplicas } from '../src/registry/applications.ts';
 import { keys } from '../src/registry/keys.ts';
 import type { PlacementRecord } from '../src/registry/records.ts';
 import { openStore } from '../src/store/open.ts';
 import { getJson, putJson, type Store } from '../src/store/store.ts';
-import { call } from './helpers/applications.ts';
+import { call, ensureDeployedApplication } from './helpers/applications.ts';
 import { CELL_STANDIN } from './helpers/deploys.ts';
 import { useMinio } from './helpers/minio.ts';
 import { type SailProcess, startSail, tempDir, waitFor } from './helpers/svc.ts';
@@ -43,7 +43,7 @@ before(async () => {
   };
   await putJson(store, keys.operator('op-admin'), record);
   admin = signer;
-  await ensureApplicationForDeploy(store, 'steady', { replicas: 1 }, 'test');
+  await ensureDeployedApplication(store, 'steady', { replicas: 1 });
   for (const [index, id] of ['node-a', 'node-b'].entries()) {
     nodes.push(
       await startSail(
@@ -136,7 +136,7 @@ test('a coordinator stopped past its lease makes no write under its stale fence 
     TTL_MS + PASS_INTERVAL_MS + 4_000,
   );
   // Work the stale coordinator would do on resuming: a new application and a changed one.
-  await ensureApplicationForDeploy(store, 'fresh', { replicas: 2 }, 'test');
+  await ensureDeployedApplication(store, 'fresh', { replicas: 2 });
   await setReplicas(store, 'steady', 2);
   await waitFor(
     async () => {

@@ -13,12 +13,11 @@ import { after, before, test } from 'node:test';
 import { type Signer, signerFor } from '../src/auth/in-process.test-helper.ts';
 import type { TrustedOperator } from '../src/auth/records.ts';
 import { PASS_INTERVAL_MS } from '../src/node/fleet/reconcile.ts';
-import { ensureApplicationForDeploy } from '../src/registry/applications.ts';
 import { keys } from '../src/registry/keys.ts';
 import type { NodeRecord } from '../src/registry/records.ts';
 import { openStore } from '../src/store/open.ts';
 import { getJson, putJson, type Store } from '../src/store/store.ts';
-import { assertProblem, call } from './helpers/applications.ts';
+import { assertProblem, call, ensureDeployedApplication } from './helpers/applications.ts';
 import { CELL_STANDIN } from './helpers/deploys.ts';
 import { useMinio } from './helpers/minio.ts';
 import { runSvc, type SailProcess, startSail, tempDir, waitFor } from './helpers/svc.ts';
@@ -157,10 +156,10 @@ test('exactly one coordinator, and every node says which', async () => {
 });
 
 test('placement: replicas 2, all, a selector, and an unsatisfiable selector reported unplaced', async () => {
-  await ensureApplicationForDeploy(store, 'two', { replicas: 2 }, 'test');
-  await ensureApplicationForDeploy(store, 'every', { replicas: 'all' }, 'test');
-  await ensureApplicationForDeploy(store, 'picky', { nodeSelector: { role: 'edge' } }, 'test');
-  await ensureApplicationForDeploy(store, 'nowhere', { nodeSelector: { role: 'gpu' } }, 'test');
+  await ensureDeployedApplication(store, 'two', { replicas: 2 });
+  await ensureDeployedApplication(store, 'every', { replicas: 'all' });
+  await ensureDeployedApplication(store, 'picky', { nodeSelector: { role: 'edge' } });
+  await ensureDeployedApplication(store, 'nowhere', { nodeSelector: { role: 'gpu' } });
   const placed = (await waitFor(
     async () => {
       const s = await state(nodes[0]!);

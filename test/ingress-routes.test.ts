@@ -7,9 +7,9 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { PASS_INTERVAL_MS } from '../src/node/fleet/reconcile.ts';
-import { ensureApplicationForDeploy } from '../src/registry/applications.ts';
 import { openStore } from '../src/store/open.ts';
 import type { Store } from '../src/store/store.ts';
+import { ensureDeployedApplication } from './helpers/applications.ts';
 import { CELL_STANDIN } from './helpers/deploys.ts';
 import { useMinio } from './helpers/minio.ts';
 import { type S3Proxy, startS3Proxy } from './helpers/s3-proxy.ts';
@@ -39,7 +39,7 @@ before(async () => {
     fault: (request) => (holdRouting && isClaimListing(request.path) ? 'refuse' : undefined),
   });
   // Applications exist before the node starts: its first pass places and runs them at once.
-  await ensureApplicationForDeploy(store, 'shop', {}, 'test');
+  await ensureDeployedApplication(store, 'shop', {});
   node = await startSail([
     ...['--endpoint', proxy.endpoint, '--region', options.region, '--bucket', options.bucket],
     ...['--access-key', options.accessKey, '--secret-key', options.secretKey],

@@ -230,7 +230,9 @@ describe('workload tokens on the deploy routes', () => {
 
   test('svc deploy --token with a workload token deploys and watches', async () => {
     const token = await issuer.sign({ sub: SUBJECT, aud: 'svc' });
-    const dir = projectDir({ 'cell.json': '{"name":"ci-app","standin":{}}' });
+    const dir = projectDir({
+      'cell.json': '{"name":"ci-app","main":"w.js","compatibility_date":"2025-06-01","standin":{}}',
+    });
     const { code, stdout, stderr } = await runSvc(['deploy', dir, '--node', node.url, '--token', token], {
       env: { SVC_HOME: tempDir('svc-home-'), SVC_OPERATOR_KEY: undefined, SVC_REMOTE: undefined },
       timeoutMs: 60_000,

@@ -90,5 +90,6 @@ describe('worker config', () => {
   it('lists unknown keys to warn about, and drops Cloudflare-only ones quietly', () => {
     const config = parse('{"main":"a.js","compatibility_date":"2025-01-01","account_id":"x","mystery":1}');
     assert.deepEqual(config.ignored, ['mystery']);
+    assert.deepEqual(config.warnings, ['cell.jsonc:1:67: ignoring "mystery": this runtime does not use it']);
   });
 });

@@ -60,8 +60,8 @@ export async function publish(options: {
   const configPath = findConfig(options.cwd, options.configPath);
   const root = realpathSync(dirname(configPath));
   const config = readWorkerConfig(configPath, { maxCompatibilityDate: maxCompatibilityDate() });
-  for (const key of config.ignored)
-    options.log(`cell: warning: ignoring "${key}" in ${configPath}: this runtime does not use it`);
+  // One line each, `cell: warning: ` first: svc carries them to the user on the deploy record.
+  for (const warning of config.warnings) options.log(`cell: warning: ${warning}`);
   const script = config.name ?? application;
 
   const assetsDir = config.assets ? resolve(root, config.assets.directory) : null;

@@ -10,7 +10,7 @@
 import { createReadStream } from 'node:fs';
 import { request as httpRequest, type IncomingMessage } from 'node:http';
 import { request as httpsRequest } from 'node:https';
-import { resolve } from 'node:path';
+import { join, resolve } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import { signToken } from '../auth/token.ts';
 import type { DeployMetadata, DeploySource } from '../node/deploys/metadata.ts';
@@ -19,8 +19,9 @@ import type { DeployStatus } from '../node/deploys/records.ts';
 import { PROBLEM_CONTENT_TYPE, Problem, type ProblemCode } from '../problem.ts';
 import { parseReplicas } from '../registry/applications.ts';
 import { resolveApplicationName } from '../registry/names.ts';
+import { parseConfigSyntax, parseWorkerConfig, WorkerConfigError } from '../runtime-tools/worker-config.ts';
 import { hasNode, requestNode, resolveTarget, type Target } from './client.ts';
-import { say } from './output.ts';
+import { say, warn } from './output.ts';
 import { configName, editConfig, packProject, parseVars, readProjectConfig, shown } from './pack.ts';
 
 export interface DeployFlags {
@@ -68,6 +69,11 @@ export async function deployAction(dirArg: string | undefined, flags: DeployFlag
       `${shown(dir)} has no cell.jsonc or cell.json; deploy the directory that holds the worker config`,
     );
   }
+  // The config is read with the runtime's own parser: a syntax error is reported as one, at its
+  // line and column, before its name is looked for.
+  const configFile = shown(join(dir, config.file));
+  const configText = config.bytes.toString('utf8');
+  checkConfig(() => parseConfigSyntax(configText, configFile));
   const application = applicationName(flags, configName(config), config.file);
 
   const target = await resolveTarget(flags);
@@ -86,6 +92,8 @@ export async function deployAction(dirArg: string | undefined, flags: DeployFlag
     );
   }
 
+  // Everything the runtime would refuse in the config is refused here, before anything is sent.
+  checkConfig(() => parseWorkerConfig(configText, configFile));
   const packed = await packProject(dir, config, editConfig(config, { vars, noBundle }));
   try {
     progress(
@@ -99,6 +107,8 @@ export async function deployAction(dirArg: string | undefined, flags: DeployFlag
     await packed.dispose();
     progress(`svc: deploy ${accepted.status.id} accepted by ${accepted.endpoint}`);
     const done = await watch(target, accepted, flags.token);
+    // The runtime's warnings (config keys it ignores, ...) are the user's to read, whatever the outcome.
+    for (const warning of done.warnings ?? []) warn(warning);
     if (done.state === 'failed') {
       const code = (done.code ?? 'internal') as ProblemCode;
       throw new Problem(code, 'Deploy failed', `deploy ${done.id}: ${done.detail ?? 'no detail recorded'}`);
@@ -106,6 +116,17 @@ export async function deployAction(dirArg: string | undefined, flags: DeployFlag
     say(`deployed ${done.application} ${done.deployment ?? ''} (deploy ${done.id})`.replace('  ', ' '));
   } finally {
     await packed.dispose();
+  }
+}
+
+/** Runs a step of the shared config parser; its refusal is the user's to fix (Invalid worker config). */
+function checkConfig(step: () => unknown): void {
+  try {
+    step();
+  } catch (err) {
+    if (err instanceof WorkerConfigError)
+      throw new Problem('invalid-input', 'Invalid worker config', err.message);
+    throw err;
   }
 }
 

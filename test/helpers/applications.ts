@@ -8,8 +8,13 @@ import type { Role } from '../../src/auth/caller.ts';
 import { type Signer, signerFor } from '../../src/auth/in-process.test-helper.ts';
 import { keyFileDocument } from '../../src/auth/key-file.ts';
 import type { TrustedOperator } from '../../src/auth/records.ts';
-import { ensureApplicationForDeploy } from '../../src/registry/applications.ts';
+import {
+  ensureApplicationForDeploy,
+  type PlacementIntent,
+  updateApplication,
+} from '../../src/registry/applications.ts';
 import { keys } from '../../src/registry/keys.ts';
+import type { ApplicationRecord } from '../../src/registry/records.ts';
 import { openStore } from '../../src/store/open.ts';
 import { putJson, type Store } from '../../src/store/store.ts';
 import { type SailProcess, startSail, tempDir } from './svc.ts';
@@ -121,4 +126,21 @@ export function assertProblem(
 export function keyArg(signer: Signer): string {
   const document = keyFileDocument({ id: signer.id, pair: signer.pair, source: 'test' });
   return `base64:${Buffer.from(JSON.stringify(document)).toString('base64')}`;
+}
+
+/**
+ * An application record as a successful deploy leaves it: created for the deploy, then naming
+ * the deployment it produced. A node runs a process only for an application with a deployment;
+ * tests of placement and processes that need no real publish start from this.
+ */
+export async function ensureDeployedApplication(
+  store: Store,
+  name: string,
+  intent: PlacementIntent,
+  deployment = '0000000000000000',
+): Promise<ApplicationRecord> {
+  await ensureApplicationForDeploy(store, name, intent, 'test');
+  return updateApplication(store, name, (current) =>
+    current.deployment === deployment ? null : { ...current, deployment },
+  );
 }

@@ -38,6 +38,11 @@ export interface DeployStatus {
   deployment?: string;
   code?: string;
   detail?: string;
+  /**
+   * What the runtime warned of while publishing (config keys it ignores, ...), one sentence each;
+   * absent when it warned of nothing. An addition to the spec's DeployStatus.
+   */
+  warnings?: string[];
 }
 
 /** The stored record: the status plus who accepted it, when, and from what. */
@@ -77,12 +82,13 @@ export function isTerminal(state: DeployState): boolean {
   return state === 'deployed' || state === 'failed';
 }
 
-/** The DeployStatus of a record: exactly the spec's fields. */
+/** The DeployStatus of a record: the spec's fields, and the runtime's warnings when there were any. */
 export function statusOf(record: DeployRecord): DeployStatus {
   const status: DeployStatus = { id: record.id, application: record.application, state: record.state };
   if (record.deployment !== undefined) status.deployment = record.deployment;
   if (record.code !== undefined) status.code = record.code;
   if (record.detail !== undefined) status.detail = record.detail;
+  if (Array.isArray(record.warnings) && record.warnings.length > 0) status.warnings = record.warnings;
   return status;
 }
 

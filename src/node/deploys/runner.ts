@@ -8,12 +8,19 @@ import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { access, constants, stat } from 'node:fs/promises';
 import { Problem } from '../../problem.ts';
 
-/** What the runtime's last stdout line names. */
+/** What the runtime's last stdout line names, and the warnings it printed on the way. */
 export interface Published {
   application: string;
   script: string;
   deployment: string;
+  /** The text of each `cell: warning: <text>` line of its stderr, in order. */
+  warnings: string[];
 }
+
+/** At most this many warnings are kept, each cut to WARNING_CHARS. */
+export const MAX_WARNINGS = 32;
+const WARNING_CHARS = 500;
+const WARNING_PREFIX = 'cell: warning: ';
 
 export interface PublishOptions {
   cellBin: string;
@@ -56,7 +63,11 @@ export async function runPublish(options: PublishOptions): Promise<Published> {
     tail.push(chunk);
     stdoutTail.push(chunk);
   });
-  child.stderr!.on('data', (chunk: Buffer) => tail.push(chunk));
+  const warnings = new WarningLines();
+  child.stderr!.on('data', (chunk: Buffer) => {
+    tail.push(chunk);
+    warnings.push(chunk);
+  });
 
   let timedOut = false;
   let aborted = false;
@@ -110,7 +121,35 @@ export async function runPublish(options: PublishOptions): Promise<Published> {
       `cell publish exited 0 but its last stdout line names no deployment${tailText(tail)}`,
     );
   }
-  return published;
+  return { ...published, warnings: warnings.done() };
+}
+
+/** Collects the `cell: warning: ` lines of a stream split into arbitrary chunks. */
+export class WarningLines {
+  #partial = '';
+  readonly #found: string[] = [];
+
+  push(chunk: Buffer): void {
+    const lines = (this.#partial + chunk.toString('utf8')).split('\n');
+    this.#partial = lines.pop() ?? '';
+    // A line longer than any warning is not one we keep whole: drop what cannot matter.
+    if (this.#partial.length > 64 * 1024)
+      this.#partial = this.#partial.slice(0, WARNING_CHARS + WARNING_PREFIX.length);
+    for (const line of lines) this.#take(line);
+  }
+
+  done(): string[] {
+    this.#take(this.#partial);
+    this.#partial = '';
+    return this.#found;
+  }
+
+  #take(line: string): void {
+    if (!line.startsWith(WARNING_PREFIX) || this.#found.length >= MAX_WARNINGS) return;
+    const text = line.slice(WARNING_PREFIX.length).trimEnd();
+    if (text !== '')
+      this.#found.push(text.length > WARNING_CHARS ? `${text.slice(0, WARNING_CHARS)}…` : text);
+  }
 }
 
 /** The runtime's version, from `cell --version` (`cell <version>`); cached per executable file. */
@@ -184,7 +223,7 @@ function tailText(tail: OutputTail): string {
   return `; output${tail.truncated ? ' (tail)' : ''}:\n${text}`;
 }
 
-function lastJsonLine(stdout: string): Published | null {
+function lastJsonLine(stdout: string): Omit<Published, 'warnings'> | null {
   const lines = stdout.split('\n').filter((line) => line.trim() !== '');
   const last = lines[lines.length - 1];
   if (!last) return null;

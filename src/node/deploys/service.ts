@@ -242,6 +242,7 @@ export class DeployService implements DaemonService {
           state: 'deployed',
           deployment: outcome.deployment,
           script: outcome.script,
+          ...(outcome.warnings.length > 0 ? { warnings: outcome.warnings } : {}),
         });
       }
     } catch (err) {

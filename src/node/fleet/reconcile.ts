@@ -182,12 +182,17 @@ export class Reconciler {
     return this.#status;
   }
 
-  /** Applications placed on this node that should run: not blocked, not retired. */
+  /**
+   * Applications placed on this node that should run: not blocked, not retired, and with a
+   * deployment. An application whose deploys all failed (or that was only created) has nothing
+   * to serve, so no runtime process is started for it; the application record names the
+   * deployment of its last successful deploy, so this costs no request beyond the cache's.
+   */
   desiredHere(): ApplicationRecord[] {
     const { cache, nodeId } = this.#o;
     const out: ApplicationRecord[] = [];
     for (const [name, { value: app }] of cache.applications) {
-      if (app.blocked || app.retired) continue;
+      if (app.blocked || app.retired || !app.deployment) continue;
       if (cache.placements.get(name)?.value.nodes.includes(nodeId)) out.push(app);
     }
     return out.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));

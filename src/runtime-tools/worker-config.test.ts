@@ -1,0 +1,96 @@
+// The shared worker-config parser: refusals at the line and column of the offending key or
+// syntax error, warnings for keys the runtime ignores, and (properties) any text either parses
+// or is refused with a WorkerConfigError placed inside the text; nothing else is ever thrown.
+
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import fc from 'fast-check';
+import { parseWorkerConfig, WorkerConfigError } from './worker-config.ts';
+
+function refusal(text: string): WorkerConfigError {
+  try {
+    parseWorkerConfig(text, 'cell.jsonc');
+  } catch (err) {
+    assert.ok(err instanceof WorkerConfigError, `expected a WorkerConfigError, got ${err}`);
+    return err;
+  }
+  assert.fail('expected a refusal');
+}
+
+describe('the shared worker config parser', () => {
+  it('places a syntax error at its line and column', () => {
+    const err = refusal('{\n  "name": "shop",\n  "main" "x.js"\n}\n');
+    assert.equal(err.message.split(': ')[0], 'cell.jsonc:3:10');
+    assert.match(err.message, /ColonExpected: the worker config is not valid JSONC/);
+    assert.equal(err.line, 3);
+    assert.equal(err.column, 10);
+  });
+
+  it('places a refused key at the key itself', () => {
+    const text = '{\n  "main": "a.js",\n  "compatibility_date": "2025-01-01",\n    "kv_namespaces": []\n}';
+    assert.match(refusal(text).message, /^cell\.jsonc:4:5: "kv_namespaces" declares bindings/);
+    const nested =
+      '{\n  "main": "a.js",\n  "compatibility_date": "2025-01-01",\n  "vars": {\n    "1X": "a"\n  }\n}';
+    assert.match(refusal(nested).message, /^cell\.jsonc:5:5: "vars\.1X" is no variable name/);
+  });
+
+  it('places a missing required key at the start of the object', () => {
+    assert.match(
+      refusal('\n\n{"main":"a.js"}').message,
+      /^cell\.jsonc:3:1: "compatibility_date" is required/,
+    );
+  });
+
+  it('warns of unknown keys and of Cloudflare features not provided, quietly drops account keys', () => {
+    const config = parseWorkerConfig(
+      '{\n "main": "a.js",\n "compatibility_date": "2025-01-01",\n "account_id": "x",\n "mystery": 1,\n "routes": []\n}',
+      'cell.jsonc',
+    );
+    assert.deepEqual(config.ignored, ['mystery']);
+    assert.deepEqual(config.warnings, [
+      'cell.jsonc:5:2: ignoring "mystery": this runtime does not use it',
+      'cell.jsonc:6:2: ignoring "routes": svc routes by application name and domains (svc app domain add), not by Cloudflare routes',
+    ]);
+  });
+
+  it('treats __proto__ as an ordinary key', () => {
+    const config = parseWorkerConfig(
+      '{"main":"a.js","compatibility_date":"2025-01-01","__proto__":{"env":1}}',
+      'cell.jsonc',
+    );
+    assert.deepEqual(config.ignored, ['__proto__']);
+    assert.equal(({} as Record<string, unknown>).env, undefined);
+  });
+
+  it('any text parses or is refused with a WorkerConfigError placed inside the text', () => {
+    const near = fc.oneof(
+      fc.string(),
+      fc.json(),
+      fc
+        .record(
+          {
+            main: fc.oneof(fc.string(), fc.integer()),
+            compatibility_date: fc.oneof(fc.constant('2025-01-01'), fc.string()),
+            vars: fc.dictionary(fc.string(), fc.jsonValue()),
+            assets: fc.oneof(fc.constant(undefined), fc.dictionary(fc.string(), fc.string())),
+            name: fc.string(),
+          },
+          { requiredKeys: [] },
+        )
+        .map((doc) => JSON.stringify(doc)),
+    );
+    fc.assert(
+      fc.property(near, (text) => {
+        try {
+          parseWorkerConfig(text, 'cell.jsonc');
+        } catch (err) {
+          if (!(err instanceof WorkerConfigError)) throw err;
+          const lines = text.split('\n');
+          assert.ok(err.line >= 1 && err.line <= lines.length);
+          assert.ok(err.column >= 1 && err.column <= lines[err.line - 1]!.length + 1);
+        }
+      }),
+      { numRuns: 500 },
+    );
+  });
+});

@@ -1,0 +1,344 @@
+// The worker config (`cell.jsonc`, else `cell.json`, at the project root, with the wrangler
+// keys a user already knows; a top-level `env` key is refused). One parser for both sides: the
+// runtime (`cell publish`, runtime/src/config.ts) applies it to the staged artifact, and
+// `svc deploy` (src/cli/deploy-action.ts) applies it to the project before anything is packed or
+// sent, so a config the runtime would refuse is refused on the user's machine with the same
+// words. Pure: text in, config or WorkerConfigError out; nothing here touches the disk.
+//
+// Every refusal names the file with the line and column of the offending key (or of the
+// syntax error), `<file>:<line>:<column>: ...`, as compilers do, so an editor can jump there.
+
+import { findNodeAtLocation, type Node, type ParseError, parseTree, printParseErrorCode } from 'jsonc-parser';
+import { type AssetsConfig, isScriptName } from './layout.ts';
+
+export const CONFIG_FILES = ['cell.jsonc', 'cell.json'] as const;
+
+/** The config after validation, with paths still relative to the project root. */
+export interface WorkerConfig {
+  /** The script name; defaults to the application when the config has none. */
+  name: string | null;
+  main: string | null;
+  compatibility_date: string;
+  compatibility_flags: string[];
+  vars: Record<string, unknown>;
+  assets: (AssetsConfig & { directory: string }) | null;
+  no_bundle: boolean;
+  /** Unknown keys this runtime ignores. */
+  ignored: string[];
+  /** One sentence per thing the user should know but that does not stop the deploy. */
+  warnings: string[];
+}
+
+export interface ParseOptions {
+  /** The newest compatibility date the runtime's workerd supports; unchecked when absent. */
+  maxCompatibilityDate?: string;
+}
+
+/** A config the runtime refuses; `message` is the whole `<file>:<line>:<column>: ...` line. */
+export class WorkerConfigError extends Error {
+  readonly file: string;
+  readonly line: number;
+  readonly column: number;
+
+  constructor(file: string, at: { line: number; column: number }, what: string) {
+    super(`${file}:${at.line}:${at.column}: ${what}`);
+    this.name = 'WorkerConfigError';
+    this.file = file;
+    this.line = at.line;
+    this.column = at.column;
+  }
+}
+
+/** Bindings of other products: refused, since a worker relying on them cannot run here. */
+const UNSUPPORTED_BINDINGS = [
+  'kv_namespaces',
+  'r2_buckets',
+  'd1_databases',
+  'durable_objects',
+  'queues',
+  'services',
+  'ai',
+  'vectorize',
+  'hyperdrive',
+  'analytics_engine_datasets',
+  'browser',
+  'containers',
+  'workflows',
+  'secrets_store_secrets',
+  'dispatch_namespaces',
+  'mtls_certificates',
+  'send_email',
+  'version_metadata',
+];
+/** Keys that only steer Cloudflare's own account and tooling: they mean nothing here, quietly. */
+const QUIET_KEYS = [
+  '$schema',
+  'account_id',
+  'workers_dev',
+  'preview_urls',
+  'upload_source_maps',
+  'keep_vars',
+  'minify',
+  'dev',
+];
+/**
+ * Cloudflare features this runtime does not provide, whose absence changes what the worker does:
+ * ignored, with a warning saying so.
+ */
+const UNPROVIDED_FEATURES: Record<string, string> = {
+  routes: 'svc routes by application name and domains (svc app domain add), not by Cloudflare routes',
+  route: 'svc routes by application name and domains (svc app domain add), not by Cloudflare routes',
+  triggers: 'cron triggers are not run by this runtime',
+  observability: 'logs and traces come from svc sail --observability, not from this key',
+  placement: 'svc places applications with --replicas and --node-selector',
+  limits: 'this runtime applies no per-request CPU limit',
+  logpush: 'Logpush is a Cloudflare product',
+  tail_consumers: 'tail workers are not run by this runtime',
+};
+const KNOWN_KEYS = [
+  'name',
+  'main',
+  'compatibility_date',
+  'compatibility_flags',
+  'vars',
+  'assets',
+  'no_bundle',
+];
+
+const VAR_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
+const FORBIDDEN_NAMES = ['__proto__', 'constructor', 'prototype'];
+const COMPAT_FLAG = /^[a-z0-9_]+$/;
+const DATE = /^(\d{4})-(\d{2})-(\d{2})$/;
+
+type KeyPath = (string | number)[];
+
+/**
+ * The syntax step alone: the config as a plain object, or a WorkerConfigError at the first
+ * syntax error. `svc deploy` reads the application name from it before anything else.
+ */
+export function parseConfigSyntax(text: string, file: string): { doc: Record<string, unknown>; tree: Node } {
+  const errors: ParseError[] = [];
+  const tree = parseTree(text, errors, { allowTrailingComma: true, disallowComments: false });
+  if (errors.length > 0) {
+    const first = errors[0]!;
+    throw new WorkerConfigError(
+      file,
+      position(text, first.offset),
+      `${printParseErrorCode(first.error)}: the worker config is not valid JSONC (JSON with comments)`,
+    );
+  }
+  if (tree?.type !== 'object') {
+    throw new WorkerConfigError(
+      file,
+      position(text, tree?.offset ?? 0),
+      'the worker config must be a JSON object',
+    );
+  }
+  return { doc: nodeValue(tree) as Record<string, unknown>, tree };
+}
+
+/** Parses and validates the config text; every refusal names the file, the place, the key and the fix. */
+export function parseWorkerConfig(text: string, file: string, options: ParseOptions = {}): WorkerConfig {
+  const { doc, tree } = parseConfigSyntax(text, file);
+  /** A refusal at the key `path` names (its property, so the cursor lands on the key). */
+  const bad = (path: KeyPath, why: string) => {
+    const node = findNodeAtLocation(tree, path);
+    const at = node?.parent?.type === 'property' ? node.parent : (node ?? tree);
+    return new WorkerConfigError(file, position(text, at.offset), `"${path.join('.')}" ${why}`);
+  };
+
+  if (has(doc, 'env')) {
+    throw bad(
+      ['env'],
+      'is not supported: svc addresses an environment as its own application (svc deploy --env <env>); move the values to the top level, or pass them with svc deploy --var',
+    );
+  }
+  for (const key of UNSUPPORTED_BINDINGS) {
+    if (has(doc, key))
+      throw bad([key], 'declares bindings this runtime does not provide; remove the key to deploy here');
+  }
+  const warnings: string[] = [];
+  const ignored: string[] = [];
+  for (const key of Object.keys(doc)) {
+    if (KNOWN_KEYS.includes(key) || QUIET_KEYS.includes(key)) continue;
+    const where = position(text, findNodeAtLocation(tree, [key])?.parent?.offset ?? 0);
+    const place = `${file}:${where.line}:${where.column}`;
+    if (Object.hasOwn(UNPROVIDED_FEATURES, key)) {
+      warnings.push(`${place}: ignoring "${key}": ${UNPROVIDED_FEATURES[key]}`);
+    } else {
+      ignored.push(key);
+      warnings.push(`${place}: ignoring "${key}": this runtime does not use it`);
+    }
+  }
+
+  let name: string | null = null;
+  if (doc.name !== undefined) {
+    if (!isScriptName(doc.name)) {
+      throw bad(
+        ['name'],
+        `must be 1-63 lowercase letters or digits, optionally separated by single hyphens (and not "images" or "queues"), got ${JSON.stringify(doc.name)}`,
+      );
+    }
+    name = doc.name;
+  }
+
+  let main: string | null = null;
+  if (doc.main !== undefined) {
+    if (typeof doc.main !== 'string' || doc.main.trim() === '')
+      throw bad(['main'], 'must be the path of the entry module');
+    main = doc.main;
+  }
+
+  if (doc.compatibility_date === undefined) {
+    throw bad(
+      ['compatibility_date'],
+      'is required: add "compatibility_date": "YYYY-MM-DD" (for example today\'s date)',
+    );
+  }
+  const date = doc.compatibility_date;
+  if (typeof date !== 'string' || !isRealDate(date)) {
+    throw bad(['compatibility_date'], `must be a date written YYYY-MM-DD, got ${JSON.stringify(date)}`);
+  }
+  if (options.maxCompatibilityDate && date > options.maxCompatibilityDate) {
+    throw bad(
+      ['compatibility_date'],
+      `${date} is newer than this runtime's workerd supports (${options.maxCompatibilityDate}); use ${options.maxCompatibilityDate} or earlier`,
+    );
+  }
+
+  let flags: string[] = [];
+  if (doc.compatibility_flags !== undefined) {
+    const value = doc.compatibility_flags;
+    if (!Array.isArray(value) || !value.every((f) => typeof f === 'string' && COMPAT_FLAG.test(f))) {
+      throw bad(['compatibility_flags'], 'must be a list of flag names such as "nodejs_compat"');
+    }
+    flags = value as string[];
+  }
+
+  let vars: Record<string, unknown> = {};
+  if (doc.vars !== undefined) {
+    if (!isObject(doc.vars)) throw bad(['vars'], 'must be an object of variable names to values');
+    for (const [key, value] of Object.entries(doc.vars)) {
+      if (!VAR_NAME.test(key) || FORBIDDEN_NAMES.includes(key)) {
+        throw bad(
+          ['vars', key],
+          'is no variable name: letters, digits and underscores, not starting with a digit',
+        );
+      }
+      if (value === null) throw bad(['vars', key], 'is null: give a string, number, boolean, list or object');
+    }
+    vars = doc.vars;
+  }
+
+  const assets = parseAssets(doc.assets, bad);
+  if (assets?.binding && has(vars, assets.binding)) {
+    throw bad(['assets', 'binding'], `names ${assets.binding}, which vars also binds; choose another name`);
+  }
+  if (main === null && assets === null) {
+    throw bad(
+      ['main'],
+      'is required: name the worker entry module (or configure "assets" for a static site)',
+    );
+  }
+
+  if (doc.no_bundle !== undefined && typeof doc.no_bundle !== 'boolean')
+    throw bad(['no_bundle'], 'must be true or false');
+
+  return {
+    name,
+    main,
+    compatibility_date: date,
+    compatibility_flags: flags,
+    vars,
+    assets,
+    no_bundle: doc.no_bundle === true,
+    ignored,
+    warnings,
+  };
+}
+
+function parseAssets(
+  value: unknown,
+  bad: (path: KeyPath, why: string) => WorkerConfigError,
+): WorkerConfig['assets'] {
+  if (value === undefined) return null;
+  if (!isObject(value)) throw bad(['assets'], 'must be an object such as { "directory": "./public" }');
+  if (typeof value.directory !== 'string' || value.directory.trim() === '') {
+    throw bad(
+      ['assets', 'directory'],
+      'is required: the folder of static files to serve, such as "./public"',
+    );
+  }
+  if (value.binding !== undefined && (typeof value.binding !== 'string' || !VAR_NAME.test(value.binding))) {
+    throw bad(['assets', 'binding'], 'must be a binding name: letters, digits and underscores');
+  }
+  const html = value.html_handling ?? 'auto-trailing-slash';
+  if (
+    !['auto-trailing-slash', 'force-trailing-slash', 'drop-trailing-slash', 'none'].includes(html as string)
+  ) {
+    throw bad(
+      ['assets', 'html_handling'],
+      'must be "auto-trailing-slash", "force-trailing-slash", "drop-trailing-slash" or "none"',
+    );
+  }
+  const notFound = value.not_found_handling ?? 'none';
+  if (!['none', '404-page', 'single-page-application'].includes(notFound as string)) {
+    throw bad(['assets', 'not_found_handling'], 'must be "none", "404-page" or "single-page-application"');
+  }
+  return {
+    directory: value.directory,
+    binding: (value.binding as string | undefined) ?? null,
+    html_handling: html as AssetsConfig['html_handling'],
+    not_found_handling: notFound as AssetsConfig['not_found_handling'],
+  };
+}
+
+/**
+ * The plain value of a parsed node. Objects are built with own data properties only, so a key
+ * such as `__proto__` is an ordinary key here and never reaches a prototype.
+ */
+function nodeValue(node: Node): unknown {
+  switch (node.type) {
+    case 'object': {
+      const out: Record<string, unknown> = {};
+      for (const property of node.children ?? []) {
+        const [key, value] = property.children ?? [];
+        if (!key || !value) continue;
+        Object.defineProperty(out, String(key.value), {
+          value: nodeValue(value),
+          enumerable: true,
+          writable: true,
+          configurable: true,
+        });
+      }
+      return out;
+    }
+    case 'array':
+      return (node.children ?? []).map(nodeValue);
+    default:
+      return node.value;
+  }
+}
+
+function has(object: object, key: string): boolean {
+  return Object.hasOwn(object, key);
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return !!value && typeof value === 'object' && !Array.isArray(value);
+}
+
+function isRealDate(text: string): boolean {
+  const match = DATE.exec(text);
+  if (!match) return false;
+  const [, y, m, d] = match.map(Number) as [number, number, number, number];
+  const date = new Date(Date.UTC(y, m - 1, d));
+  return date.getUTCFullYear() === y && date.getUTCMonth() === m - 1 && date.getUTCDate() === d;
+}
+
+/** 1-based line and column of a character offset (columns count UTF-16 units, as editors do). */
+export function position(text: string, offset: number): { line: number; column: number } {
+  const before = text.slice(0, offset);
+  const line = before.split('\n').length;
+  return { line, column: offset - before.lastIndexOf('\n') };
+}
