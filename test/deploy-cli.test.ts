@@ -155,6 +155,31 @@ describe('svc deploy', () => {
     assert.match(bad.stderr, /\[urn:svc:invalid-slug\]/);
   });
 
+  test('Invalid worker config: refused before anything is sent, at the file, line and column', async () => {
+    const cases: [string, RegExp][] = [
+      // A syntax error is reported as one, not as a missing name.
+      ['{\n  "name": "shop-bad",\n  "main" "src/index.js"\n}\n', /cell\.jsonc:3:10: ColonExpected: /],
+      [
+        '{\n  "name": "shop-bad",\n  "main": "src/index.js",\n  "compatibility_date": "2025-06-01",\n    "kv_namespaces": []\n}\n',
+        /cell\.jsonc:5:5: "kv_namespaces" declares bindings this runtime does not provide/,
+      ],
+      [
+        '{\n  "name": "shop-bad",\n  "main": "src/index.js"\n}\n',
+        /cell\.jsonc:1:1: "compatibility_date" is required/,
+      ],
+    ];
+    for (const [config, expected] of cases) {
+      const dir = projectDir({ 'cell.jsonc': config, 'src/index.js': 'export default {}' });
+      const { code, stdout, stderr } = await svcDeploy([dir, '--node', node.url, '--key', keyArg(admin)]);
+      assert.equal(code, 1, stdout);
+      assert.match(stderr, /^svc: Invalid worker config: .*\[urn:svc:invalid-input\]\n$/);
+      assert.match(stderr, expected);
+      assert.doesNotMatch(stderr, /packed|accepted/);
+    }
+    // Nothing reached the node: the application was never created.
+    assert.equal(await bucket.store.stat(keys.application('shop-bad')), null);
+  });
+
   test('Invalid queue timeout, Invalid --var, Invalid --replicas', async () => {
     const dir = projectDir({ 'cell.json': '{"name":"shop-cli"}' });
     const base = [dir, '--node', node.url, '--key', keyArg(admin)];
@@ -247,6 +272,73 @@ describe('svc deploy with the real runtime', () => {
   });
   after(async () => {
     await real?.stop();
+  });
+
+  test('a worker that throws while loading fails its deploy with its error, and no process runs for it', {
+    skip: !runnable && 'runtime/bin/cell is not built',
+  }, async () => {
+    const dir = projectDir({
+      'cell.jsonc': JSON.stringify({
+        name: 'loadfail',
+        main: 'src/index.js',
+        compatibility_date: '2025-06-01',
+        compatibility_flags: ['nodejs_compat'],
+      }),
+      'src/index.js':
+        "import { helper } from './lib.js';\nexport default { fetch() { return new Response(helper()); } };\n",
+      'src/lib.js': "const fs = require('fs');\nexport function helper() { return typeof fs; }\n",
+    });
+    const { code, stdout, stderr } = await svcDeploy([dir, '--node', real!.url, '--key', keyArg(admin)]);
+    assert.equal(code, 1, stdout);
+    assert.equal(stdout, '');
+    assert.match(stderr, /^svc: Deploy failed: deploy loadfail\.[0-9a-f]{16}: /m);
+    assert.match(stderr, /Dynamic require of "fs" is not supported/);
+    assert.match(stderr, /at index\.js:\d+:\d+/);
+    assert.match(stderr, /\[urn:svc:publish-failed\]\n$/);
+    // Nothing was selected in the bucket.
+    assert.equal(await bucket.store.stat(keys.runtimeSelector('loadfail')), null);
+    // The deploy created the application, but it has no deployment: after two more reconcile
+    // passes the node still runs no process for it.
+    const passes = async () => (await call(real!.url, 'GET', '/v1/state', { signer: admin })).body;
+    const start = (await passes()).reconcile.passes;
+    const state = await waitFor(async () => {
+      const s = await passes();
+      return s.reconcile.passes >= start + 2 ? s : null;
+    }, 'two reconcile passes');
+    assert.ok(
+      (await getJson(bucket.store, keys.application('loadfail'))) !== null,
+      'the refused deploy created the application',
+    );
+    assert.deepEqual(
+      state.processes.filter((p: { application: string }) => p.application === 'loadfail'),
+      [],
+    );
+  });
+
+  test("the runtime's warnings are printed on stderr, unless silenced", {
+    skip: !runnable && 'runtime/bin/cell is not built',
+  }, async () => {
+    const dir = projectDir({
+      'cell.jsonc':
+        '{\n  "name": "warned",\n  "main": "src/index.js",\n  "compatibility_date": "2025-06-01",\n  "mystery": 1,\n  "routes": []\n}\n',
+      'src/index.js': "export default { fetch() { return new Response('ok'); } };\n",
+    });
+    const loud = await svcDeploy([dir, '--node', real!.url, '--key', keyArg(admin)]);
+    assert.equal(loud.code, 0, loud.stderr);
+    assert.match(loud.stdout, /^deployed warned /);
+    assert.match(
+      loud.stderr,
+      /^svc: warning: cell\.jsonc:5:3: ignoring "mystery": this runtime does not use it$/m,
+    );
+    assert.match(
+      loud.stderr,
+      /^svc: warning: cell\.jsonc:6:3: ignoring "routes": svc routes by application name/m,
+    );
+    const quiet = await svcDeploy([dir, '--node', real!.url, '--key', keyArg(admin)], {
+      SVC_SILENCE_WARNINGS: '1',
+    });
+    assert.equal(quiet.code, 0, quiet.stderr);
+    assert.doesNotMatch(quiet.stderr, /warning/);
   });
 
   test('examples/hello publishes through runtime/bin/cell and its deployment is in the bucket', {

@@ -32,14 +32,18 @@ export function findConfig(cwd: string, given: string | undefined): string {
   throw new CellError(`no worker config in ${cwd}: add cell.jsonc (or cell.json) at the project root`);
 }
 
-export function readWorkerConfig(path: string, options: ParseOptions = {}): WorkerConfig {
+/** Reads and checks the config; refusals and warnings name it as `shownAs` (default: its path). */
+export function readWorkerConfig(
+  path: string,
+  options: ParseOptions & { shownAs?: string } = {},
+): WorkerConfig {
   let text: string;
   try {
     text = readFileSync(path, 'utf8');
   } catch (err) {
     throw new CellError(`cannot read the worker config ${path}: ${(err as Error).message}`);
   }
-  return parseWorkerConfig(text, path, options);
+  return parseWorkerConfig(text, options.shownAs ?? path, options);
 }
 
 /** The shared parser, its refusals as the runtime's own failures. */

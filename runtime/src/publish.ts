@@ -7,7 +7,7 @@
 
 import { randomBytes } from 'node:crypto';
 import { realpathSync } from 'node:fs';
-import { dirname, resolve } from 'node:path';
+import { dirname, relative, resolve } from 'node:path';
 import { keys } from '../../src/registry/keys.ts';
 import { isApplicationName } from '../../src/registry/names.ts';
 import {
@@ -59,7 +59,9 @@ export async function publish(options: {
   }
   const configPath = findConfig(options.cwd, options.configPath);
   const root = realpathSync(dirname(configPath));
-  const config = readWorkerConfig(configPath, { maxCompatibilityDate: maxCompatibilityDate() });
+  // Named as the user knows it (`cell.jsonc`), not by where the node staged it.
+  const shownAs = isInside(options.cwd, configPath) ? relative(options.cwd, configPath) : configPath;
+  const config = readWorkerConfig(configPath, { maxCompatibilityDate: maxCompatibilityDate(), shownAs });
   // One line each, `cell: warning: ` first: svc carries them to the user on the deploy record.
   for (const warning of config.warnings) options.log(`cell: warning: ${warning}`);
   const script = config.name ?? application;
