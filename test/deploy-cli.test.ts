@@ -39,6 +39,12 @@ before(async () => {
     '2',
     '--application-queued-tasks',
     '2',
+    // The coordinator places a new application within a resync: short, so that svc deploy's
+    // readiness watch sees a process promptly.
+    '--registry-node-refresh-ms',
+    '1000',
+    '--registry-resync-ms',
+    '1000',
   ]);
   // An operator home with no remote: only flags name the node and key.
   home = tempDir('svc-home-');
@@ -49,10 +55,10 @@ after(async () => {
 });
 
 /** Runs `svc deploy` with this test's home, so no remote of the machine is consulted. */
-function svcDeploy(args: string[], env: NodeJS.ProcessEnv = {}) {
+function svcDeploy(args: string[], env: NodeJS.ProcessEnv = {}, timeoutMs = 60_000) {
   return runSvc(['deploy', ...args], {
     env: { SVC_HOME: home, SVC_OPERATOR_KEY: undefined, SVC_REMOTE: undefined, ...env },
-    timeoutMs: 60_000,
+    timeoutMs,
   });
 }
 
@@ -268,7 +274,19 @@ describe('svc deploy with the real runtime', () => {
   const runnable = existsSync(CELL_REAL);
 
   before(async () => {
-    if (runnable) real = await startSail(['--endpoint', bucket.endpoint, '--cell-bin', CELL_REAL]);
+    if (runnable)
+      real = await startSail([
+        '--endpoint',
+        bucket.endpoint,
+        '--cell-bin',
+        CELL_REAL,
+        '--registry-node-refresh-ms',
+        '1000',
+        '--registry-resync-ms',
+        '1000',
+        '--node-labels',
+        'role=real',
+      ]);
   });
   after(async () => {
     await real?.stop();
@@ -323,9 +341,12 @@ describe('svc deploy with the real runtime', () => {
         '{\n  "name": "warned",\n  "main": "src/index.js",\n  "compatibility_date": "2025-06-01",\n  "mystery": 1,\n  "routes": []\n}\n',
       'src/index.js': "export default { fetch() { return new Response('ok'); } };\n",
     });
-    const loud = await svcDeploy([dir, '--node', real!.url, '--key', keyArg(admin)]);
+    // Placed on the real runtime's node alone (the stand-in node reports another runtime).
+    const args = [dir, '--node', real!.url, '--key', keyArg(admin), '--node-selector', 'role=real'];
+    const loud = await svcDeploy(args);
     assert.equal(loud.code, 0, loud.stderr);
     assert.match(loud.stdout, /^deployed warned /);
+    assert.doesNotMatch(loud.stderr, /not serv|placed on no node/, 'it serves on the real runtime node');
     assert.match(
       loud.stderr,
       /^svc: warning: cell\.jsonc:5:3: ignoring "mystery": this runtime does not use it$/m,
@@ -334,11 +355,68 @@ describe('svc deploy with the real runtime', () => {
       loud.stderr,
       /^svc: warning: cell\.jsonc:6:3: ignoring "routes": svc routes by application name/m,
     );
-    const quiet = await svcDeploy([dir, '--node', real!.url, '--key', keyArg(admin)], {
-      SVC_SILENCE_WARNINGS: '1',
-    });
+    const quiet = await svcDeploy(args, { SVC_SILENCE_WARNINGS: '1' });
     assert.equal(quiet.code, 0, quiet.stderr);
     assert.doesNotMatch(quiet.stderr, /warning/);
+  });
+
+  test('a deployment that publishes but cannot turn ready is reported by svc deploy, and svc app show says why', {
+    skip: !runnable && 'runtime/bin/cell is not built',
+  }, async () => {
+    // Every `cell serve` of this node refuses its settings at start, so the deployment publishes
+    // (publish does not read them) but never serves.
+    const broken = await startSail([
+      '--endpoint',
+      bucket.endpoint,
+      '--cell-bin',
+      CELL_REAL,
+      '--cell-env',
+      'CELL_LEASE_TTL_MS=1',
+      '--registry-node-refresh-ms',
+      '1000',
+      '--registry-resync-ms',
+      '1000',
+      '--node-labels',
+      'role=broken',
+    ]);
+    try {
+      const dir = projectDir({
+        'cell.jsonc': JSON.stringify({ name: 'unready', main: 'w.js', compatibility_date: '2025-06-01' }),
+        'w.js': "export default { fetch() { return new Response('ok'); } };\n",
+      });
+      // Placed on the broken node alone.
+      const { code, stdout, stderr } = await svcDeploy(
+        [dir, '--node', broken.url, '--key', keyArg(admin), '--node-selector', 'role=broken'],
+        {},
+        // Publishing, placement, then the runtime process exiting until it is judged crash-looping.
+        120_000,
+      );
+      assert.equal(code, 0, stderr);
+      const deployment = /^deployed unready ([0-9a-f]+) /.exec(stdout)?.[1];
+      assert.ok(deployment, stdout);
+      assert.match(
+        stderr,
+        new RegExp(
+          `^svc: unready ${deployment} is deployed but not serving on any node: ${broken.nodeId}: crashloop \\(cell serve exited with 1: cell: CELL_LEASE_TTL_MS must be`,
+          'm',
+        ),
+      );
+      const show = await runSvc(
+        ['app', 'show', '--name', 'unready', '--node', broken.url, '--key', keyArg(admin)],
+        {
+          env: { SVC_HOME: home, SVC_OPERATOR_KEY: undefined, SVC_REMOTE: undefined },
+        },
+      );
+      assert.equal(show.code, 0, show.stderr);
+      assert.match(
+        show.stdout,
+        new RegExp(
+          `processes +${broken.nodeId}: crashloop: cell serve exited with 1: cell: CELL_LEASE_TTL_MS must be`,
+        ),
+      );
+    } finally {
+      await broken.stop();
+    }
   });
 
   test('examples/hello publishes through runtime/bin/cell and its deployment is in the bucket', {

@@ -108,6 +108,15 @@ async function call<T>(target: Target, method: string, path: string, body?: unkn
 
 // ---- list, show ----
 
+/** A runtime process as GET /v1/applications/:name lists it beside the record. */
+interface ProcessLine {
+  node: string;
+  state: string;
+  ready: boolean;
+  deployment?: string;
+  detail?: string;
+}
+
 export async function appList(flags: AppFlags): Promise<void> {
   const name = resolveApplicationName(flags.name, flags.env);
   const answer = await call<{ applications: Redacted[]; scoped?: true }>(
@@ -145,9 +154,13 @@ export async function appList(flags: AppFlags): Promise<void> {
 
 export async function appShow(flags: AppFlags): Promise<void> {
   const name = resolveApplicationName(flags.name, flags.env);
-  const { application } = await call<{ application: Redacted }>(await nodeOnly(flags), 'GET', appPath(name));
+  const { application, processes } = await call<{ application: Redacted; processes?: ProcessLine[] }>(
+    await nodeOnly(flags),
+    'GET',
+    appPath(name),
+  );
   if (flags.json) {
-    say(JSON.stringify({ application }, null, 2));
+    say(JSON.stringify(processes ? { application, processes } : { application }, null, 2));
     return;
   }
   const lines: [string, string][] = [
@@ -171,6 +184,18 @@ export async function appShow(flags: AppFlags): Promise<void> {
     `${application.createdAt}${application.createdBy ? ` by ${application.createdBy}` : ''}`,
   ]);
   if (application.deployment) lines.push(['deployment', application.deployment]);
+  if (processes) {
+    // Where it runs, and why it is not ready where it is not (the runtime's own words).
+    if (processes.length === 0)
+      lines.push(['processes', application.deployment ? 'none yet' : 'none (no deployment)']);
+    for (const [i, p] of processes.entries()) {
+      const serving = p.deployment ? ` ${p.deployment}` : '';
+      lines.push([
+        i === 0 ? 'processes' : '',
+        `${p.node}: ${p.state}${serving}${p.ready || !p.detail ? '' : `: ${p.detail}`}`,
+      ]);
+    }
+  }
   say(application.name);
   for (const [key, value] of lines) say(`  ${key.padEnd(10)}  ${value}`);
 }

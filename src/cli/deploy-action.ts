@@ -114,6 +114,11 @@ export async function deployAction(dirArg: string | undefined, flags: DeployFlag
       throw new Problem(code, 'Deploy failed', `deploy ${done.id}: ${done.detail ?? 'no detail recorded'}`);
     }
     say(`deployed ${done.application} ${done.deployment ?? ''} (deploy ${done.id})`.replace('  ', ' '));
+    // Published is not yet serving: say so when no placed node turns it ready.
+    if (flags.token === undefined && done.deployment) {
+      const verdict = await watchServing(target, accepted.endpoint, done.application, done.deployment);
+      if (verdict) progress(verdict);
+    }
   } finally {
     await packed.dispose();
   }
@@ -454,6 +459,74 @@ async function watch(target: Target, accepted: Accepted, token: string | undefin
     }
     if (status.state === 'deployed' || status.state === 'failed') return status;
   }
+}
+
+/** How long `svc deploy` watches a new deployment turn ready on the nodes it is placed on. */
+export const SERVE_WAIT_MS = 60_000;
+
+/** How long a placement on no node must stand before the watch gives up early. */
+const NOWHERE_GRACE_MS = 10_000;
+
+/** A process as GET /v1/applications/:name reports it. */
+interface NodeProcessView {
+  node: string;
+  state: string;
+  ready: boolean;
+  deployment?: string;
+  detail?: string;
+}
+
+/**
+ * Watches the application's processes (GET /v1/applications/:name, every second, at most
+ * SERVE_WAIT_MS) until one serves `deployment`; answers null then, else the line that says
+ * where it is not serving and why. Stops early when every process failed to start it. A node
+ * that cannot answer (or reports no processes at all) ends the watch quietly.
+ */
+async function watchServing(
+  target: Target,
+  endpoint: string,
+  application: string,
+  deployment: string,
+): Promise<string | null> {
+  const pollTarget: Target = {
+    ...target,
+    endpoints: [endpoint, ...target.endpoints.filter((e) => e !== endpoint)],
+  };
+  const deadline = Date.now() + SERVE_WAIT_MS;
+  let last: NodeProcessView[] | null = null;
+  let nowhereSince: number | null = null;
+  for (;;) {
+    try {
+      const answer = await requestNode(pollTarget, 'GET', `/v1/applications/${application}`, {});
+      const body = answer.body as {
+        processes?: NodeProcessView[];
+        placement?: { state: string; nodes: string[] };
+      };
+      if (!Array.isArray(body.processes)) return null;
+      last = body.processes;
+      // Placed on no node for a while (a node that just joined may not be weighed yet): nothing
+      // will run it until the fleet or its selector changes.
+      const nowhere =
+        body.placement?.state === 'placed' && body.placement.nodes.length === 0 && last.length === 0;
+      nowhereSince = nowhere ? (nowhereSince ?? Date.now()) : null;
+      if (nowhereSince !== null && Date.now() - nowhereSince >= NOWHERE_GRACE_MS) {
+        return `svc: ${application} ${deployment} is deployed but placed on no node: no live node matches its --replicas and --node-selector (see svc fleet nodes)`;
+      }
+    } catch {
+      return null;
+    }
+    const serving = last.some((p) => p.ready && (p.deployment === undefined || p.deployment === deployment));
+    if (serving) return null;
+    const failedHere = (p: NodeProcessView) =>
+      p.state === 'crashloop' || (p.detail ?? '').includes(`${deployment} failed`);
+    if ((last.length > 0 && last.every(failedHere)) || Date.now() >= deadline) break;
+    await delay(POLL_INTERVAL_MS);
+  }
+  if (last.length === 0) {
+    return `svc: ${application} ${deployment} is not served: no node runs it yet (see svc app show --name ${application} and svc fleet nodes)`;
+  }
+  const why = last.map((p) => `${p.node}: ${p.state}${p.detail ? ` (${p.detail})` : ''}`).join('; ');
+  return `svc: ${application} ${deployment} is deployed but not serving on any node: ${why}`;
 }
 
 function progress(line: string): void {

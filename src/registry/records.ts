@@ -49,6 +49,14 @@ export interface ProcessStatus {
   state: 'starting' | 'ready' | 'crashloop' | 'stopping';
   restarts: number;
   pid?: number;
+  /** The deployment the process serves, as its health says (absent until it serves one). */
+  deployment?: string;
+  /**
+   * Why it is not ready, when it is not: the runtime's own health detail (a deployment that
+   * failed to start names its error), or how the process last exited. An addition to the spec's
+   * ProcessStatus.
+   */
+  detail?: string;
 }
 
 /** A node's registry record at `_svc/fleet/nodes/<id>.json`, rewritten on every heartbeat. */

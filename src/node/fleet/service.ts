@@ -6,7 +6,7 @@
 
 import { join } from 'node:path';
 import { mintNodeToken } from '../../auth/node-key.ts';
-import { HEARTBEAT_MS } from '../../registry/liveness.ts';
+import { HEARTBEAT_MS, isNodeLive } from '../../registry/liveness.ts';
 import type { CoordinatorLease, NodeRecord, ProcessStatus } from '../../registry/records.ts';
 import type { NodeContext } from '../context.ts';
 import type { DaemonService } from '../daemon.ts';
@@ -34,12 +34,22 @@ export interface CoordinatorView {
   unplaced?: Unplaced[];
 }
 
+/** One node's process of an application. */
+export interface NodeProcess extends ProcessStatus {
+  node: string;
+}
+
 /** What GET /v1/state reads of the fleet concern (`ctx.fleet`). */
 export interface FleetView {
   node(): NodeRecord | null;
   lease(): CoordinatorLease | null;
   coordinator(): CoordinatorView | null;
   processes(): ProcessStatus[];
+  /**
+   * The application's runtime processes on every live node, from the node records this node
+   * keeps (its own from memory): no request of its own.
+   */
+  processesOf(application: string): NodeProcess[];
   placements(): PlacementView[];
   reconcile(): ReconcileStatus;
   /**
@@ -156,6 +166,19 @@ async function startFleet(ctx: NodeContext, options: FleetServiceOptions): Promi
       };
     },
     processes: () => supervisor.statuses(),
+    processesOf: (application) => {
+      const nowMs = Date.now();
+      const others = [...cache.nodes.values()]
+        .map((c) => c.value)
+        .filter((record) => record.id !== nodeId && isNodeLive(record, nowMs));
+      const mine = supervisor.statuses().map((p) => ({ ...p, node: nodeId }));
+      const theirs = others.flatMap((record) =>
+        (record.processes ?? []).map((p) => ({ ...p, node: record.id })),
+      );
+      return [...mine, ...theirs]
+        .filter((p) => p.application === application)
+        .sort((a, b) => (a.node < b.node ? -1 : a.node > b.node ? 1 : 0));
+    },
     placements: () => reconciler.placements(),
     reconcile: () => reconciler.status(),
     changed: () => {

@@ -77,7 +77,14 @@ interface Managed {
   stopping: Promise<void> | null;
   /** A start in progress; stopping waits for it, so it sees the port and child it settled on. */
   launching: Promise<void> | null;
+  /** What the last health answer said it serves. */
+  deployment?: string;
+  /** Why it is not ready, for the node record (ProcessStatus `detail`). */
+  detail?: string;
 }
+
+/** A detail is one short paragraph, not a log. */
+const DETAIL_CHARS = 600;
 
 export class Supervisor {
   readonly #options: SupervisorOptions;
@@ -116,6 +123,8 @@ export class Supervisor {
         state: m.state,
         restarts: m.restarts,
         ...(m.child?.pid !== undefined ? { pid: m.child.pid } : {}),
+        ...(m.deployment !== undefined ? { deployment: m.deployment } : {}),
+        ...(!m.ready && m.detail !== undefined ? { detail: m.detail } : {}),
       }));
   }
 
@@ -286,8 +295,11 @@ export class Supervisor {
 
   async #probeHealth(m: Managed, child: ChildProcess): Promise<void> {
     if (m.child !== child || !this.#current(m)) return;
-    const ok = await answersHealthy(this.#options.bindHost, m.port!);
+    const health = await readHealth(this.#options.bindHost, m.port!);
     if (m.child !== child || !this.#current(m)) return;
+    const ok = health.ok;
+    m.deployment = health.deployment ?? m.deployment;
+    if (health.detail !== undefined) m.detail = health.detail;
     if (ok && !m.ready) {
       m.ready = true;
       m.state = 'ready';
@@ -311,12 +323,14 @@ export class Supervisor {
     m.ready = false;
     this.#noteProcesses();
     m.tail.push(Buffer.from(`[svc] cell serve ${why}\n`));
+    m.detail = clip(`cell serve ${why}${lastRuntimeLine(m.tail.text())}`);
     if (!this.#current(m)) return;
     this.#restartLater(m, Date.now() - m.startedAtMs, `cell serve ${why}`);
   }
 
   #failedStart(m: Managed, why: string): void {
     m.tail.push(Buffer.from(`[svc] ${why}\n`));
+    m.detail = clip(why);
     this.#restartLater(m, 0, why);
   }
 
@@ -413,17 +427,47 @@ export function healthUrl(bindHost: string, port: number): string {
   return `http://${host.includes(':') ? `[${host}]` : host}:${port}${HEALTH_PATH}`;
 }
 
-async function answersHealthy(bindHost: string, port: number): Promise<boolean> {
+/**
+ * One health probe: ready on 200. The runtime's answer (JSON with `status`, `deployment` and,
+ * when a deployment failed to start, `detail`) says what it serves and why it is not ready.
+ */
+async function readHealth(
+  bindHost: string,
+  port: number,
+): Promise<{ ok: boolean; deployment?: string; detail?: string }> {
+  let response: Response;
   try {
-    const response = await fetch(healthUrl(bindHost, port), {
+    response = await fetch(healthUrl(bindHost, port), {
       signal: AbortSignal.timeout(HEALTH_TIMEOUT_MS),
       cache: 'no-store',
     });
-    await response.body?.cancel();
-    return response.status === 200;
-  } catch {
-    return false;
+  } catch (err) {
+    return { ok: false, detail: `health does not answer: ${(err as Error).message}` };
   }
+  const ok = response.status === 200;
+  let body: { status?: unknown; deployment?: unknown; detail?: unknown } = {};
+  try {
+    const text = await response.text();
+    if (text.length <= 64 * 1024) body = JSON.parse(text);
+  } catch {
+    // Not the runtime's JSON: the status alone tells.
+  }
+  const deployment = typeof body?.deployment === 'string' ? body.deployment : undefined;
+  if (ok) return { ok, ...(deployment ? { deployment } : {}) };
+  const status = typeof body?.status === 'string' ? body.status : `HTTP ${response.status}`;
+  const detail = typeof body?.detail === 'string' ? `${status}: ${body.detail}` : status;
+  return { ok, ...(deployment ? { deployment } : {}), detail: clip(detail) };
+}
+
+/** The runtime's last own line (`cell: ...`) in its output, as `: <line>`; empty when none. */
+function lastRuntimeLine(output: string): string {
+  const lines = output.split('\n').filter((line) => line.startsWith('cell: '));
+  const last = lines.at(-1);
+  return last ? `: ${last}` : '';
+}
+
+function clip(text: string): string {
+  return text.length > DETAIL_CHARS ? `${text.slice(0, DETAIL_CHARS)}…` : text;
 }
 
 /** True when nothing listens on host:port right now. */

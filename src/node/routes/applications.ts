@@ -50,7 +50,16 @@ export async function applicationRoutes(app: FastifyInstance, ctx: NodeContext):
 
   app.get<NameParams>('/v1/applications/:name', operator, async (request) => {
     const { caller, name } = target(request);
-    return answer(caller, await getApplication(ctx.store, name));
+    const found = answer(caller, await getApplication(ctx.store, name));
+    // Beside the record: where it runs and, where it does not turn ready, why (from the node
+    // records this node keeps). An addition to the spec's answer.
+    if (!ctx.fleet) return found;
+    const placement = ctx.fleet.placements().find((p) => p.application === name);
+    return {
+      ...found,
+      processes: ctx.fleet.processesOf(name),
+      ...(placement ? { placement: { state: placement.state, nodes: placement.nodes } } : {}),
+    };
   });
 
   for (const [action, blocked] of [
