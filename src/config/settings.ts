@@ -64,7 +64,13 @@ export const settingSpecs: readonly SettingSpec[] = [
   s('node.advertise', 'advertise', 'string', 'node', 'host:port other nodes reach this one at'),
   s('network.transport', 'transport', 'string', 'wg', '`wireguard` or `none`'),
   s('network.wgAddress', 'wg-address', 'string', 'wg', 'Tunnel address with prefix length'),
-  s('network.wgEndpoint', 'wg-endpoint', 'string', 'wg', 'host:port peers send tunnel traffic to'),
+  s(
+    'network.wgEndpoint',
+    'wg-endpoint',
+    'string',
+    'wg',
+    'host:port peers send tunnel traffic to (port defaults to --wg-port)',
+  ),
   s('network.wgPort', 'wg-port', 'count', 'wg', 'UDP port of the tunnel interface'),
   s('platform.domains', 'platform-domains', 'list', 'api', 'Apex domain to serve; repeatable'),
   s(

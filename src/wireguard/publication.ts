@@ -1,10 +1,12 @@
 // The public half of each node's tunnel in the bucket: `_svc/wireguard/<id>.json`, written by
-// `svc wg init` and `svc sail`, and the same fields on the node record. Peers are every node
-// either names; the published object wins, being written by `svc wg init` when a key rotates,
-// before the daemon restarts and its record catches up.
+// `svc wg init` and `svc sail`, and the same fields on the node record. Peers are every node with
+// a published object, plus live nodes whose record carries a tunnel (node records are never
+// deleted, so a dead one must not stay a peer forever). The published object wins: `svc wg init`
+// writes it when a key rotates, before the daemon restarts and its record catches up.
 
 import type { Settings } from '../config/settings.ts';
 import { keys } from '../registry/keys.ts';
+import { isNodeLive } from '../registry/liveness.ts';
 import type { NodeRecord, WireguardPeerRecord, WireguardTunnel } from '../registry/records.ts';
 import { getJson, putJson, type Store } from '../store/store.ts';
 import type { WireguardKeypair } from './keypair.ts';
@@ -33,10 +35,11 @@ export async function publishTunnel(
 export async function registeredTunnels(
   store: Store,
   onUnreadable: (key: string) => void = () => {},
+  nowMs: number = Date.now(),
 ): Promise<PeerInput[]> {
   const byNode = new Map<string, PeerInput>();
   for (const record of await readAll<NodeRecord>(store, keys.nodeRecordsPrefix, onUnreadable)) {
-    if (record?.wireguard && typeof record.id === 'string')
+    if (record?.wireguard && typeof record.id === 'string' && isNodeLive(record, nowMs))
       byNode.set(record.id, { node: record.id, ...pickTunnel(record.wireguard) });
   }
   for (const record of await readAll<WireguardPeerRecord>(store, keys.wireguardPeersPrefix, onUnreadable)) {
