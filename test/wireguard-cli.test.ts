@@ -184,7 +184,7 @@ test('sail over wireguard registers its tunnel and advertises its tunnel address
       '--transport',
       'wireguard',
       '--wg-address',
-      '127.0.0.1/8',
+      '127.0.0.2/8',
       '--wg-endpoint',
       'wg-sail.example',
     ],
@@ -200,7 +200,7 @@ test('sail over wireguard registers its tunnel and advertises its tunnel address
     const publicKey = publicKeyOf(readFileSync(join(stateDir, PRIVATE_KEY_FILE), 'utf8').trim());
     assert.deepEqual(record.wireguard, {
       publicKey,
-      address: '127.0.0.1/8',
+      address: '127.0.0.2/8',
       endpoint: 'wg-sail.example:51820',
     });
     assert.equal(
