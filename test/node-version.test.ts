@@ -26,8 +26,14 @@ function nodeReporting(version: string): string {
   const dir = tempDir('svc-old-node-');
   dirs.push(dir);
   const preload = join(dir, 'report-version.mjs');
-  writeFileSync(preload, `Object.defineProperty(process.versions, 'node', { value: ${JSON.stringify(version)} });\n`);
-  executable(join(dir, 'node'), `#!/bin/sh\nexec ${JSON.stringify(process.execPath)} --import ${JSON.stringify(preload)} "$@"\n`);
+  writeFileSync(
+    preload,
+    `Object.defineProperty(process.versions, 'node', { value: ${JSON.stringify(version)} });\n`,
+  );
+  executable(
+    join(dir, 'node'),
+    `#!/bin/sh\nexec ${JSON.stringify(process.execPath)} --import ${JSON.stringify(preload)} "$@"\n`,
+  );
   return dir;
 }
 
