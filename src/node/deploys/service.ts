@@ -12,6 +12,7 @@ import { mkdir, readdir, readFile, realpath, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { isProblem, Problem } from '../../problem.ts';
 import { updateApplication } from '../../registry/applications.ts';
+import { writeDeploymentNote } from '../../registry/deployments.ts';
 import type { NodeContext } from '../context.ts';
 import type { DaemonService } from '../daemon.ts';
 import { DeployLimits, type DeployTicket } from './limits.ts';
@@ -208,6 +209,18 @@ export class DeployService implements DaemonService {
       await recordDeployment(ctx, task.application, published.deployment).catch((err) =>
         ctx.log.warn({ err, deploy: task.id }, 'could not note the deployment on the application record'),
       );
+      // Its provenance outlives the deploy record (reaped after 7 days): history reads it.
+      const { by, source } = task.writer.record;
+      await writeDeploymentNote(ctx.store, {
+        v: 1,
+        application: task.application,
+        script: published.script,
+        deployment: published.deployment,
+        deploy: task.id,
+        by,
+        deployedAt: new Date().toISOString(),
+        ...(source ? { source } : {}),
+      }).catch((err) => ctx.log.warn({ err, deploy: task.id }, 'could not note who made the deployment'));
       // A first deploy should answer through the ingress within a poll, not a resync interval.
       ctx.fleet?.changed();
       outcome = published;
