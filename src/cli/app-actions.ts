@@ -75,7 +75,7 @@ async function nodeOrBucket(flags: AppFlags): Promise<Way> {
   return { bucket: { store, settings, by: bucketActor() } };
 }
 
-function bucketActor(): string {
+export function bucketActor(): string {
   let user = 'unknown';
   try {
     user = userInfo().username;
