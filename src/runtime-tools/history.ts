@@ -5,7 +5,7 @@
 // write, and every `cell serve` follows it as it follows a publish.
 
 import { Problem } from '../problem.ts';
-import { getApplication } from '../registry/applications.ts';
+import { getApplication, updateApplication } from '../registry/applications.ts';
 import { type DeploymentNote, readDeploymentNotes } from '../registry/deployments.ts';
 import { deploysFrozen, readFreeze } from '../registry/freeze.ts';
 import { keys } from '../registry/keys.ts';
@@ -100,7 +100,8 @@ export async function rollback(
   }
   const from = { script: pointer.value.script, deployment: pointer.value.deployment };
   const history = await readHistory(store, application);
-  const target = await chooseTarget(store, history, from, input.to);
+  const chosen = await chooseTarget(store, history, from, input.to);
+  const target = { script: chosen.script, deployment: chosen.deployment };
   if (target.script === from.script && target.deployment === from.deployment) {
     return { application, from, to: from, changed: false };
   }
@@ -121,6 +122,10 @@ export async function rollback(
       `a deploy or another rollback of ${application} moved the selector meanwhile; look at svc deployment list and try again`,
     );
   }
+  // `app show` names the serving deployment; a failure here leaves only that note stale.
+  await updateApplication(store, application, (record) =>
+    record.deployment === target.deployment ? null : { ...record, deployment: target.deployment },
+  ).catch(() => {});
   return { application, from, to: target, changed: true };
 }
 
