@@ -73,7 +73,7 @@ const bucketArgs = () => ['--endpoint', bucket.endpoint];
 
 /** The port this node's runtime process for APP listens on, once it runs. */
 async function portOf(node: SailProcess): Promise<number> {
-  return waitFor(
+  return waitFor<number | undefined>(
     async () => {
       const answer = await call(node.url, 'GET', '/v1/state', { signer: admin });
       const process = (answer.body.processes ?? []).find(
@@ -83,7 +83,7 @@ async function portOf(node: SailProcess): Promise<number> {
     },
     `${APP} ready on ${node.nodeId}`,
     120_000,
-  );
+  ) as Promise<number>;
 }
 
 async function body(port: number, path = '/'): Promise<string | null> {
