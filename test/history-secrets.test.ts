@@ -16,7 +16,7 @@ import { CELL_BIN } from './helpers/cell.ts';
 import { runSvc, type SailProcess, tempDir, waitFor } from './helpers/svc.ts';
 
 const APP = 'hist';
-/** What the issue allows for every node to follow a change. */
+/** How long every node may take to follow a change. */
 const FOLLOW_MS = 10_000;
 const SECRET = `s3cr3t-${Math.random().toString(36).slice(2)}-value`;
 
