@@ -6,6 +6,7 @@
 // node; no bucket object or log carries its value; removing it removes the binding.
 
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
 import { readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -359,13 +360,30 @@ describe('secrets', () => {
     const bucketDir = new URL(bucket.endpoint).pathname;
     const files = filesUnder(bucketDir);
     assert.ok(
-      files.some((f) => f.endsWith(`/_svc/apps/${APP}/secrets.json`)),
+      files.some((f) => f.includes(`/_svc/apps/${APP}/secrets.json`)),
       'the secrets document is stored',
     );
     assert.deepEqual(
       files.filter((f) => readFileSync(f).includes(SECRET)),
       [],
     );
+
+    // Handed over in an owner-only file: no process of the runtime carries it in argv or env.
+    for (const node of nodes) {
+      const file = join(node.stateDir, 'secrets', `${APP}.json`);
+      assert.equal(statSync(file).mode & 0o777, 0o600);
+      const state = await call(node.url, 'GET', '/v1/state', { signer: admin });
+      const pid: number = state.body.processes.find(
+        (p: { application: string }) => p.application === APP,
+      ).pid;
+      for (const each of [pid, ...descendants(pid)]) {
+        for (const what of ['cmdline', 'environ']) {
+          const text = readFileSync(`/proc/${each}/${what}`, 'utf8');
+          assert.ok(!text.includes(SECRET), `/proc/${each}/${what}`);
+          if (what === 'environ' && each === pid) assert.match(text, /CELL_SECRETS_FILE=/);
+        }
+      }
+    }
 
     const listed = await svc(['app', 'secret', 'list', '--name', APP, '--json', ...bucketArgs()]);
     const doc = JSON.parse(listed.stdout);
@@ -382,6 +400,23 @@ describe('secrets', () => {
       clash.stderr,
       /^svc: Secret and var share a name: GREETING .* \[urn:svc:invalid-input\]\n$/m,
     );
+    // The other way round: a deploy adding a var named like a secret fails, and nothing moves.
+    const shadow = await svc([
+      'deploy',
+      project('v4'),
+      '--var',
+      'API_TOKEN:plain',
+      '--node',
+      nodes[1]!.url,
+      '--key',
+      keyArg(admin),
+    ]);
+    assert.equal(shadow.code, 1);
+    assert.match(
+      shadow.stderr,
+      /^svc: Deploy failed: deploy hist\.[0-9a-f]{16}: [\s\S]*API_TOKEN is both a var in [\s\S]* and a secret of hist[\s\S]*\[urn:svc:publish-failed\]\n$/m,
+    );
+    assert.equal(await body(ports[1]!), 'v3');
     const badName = await svc(['app', 'secret', 'set', '9bad', '--name', APP, ...bucketArgs()], 'x');
     assert.match(badName.stderr, /^svc: Invalid secret name: .* \[urn:svc:invalid-input\]\n$/m);
     const empty = await svc(['app', 'secret', 'set', 'EMPTY', '--name', APP, ...bucketArgs()], '');
@@ -441,6 +476,21 @@ describe('secrets', () => {
     assert.ok(filesUnder(bucketDir).some((f) => f.includes('/deploys/')));
   });
 });
+
+/** Every process below `pid` (workerd under cell serve). */
+function descendants(pid: number): number[] {
+  let out: string;
+  try {
+    out = execFileSync('ps', ['-o', 'pid=', '--ppid', String(pid)], { encoding: 'utf8' });
+  } catch {
+    return [];
+  }
+  const children = out
+    .split('\n')
+    .map((line) => Number(line.trim()))
+    .filter((n) => n > 0);
+  return children.flatMap((child) => [child, ...descendants(child)]);
+}
 
 function filesUnder(dir: string): string[] {
   const out: string[] = [];

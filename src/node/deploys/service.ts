@@ -13,6 +13,7 @@ import { join } from 'node:path';
 import { isProblem, Problem } from '../../problem.ts';
 import { updateApplication } from '../../registry/applications.ts';
 import { writeDeploymentNote } from '../../registry/deployments.ts';
+import { readSecrets } from '../../secrets/secrets.ts';
 import type { NodeContext } from '../context.ts';
 import type { DaemonService } from '../daemon.ts';
 import { DeployLimits, type DeployTicket } from './limits.ts';
@@ -197,7 +198,10 @@ export class DeployService implements DaemonService {
         cellBin: ctx.settings.runtime.cellBin,
         cwd: task.root,
         config: task.config,
-        env: publishEnv(ctx, task.application),
+        env: {
+          ...publishEnv(ctx, task.application),
+          CELL_SECRET_NAMES: await secretNames(ctx, task.application),
+        },
         timeoutMs: ctx.settings.deploy.taskTimeoutMs,
         outputBytes: ctx.settings.deploy.outputBytes,
         signal: task.abort.signal,
@@ -374,6 +378,12 @@ async function stopLeftoverPublish(entry: string): Promise<void> {
 }
 
 /** The application record names the deployment the last successful deploy produced. */
+/** The application's secret names, for the runtime to refuse a var of the same name. */
+async function secretNames(ctx: NodeContext, application: string): Promise<string> {
+  const found = await readSecrets(ctx.store, application);
+  return Object.keys(found?.doc.secrets ?? {}).join(',');
+}
+
 async function recordDeployment(ctx: NodeContext, application: string, deployment: string): Promise<void> {
   try {
     await updateApplication(ctx.store, application, (current) =>
