@@ -292,6 +292,10 @@ describe('deployment history and rollback', () => {
     assert.match(incomplete.stderr, /^svc: Not a complete deployment: .* \[urn:svc:invalid-input\]\n$/m);
     await bucket.store.delete(keys.runtimeModule(APP, APP, inFlight, 'index.js'));
 
+    const noApp = await svc(['deployment', 'list', '--name', 'nosuch', ...bucketArgs()]);
+    assert.equal(noApp.code, 1);
+    assert.match(noApp.stderr, /^svc: No such application: .* \[urn:svc:not-found\]\n$/m);
+
     const unknown = await svc(['deployment', 'rollback', '--name', APP, '--to', 'abc123', ...bucketArgs()]);
     assert.equal(unknown.code, 1);
     assert.match(unknown.stderr, /^svc: No such deployment: .* \[urn:svc:not-found\]\n$/m);

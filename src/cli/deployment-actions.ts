@@ -2,6 +2,7 @@
 // history reads the bucket (bucket flags, no node needed); rollback goes through a node when one
 // is named (operator token, application scope), else writes the selector in the bucket itself.
 
+import { getApplication } from '../registry/applications.ts';
 import { resolveApplicationName } from '../registry/names.ts';
 import { type HistoryEntry, type RollbackOutcome, readHistory, rollback } from '../runtime-tools/history.ts';
 import { type AppFlags, onWay } from './app-actions.ts';
@@ -17,6 +18,8 @@ export async function deploymentListAction(flags: AppFlags): Promise<void> {
   const store = await openStore({ ...settings.bucket, stateDir: settings.node.stateDir });
   try {
     const history = await readHistory(store, application);
+    // Nothing in the bucket: a missing application is not-found, an existing one has no deployments.
+    if (history.deployments.length === 0) await getApplication(store, application);
     if (flags.json) {
       say(JSON.stringify(history, null, 2));
       return;

@@ -25,6 +25,21 @@ export async function writeDeploymentNote(store: Store, note: DeploymentNote): P
   await putJson(store, keys.deployment(note.application, note.deployment), note);
 }
 
+/** One deployment's note; null when there is none or it is unreadable. */
+export async function readDeploymentNote(
+  store: Store,
+  application: string,
+  deployment: string,
+): Promise<DeploymentNote | null> {
+  try {
+    const note = (await getJson<DeploymentNote>(store, keys.deployment(application, deployment)))?.value;
+    return note && note.deployment === deployment && typeof note.by === 'string' ? note : null;
+  } catch {
+    // Not JSON: history shows the deployment without its provenance.
+    return null;
+  }
+}
+
 /** Every note of the application, by deployment version; an unreadable note is left out. */
 export async function readDeploymentNotes(
   store: Store,

@@ -6,11 +6,11 @@
 
 import { Problem } from '../problem.ts';
 import { getApplication, updateApplication } from '../registry/applications.ts';
-import { type DeploymentNote, readDeploymentNotes } from '../registry/deployments.ts';
+import { type DeploymentNote, readDeploymentNote, readDeploymentNotes } from '../registry/deployments.ts';
 import { deploysFrozen, readFreeze } from '../registry/freeze.ts';
 import { keys } from '../registry/keys.ts';
 import { isCasConflict, type Store } from '../store/store.ts';
-import { type Pointer, parseManifest, parsePointer, SCHEMA_VERSION } from './layout.ts';
+import { type Pointer, parseManifest, parsePointer, SCHEMA_VERSION, VERSION_PATTERN } from './layout.ts';
 import { type DeploymentEntry, newestFirst, readLayout } from './prune.ts';
 
 /** One deployment as `svc deployment list` shows it. */
@@ -37,20 +37,20 @@ export interface History {
 
 /** Every deployment of the application, newest first. */
 export async function readHistory(store: Store, application: string): Promise<History> {
-  const [layout, notes] = await Promise.all([
-    readLayout(store, application),
-    readDeploymentNotes(store, application),
-  ]);
+  const layout = await readLayout(store, application);
   const serving = layout.selector;
-  const deployments = newestFirst(layout.deployments).map((entry) =>
-    historyEntry(entry, notes.get(entry.version), serving),
+  // One read per deployment still in the bucket; notes of pruned ones are not read.
+  const deployments = await Promise.all(
+    newestFirst(layout.deployments).map(async (entry) =>
+      historyEntry(entry, await readDeploymentNote(store, application, entry.version), serving),
+    ),
   );
   return { application, serving, deployments };
 }
 
 function historyEntry(
   entry: DeploymentEntry,
-  note: DeploymentNote | undefined,
+  note: DeploymentNote | null,
   serving: History['serving'],
 ): HistoryEntry {
   return {
@@ -157,8 +157,10 @@ async function chooseTarget(
     );
   }
   if (found) return found;
-  const notes = await readDeploymentNotes(store, history.application);
-  const pruned = [...notes.values()].find((n) => n.deployment === to || n.deploy === to);
+  const pruned = VERSION_PATTERN.test(to)
+    ? await readDeploymentNote(store, history.application, to)
+    : // A deploy id: only a refusal gets here, so listing the notes is affordable.
+      [...(await readDeploymentNotes(store, history.application)).values()].find((n) => n.deploy === to);
   if (pruned) {
     throw new Problem(
       'not-found',
