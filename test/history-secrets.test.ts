@@ -368,7 +368,7 @@ describe('secrets', () => {
       'the secrets document is stored',
     );
     assert.deepEqual(
-      files.filter((f) => readFileSync(f).includes(SECRET)),
+      files.filter((f) => contentOf(f).includes(SECRET)),
       [],
     );
 
@@ -446,6 +446,7 @@ describe('secrets', () => {
     // Changed from a file: every node follows without a redeploy.
     const file = join(tempDir('svc-secret-'), 'token');
     writeFileSync(file, `${SECRET}-2\n`);
+    const traffic = load([...ports, latePort]);
     const changed = await svc([
       'app',
       'secret',
@@ -459,6 +460,10 @@ describe('secrets', () => {
     ]);
     assert.equal(changed.code, 0, changed.stderr);
     await allServe([...ports, latePort], `${SECRET}-2`, '/secret');
+    // The deployment restarted with its new secrets beside itself: no request failed meanwhile.
+    const { sent, failed } = await traffic.stop();
+    assert.deepEqual(failed, [], 'failed requests while the secret changed');
+    assert.ok(sent > 20, `load was sent (${sent})`);
 
     const removed = await svc(['app', 'secret', 'remove', 'API_TOKEN', '--name', APP, ...bucketArgs()]);
     assert.equal(removed.code, 0, removed.stderr);
@@ -471,7 +476,7 @@ describe('secrets', () => {
     const bucketDir = new URL(bucket.endpoint).pathname;
     const found: string[] = [];
     for (const file of filesUnder(bucketDir)) {
-      if (readFileSync(file).includes(SECRET)) found.push(file);
+      if (contentOf(file).includes(SECRET)) found.push(file);
     }
     for (const node of nodes) if (node.log().includes(SECRET)) found.push(`log of ${node.nodeId}`);
     for (const [i, text] of printed.entries()) if (text.includes(SECRET)) found.push(`CLI output ${i}`);
@@ -496,12 +501,28 @@ function descendants(pid: number): number[] {
   return children.flatMap((child) => [child, ...descendants(child)]);
 }
 
+/** Every file below `dir`; one renamed away meanwhile (a write's temporary file) is skipped. */
 function filesUnder(dir: string): string[] {
   const out: string[] = [];
   for (const entry of readdirSync(dir)) {
     const path = join(dir, entry);
-    if (statSync(path).isDirectory()) out.push(...filesUnder(path));
+    let directory: boolean;
+    try {
+      directory = statSync(path).isDirectory();
+    } catch {
+      continue;
+    }
+    if (directory) out.push(...filesUnder(path));
     else out.push(path);
   }
   return out;
+}
+
+/** A file's bytes; empty when it was renamed away since it was listed. */
+function contentOf(file: string): Buffer {
+  try {
+    return readFileSync(file);
+  } catch {
+    return Buffer.alloc(0);
+  }
 }
