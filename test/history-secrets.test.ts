@@ -423,10 +423,46 @@ describe('secrets', () => {
     assert.equal(await body(ports[1]!), 'v3');
     const badName = await svc(['app', 'secret', 'set', '9bad', '--name', APP, ...bucketArgs()], 'x');
     assert.match(badName.stderr, /^svc: Invalid secret name: .* \[urn:svc:invalid-input\]\n$/m);
-    const empty = await svc(['app', 'secret', 'set', 'EMPTY', '--name', APP, ...bucketArgs()], '');
-    assert.match(empty.stderr, /^svc: Empty secret: .* \[urn:svc:invalid-input\]\n$/m);
+    const blank = await svc(['app', 'secret', 'set', 'EMPTY', '--name', APP, ...bucketArgs()], '');
+    assert.match(blank.stderr, /^svc: Empty secret: .* \[urn:svc:invalid-input\]\n$/m);
     const missing = await svc(['app', 'secret', 'set', 'X', '--name', 'nosuch', ...bucketArgs()], 'x');
     assert.match(missing.stderr, /^svc: No such application: .* \[urn:svc:not-found\]\n$/m);
+    const noFile = await svc([
+      'app',
+      'secret',
+      'set',
+      'X',
+      '--name',
+      APP,
+      '--secret-file',
+      '/nonexistent/x',
+      ...bucketArgs(),
+    ]);
+    assert.match(
+      noFile.stderr,
+      /^svc: Unreadable secret file: \/nonexistent\/x: ENOENT \[urn:svc:invalid-input\]\n$/m,
+    );
+    const big = await svc(
+      ['app', 'secret', 'set', 'BIG', '--name', APP, ...bucketArgs()],
+      'x'.repeat(40_000),
+    );
+    assert.match(big.stderr, /^svc: Secret too large: .* \[urn:svc:resource-limit\]\n$/m);
+    // A bucket with the application but no serving node: nothing to seal to.
+    const empty = await openBucket();
+    try {
+      await empty.application('lonely');
+      const lonely = await svc(
+        ['app', 'secret', 'set', 'X', '--name', 'lonely', '--endpoint', empty.endpoint],
+        'x',
+      );
+      assert.equal(lonely.code, 1);
+      assert.match(
+        lonely.stderr,
+        /^svc: No node to seal the secret to: .* \[urn:svc:capability-missing\]\n$/m,
+      );
+    } finally {
+      await empty.close();
+    }
     const notThere = await svc(['app', 'secret', 'remove', 'NOPE', '--name', APP, ...bucketArgs()]);
     assert.match(notThere.stderr, /^svc: No such secret: .* \[urn:svc:not-found\]\n$/m);
   });
