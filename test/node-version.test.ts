@@ -5,11 +5,11 @@
 // Node the machine has.
 
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { chmodSync, copyFileSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
-import { SVC_BIN, tempDir } from './helpers/svc.ts';
+import { SVC_BIN, tempDir, waitFor } from './helpers/svc.ts';
 
 const dirs: string[] = [];
 after(() => {
@@ -80,6 +80,39 @@ describe('bin/svc on an old Node', () => {
     assert.equal(result.stderr, '');
     assert.equal(result.stdout, `fetched node: ${svc} app list --json\n`);
     assert.equal(result.status, 7);
+  });
+
+  test('a SIGTERM to bin/svc reaches the fetched Node, whose exit status is kept', async () => {
+    const root = lonelyCheckout();
+    const fetchedBin = join(root, '.tools', 'node24', '.bin');
+    mkdirSync(fetchedBin, { recursive: true });
+    // A stand-in daemon: says it is up, then idles until TERM, which it answers by exiting 3.
+    executable(
+      join(fetchedBin, 'node'),
+      '#!/bin/bash\ntrap \'echo "got TERM"; exit 3\' TERM\necho ready\nwhile :; do sleep 1 & wait $!; done\n',
+    );
+    // Its own process group, so that whatever happens the test can stop the stand-in too.
+    const svc = spawn(join(root, 'bin', 'svc'), ['sail'], {
+      detached: true,
+      env: { ...process.env, PATH: `${nodeReporting('20.11.0')}:${process.env.PATH ?? ''}` },
+    });
+    let stdout = '';
+    svc.stdout.on('data', (chunk) => {
+      stdout += chunk;
+    });
+    const exited = new Promise<number | null>((resolve) => svc.on('exit', (code) => resolve(code)));
+    try {
+      await waitFor(() => stdout.includes('ready'), 'the stand-in daemon to start');
+      svc.kill('SIGTERM');
+      assert.equal(await exited, 3);
+      assert.equal(stdout, 'ready\ngot TERM\n');
+    } finally {
+      try {
+        if (svc.pid !== undefined) process.kill(-svc.pid, 'SIGKILL');
+      } catch {
+        // The group is gone already: both processes exited.
+      }
+    }
   });
 
   test('Node 22.18 itself is new enough: the CLI runs', () => {
