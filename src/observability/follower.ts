@@ -46,7 +46,9 @@ export class LogFollower {
       return;
     }
     if (now.ino !== this.#ino) {
-      // Rotated: the old file is read to its end (above), then the new one from its start.
+      // Rotated: the old file is read to its very end (lines may have landed since the drain
+      // above, before the writer moved on), then the new one from its start.
+      await this.#drain();
       await this.#close();
       if (await this.#open()) await this.#drain();
     } else if (now.size < this.#offset) {
