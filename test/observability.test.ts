@@ -125,7 +125,7 @@ test('a worker that fails at start shows its output through svc traces --name', 
     },
     "the crashing worker's output in svc traces",
     EVENT_WAIT_MS,
-  );
+  ).then((run) => run!);
   assert.match(out.stdout, /process\.(exited|crash-looping)\s+broken/);
   assert.match(out.stdout, /why="cell serve exited with 3"/);
   assert.match(out.stdout, /^ {4}\| standin: crashing$/m, 'the output tail, indented under its event');

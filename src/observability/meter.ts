@@ -71,11 +71,21 @@ export class Meter {
 
   snapshot(): MetricsSnapshot {
     const apps: Record<string, AppTotals> = {};
-    for (const name of [...this.#apps.keys()].sort()) apps[name] = this.#apps.get(name)!;
+    for (const name of [...this.#apps.keys()].sort()) {
+      const totals = this.#apps.get(name)!;
+      // Trailing empty latency buckets are left out (read back as zeros): snapshots stay small.
+      let end = totals.latency.length;
+      while (end > 0 && totals.latency[end - 1] === 0) end--;
+      apps[name] = { ...totals, latency: totals.latency.slice(0, end) };
+    }
     return { v: 1, node: this.#o.nodeId, at: new Date(this.#now()).toISOString(), apps };
   }
 
-  /** Writes the totals as one snapshot; a failed write is logged, the next flush writes newer totals. */
+  /**
+   * Writes the totals as one snapshot, also when nothing was counted: a snapshot inside a window
+   * is how `svc metrics` tells a node that counted nothing from one that stopped. A failed write
+   * is logged; the next flush writes newer totals.
+   */
   async flush(): Promise<void> {
     const ms = this.#now();
     try {
