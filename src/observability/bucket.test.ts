@@ -11,7 +11,7 @@ import type { Store } from '../store/store.ts';
 import { hourOf, RETENTION_MS } from './hours.ts';
 import { Meter } from './meter.ts';
 import { readMetrics } from './metrics.ts';
-import { reapShards } from './reap.ts';
+import { LEFTOVER_GRACE_MS, reapShards } from './reap.ts';
 import { EventRecorder } from './recorder.ts';
 import { readTraces } from './traces.ts';
 
@@ -100,15 +100,22 @@ test('metrics: a window subtracts snapshots; the three silences are told apart',
   });
 });
 
-test('reaping drops whole hours past the retention and nothing newer', async () => {
+test('reaping: each node its own expired hours; the coordinator sweeps leftovers a day later', async () => {
   const store = await bucket();
   const old = T0 - RETENTION_MS - 2 * 3_600_000;
+  const older = T0 - RETENTION_MS - LEFTOVER_GRACE_MS - 2 * 3_600_000;
   await store.put(keys.eventBatch(hourOf(old), 'n1', old, 0), '{}');
+  await store.put(keys.eventBatch(hourOf(old), 'gone', old, 0), '{}');
+  await store.put(keys.eventBatch(hourOf(older), 'gone', older, 0), '{}');
   await store.put(keys.eventBatch(hourOf(T0), 'n1', T0, 1), '{}');
-  assert.equal(await reapShards(store, keys.eventsPrefix, T0), 1);
+  assert.equal(await reapShards(store, keys.eventsPrefix, T0, { node: 'n1' }), 1);
+  assert.equal(
+    await reapShards(store, keys.eventsPrefix, T0, { retentionMs: RETENTION_MS + LEFTOVER_GRACE_MS }),
+    1,
+  );
   const left = await store.list(keys.eventsPrefix, { recursive: true });
   assert.deepEqual(
     left.objects.map((o) => o.key),
-    [keys.eventBatch(hourOf(T0), 'n1', T0, 1)],
+    [keys.eventBatch(hourOf(old), 'gone', old, 0), keys.eventBatch(hourOf(T0), 'n1', T0, 1)],
   );
 });

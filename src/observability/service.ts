@@ -11,11 +11,13 @@ import { keys } from '../registry/keys.ts';
 import { renderRouting } from '../routing/render.ts';
 import { resolveRequest } from '../routing/resolve.ts';
 import type { FleetRouting, RoutingInput } from '../routing/types.ts';
+import type { Store } from '../store/store.ts';
 import { parseAccessLine } from './access-log.ts';
 import { noEvents } from './events.ts';
 import { LogFollower } from './follower.ts';
+import { RETENTION_MS } from './hours.ts';
 import { Meter } from './meter.ts';
-import { reapShards } from './reap.ts';
+import { LEFTOVER_GRACE_MS, reapShards } from './reap.ts';
 import { EventRecorder } from './recorder.ts';
 
 /** How often the access log is read. */
@@ -70,12 +72,11 @@ async function startObservability(ctx: NodeContext): Promise<() => Promise<void>
   const flush = async () => {
     await follower?.poll();
     await Promise.all([recorder.flush(), meter?.flush()]);
-    if (Date.now() - reapedAt >= REAP_EVERY_MS && ctx.lease?.isCoordinator()) {
+    if (Date.now() - reapedAt >= REAP_EVERY_MS) {
       reapedAt = Date.now();
-      const now = Date.now();
-      for (const prefix of [keys.eventsPrefix, keys.metricsPrefix]) {
-        await reapShards(store, prefix, now).catch((err) => log.warn({ err, prefix }, 'reaping failed'));
-      }
+      await reap(store, nodeId, reapedAt, ctx.lease?.isCoordinator() ?? false).catch((err) =>
+        log.warn({ err }, 'reaping observability shards failed'),
+      );
     }
   };
   const timers = [
@@ -108,4 +109,13 @@ function applicationResolver(ctx: NodeContext): (host: string, uri: string) => s
     }
     return resolveRequest(doc!, host, uri.split('?')[0] ?? '/').application;
   };
+}
+
+/** This node's own expired shards; on the coordinator also whatever departed nodes left. */
+export async function reap(store: Store, nodeId: string, nowMs: number, coordinator: boolean): Promise<void> {
+  for (const prefix of [keys.eventsPrefix, keys.metricsPrefix]) {
+    await reapShards(store, prefix, nowMs, { node: nodeId });
+    if (coordinator)
+      await reapShards(store, prefix, nowMs, { retentionMs: RETENTION_MS + LEFTOVER_GRACE_MS });
+  }
 }

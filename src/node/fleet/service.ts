@@ -291,7 +291,7 @@ class Loops {
 }
 
 /** The reconcile loop's own event: compact, since every node emits one every 5 s. */
-function passEvent(status: ReconcileStatus): EventInput {
+export function passEvent(status: ReconcileStatus): EventInput {
   return {
     kind: RECONCILE_PASS,
     ms: status.lastPassMs,
