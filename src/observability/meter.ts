@@ -8,14 +8,15 @@ import { keys } from '../registry/keys.ts';
 import type { Store } from '../store/store.ts';
 import type { AccessEntry } from './access-log.ts';
 import { hourOf, hoursListed } from './hours.ts';
-import { type AppTotals, addTotals, countRequest, emptyTotals, readTotals } from './totals.ts';
+import { type AppTotals, addTotals, countRequest, emptyTotals, encodeTotals, readTotals } from './totals.ts';
 
 /** The stored body of one snapshot. */
 export interface MetricsSnapshot {
   v: 1;
   node: string;
   at: string;
-  apps: Record<string, AppTotals>;
+  /** Per application, totals in their stored form (totals.ts `encodeTotals`). */
+  apps: Record<string, number[]>;
 }
 
 export interface MeterOptions {
@@ -70,14 +71,8 @@ export class Meter {
   }
 
   snapshot(): MetricsSnapshot {
-    const apps: Record<string, AppTotals> = {};
-    for (const name of [...this.#apps.keys()].sort()) {
-      const totals = this.#apps.get(name)!;
-      // Trailing empty latency buckets are left out (read back as zeros): snapshots stay small.
-      let end = totals.latency.length;
-      while (end > 0 && totals.latency[end - 1] === 0) end--;
-      apps[name] = { ...totals, latency: totals.latency.slice(0, end) };
-    }
+    const apps: Record<string, number[]> = {};
+    for (const name of [...this.#apps.keys()].sort()) apps[name] = encodeTotals(this.#apps.get(name)!);
     return { v: 1, node: this.#o.nodeId, at: new Date(this.#now()).toISOString(), apps };
   }
 

@@ -4,6 +4,7 @@ import {
   addTotals,
   countRequest,
   emptyTotals,
+  encodeTotals,
   LATENCY_BOUNDS_MS,
   latencyQuantile,
   readTotals,
@@ -46,7 +47,7 @@ test('quantiles: the bound of the bucket holding the rank', () => {
 test('a window is a subtraction; a counter that went down was reset', () => {
   const a = emptyTotals();
   countRequest(a, request(200, 1));
-  const b = readTotals(JSON.parse(JSON.stringify(a)));
+  const b = readTotals(JSON.parse(JSON.stringify(encodeTotals(a))));
   countRequest(b, request(500, 1));
   const d = subtractTotals(b, a);
   assert.equal(d.requests, 1);
@@ -58,8 +59,20 @@ test('a window is a subtraction; a counter that went down was reset', () => {
 });
 
 test('malformed stored totals read as zeros', () => {
-  for (const junk of [null, 5, 'x', { requests: -1, status: 'no', latency: [1, 'a'] }]) {
+  for (const junk of [null, 5, 'x', { requests: 1 }, [-1, 'a', 1.5, null]]) {
     const t = readTotals(junk);
-    assert.ok(t.requests === 0 && t.latency.every((n) => Number.isSafeInteger(n)));
+    assert.ok(t.requests === 0 && t.bytesIn === 0 && t.latency.every((n) => Number.isSafeInteger(n)));
   }
+});
+
+test('the stored form round-trips', () => {
+  const t = emptyTotals();
+  for (const [status, ms] of [
+    [200, 3],
+    [503, 700],
+    [404, 40_000],
+  ] as const)
+    countRequest(t, request(status, ms));
+  assert.deepEqual(readTotals(encodeTotals(t)), t);
+  assert.equal(encodeTotals(emptyTotals()).length, 9, 'no latency buckets when none counted');
 });

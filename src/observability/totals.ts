@@ -50,21 +50,29 @@ export function countRequest(
   totals.latency[latencyBucket(entry.durationMs)]! += 1;
 }
 
-/** Reads totals from a stored snapshot defensively: anything missing or malformed counts as 0. */
+/**
+ * The stored form of one application's totals, compact because a snapshot holds every application
+ * a node ever served: `[requests, bytesIn, bytesOut, 1xx, 2xx, 3xx, 4xx, 5xx, other, ...latency]`,
+ * trailing empty latency buckets left out.
+ */
+export function encodeTotals(t: AppTotals): number[] {
+  let end = t.latency.length;
+  while (end > 0 && t.latency[end - 1] === 0) end--;
+  return [t.requests, t.bytesIn, t.bytesOut, ...CLASSES.map((c) => t.status[c]), ...t.latency.slice(0, end)];
+}
+
+/** Reads stored totals defensively: anything missing or malformed counts as 0. */
 export function readTotals(value: unknown): AppTotals {
   const out = emptyTotals();
-  if (typeof value !== 'object' || value === null) return out;
-  const v = value as Partial<Record<keyof AppTotals, unknown>>;
-  out.requests = count(v.requests);
-  out.bytesIn = count(v.bytesIn);
-  out.bytesOut = count(v.bytesOut);
-  const status = (typeof v.status === 'object' && v.status !== null ? v.status : {}) as Record<
-    string,
-    unknown
-  >;
-  for (const c of CLASSES) out.status[c] = count(status[c]);
-  const latency = Array.isArray(v.latency) ? v.latency : [];
-  for (let i = 0; i < out.latency.length; i++) out.latency[i] = count(latency[i]);
+  if (!Array.isArray(value)) return out;
+  out.requests = count(value[0]);
+  out.bytesIn = count(value[1]);
+  out.bytesOut = count(value[2]);
+  CLASSES.forEach((c, i) => {
+    out.status[c] = count(value[3 + i]);
+  });
+  const first = 3 + CLASSES.length;
+  for (let i = 0; i < out.latency.length; i++) out.latency[i] = count(value[first + i]);
   return out;
 }
 
