@@ -12,6 +12,7 @@ import type { CoordinatorLease, NodeRecord, ProcessStatus } from '../../registry
 import type { NodeContext } from '../context.ts';
 import type { DaemonService } from '../daemon.ts';
 import { deployReaperFor } from '../deploys/reaper.ts';
+import { applicationOfDeployId } from '../deploys/records.ts';
 import { RuntimeProbe } from '../deploys/runner.ts';
 import { RegistryCache } from './cache.ts';
 import { LeaseKeeper, systemClock } from './lease.ts';
@@ -145,6 +146,17 @@ async function startFleet(ctx: NodeContext, options: FleetServiceOptions): Promi
     reapIntervalMs: settings.coordinator.reapIntervalMs,
     reap: async () => {
       const result = await reaper.reap();
+      // A deploy whose node stopped answering is failed here, not by the node that accepted it.
+      for (const deploy of result.failed) {
+        const application = applicationOfDeployId(deploy);
+        events.emit({
+          kind: 'deploy.failed',
+          ...(application ? { application } : {}),
+          deploy,
+          code: 'deploy-timeout',
+          by: 'reaper',
+        });
+      }
       if (result.failed.length || result.deleted.length)
         log.info({ event: 'deploys.reaped', ...result }, 'reaped');
     },
