@@ -9,6 +9,10 @@ import { mintNodeToken } from '../../auth/node-key.ts';
 import { type EventInput, noEvents, RECONCILE_PASS } from '../../observability/events.ts';
 import { HEARTBEAT_MS, isNodeLive } from '../../registry/liveness.ts';
 import type { CoordinatorLease, NodeRecord, ProcessStatus } from '../../registry/records.ts';
+import { SecretsKeeper } from '../../secrets/keeper.ts';
+import { ensureSealKey } from '../../secrets/node-key.ts';
+import { ensureKeypair } from '../../wireguard/keypair.ts';
+import { publishTunnel, tunnelOf } from '../../wireguard/publication.ts';
 import type { NodeContext } from '../context.ts';
 import type { DaemonService } from '../daemon.ts';
 import { deployReaperFor } from '../deploys/reaper.ts';
@@ -53,7 +57,11 @@ export interface FleetView {
 
 export interface FleetServiceOptions {
   /** The supervisor to run; the default starts `--cell-bin` processes. */
-  supervisor?: (ctx: NodeContext, onReadinessChange: () => void) => ProcessSupervisor;
+  supervisor?: (
+    ctx: NodeContext,
+    onReadinessChange: () => void,
+    secretsFile: (application: string) => string,
+  ) => ProcessSupervisor;
 }
 
 export function fleetService(options: FleetServiceOptions = {}): DaemonService {
@@ -70,6 +78,18 @@ export function fleetService(options: FleetServiceOptions = {}): DaemonService {
   };
 }
 
+/**
+ * Over WireGuard the record carries the tunnel's public side, and the node (re)publishes it, so
+ * peers re-rendering their configuration find it (docs/wireguard.md). The keypair is the one
+ * `svc wg init` made, or a new one it will reuse.
+ */
+async function wireguardIdentity(ctx: NodeContext): Promise<Pick<NodeRecord, 'wireguard'>> {
+  if (ctx.settings.network.transport !== 'wireguard') return {};
+  const tunnel = tunnelOf(ctx.settings, await ensureKeypair(ctx.settings.node.stateDir));
+  await publishTunnel(ctx.store, ctx.nodeId, tunnel);
+  return { wireguard: tunnel };
+}
+
 interface RunningFleet {
   drain(): Promise<void>;
 }
@@ -78,12 +98,24 @@ async function startFleet(ctx: NodeContext, options: FleetServiceOptions): Promi
   const { settings, store, nodeId, log } = ctx;
   const clock = systemClock;
   const cell = (await new RuntimeProbe().version(settings.runtime.cellBin)) ?? undefined;
+  const sealKey = await ensureSealKey(settings.node.stateDir);
+  const secrets = new SecretsKeeper({
+    store,
+    nodeId,
+    pair: sealKey,
+    dir: join(settings.node.stateDir, 'secrets'),
+    resealEveryMs: settings.registry.resyncMs,
+    mono: clock.mono,
+    log,
+  });
   const registration = new NodeRegistration(store, {
     id: nodeId,
+    sealKey: sealKey.publicKey,
     advertise: settings.node.advertise ?? settings.node.listen,
     listen: settings.node.listen,
     labels: settings.node.labels,
     versions: cell ? { svc: ctx.version, cell } : { svc: ctx.version },
+    ...(await wireguardIdentity(ctx)),
   });
   await registration.beat({ state: 'starting' });
   const events = ctx.events ?? noEvents;
@@ -131,7 +163,9 @@ async function startFleet(ctx: NodeContext, options: FleetServiceOptions): Promi
     });
   };
   const deaths = new DeathWatch();
-  const supervisor = (options.supervisor ?? defaultSupervisor)(ctx, passSoon);
+  const supervisor = (options.supervisor ?? defaultSupervisor)(ctx, passSoon, (application) =>
+    secrets.fileFor(application),
+  );
   // The reaper reads listings from the cache's last full listing (src/node/fleet/listed-store.ts).
   const reaper = deployReaperFor({ ...ctx, store: listedAppsStore(store, () => cache.appsListing) });
   const reconciler = new Reconciler({
@@ -169,6 +203,7 @@ async function startFleet(ctx: NodeContext, options: FleetServiceOptions): Promi
       if (lease.isCoordinator())
         for (const dead of deaths.seen(cache.nodes.values(), clock.wall())) events.emit(dead);
     },
+    secrets,
     log,
   });
 
@@ -235,7 +270,11 @@ async function startFleet(ctx: NodeContext, options: FleetServiceOptions): Promi
   };
 }
 
-function defaultSupervisor(ctx: NodeContext, onReadinessChange: () => void): ProcessSupervisor {
+function defaultSupervisor(
+  ctx: NodeContext,
+  onReadinessChange: () => void,
+  secretsFile: (application: string) => string,
+): ProcessSupervisor {
   const { runtime, deploy, bucket } = ctx.settings;
   const endpoint =
     bucket.endpoint ?? (ctx.store.description.startsWith('file://') ? ctx.store.description : undefined);
@@ -260,6 +299,7 @@ function defaultSupervisor(ctx: NodeContext, onReadinessChange: () => void): Pro
     events: ctx.events,
     processFile: join(ctx.settings.node.stateDir, 'processes.json'),
     onReadinessChange,
+    secretsFile,
   });
 }
 
