@@ -163,6 +163,21 @@ test('reconcile passes are held back with their count stated; --all includes the
     assert.ok(kinds.has(kind), `${kind} in ${[...kinds]}`);
 });
 
+test('--observability gives runtime processes CELL_OTEL=1', async () => {
+  const shop = await waitFor(async () => {
+    for (const node of nodes) {
+      const state = await call(node.url, 'GET', '/v1/state', { signer: admin });
+      // biome-ignore lint/suspicious/noExplicitAny: see above
+      const p = state.body?.processes?.find((x: any) => x.application === 'shop' && x.ready);
+      if (p) return p;
+    }
+    return null;
+  }, 'a ready shop process');
+  const answer = await fetch(`http://127.0.0.1:${shop.port}/env`);
+  const { env } = (await answer.json()) as { env: Record<string, string> };
+  assert.equal(env.CELL_OTEL, '1');
+});
+
 test('--limit keeps the newest and says how many older ones it left out', async () => {
   const every = await tracesJson('--all', '--limit', '100000');
   const one = await tracesJson('--all', '--limit', '1');
