@@ -359,7 +359,7 @@ export function passEvent(status: ReconcileStatus): EventInput {
  * The coordinator's view of which nodes stopped beating: a node seen live and then past the
  * liveness window is declared dead once (and again only after it beat again).
  */
-class DeathWatch {
+export class DeathWatch {
   readonly #live = new Map<string, boolean>();
 
   seen(nodes: Iterable<{ value: NodeRecord }>, nowMs: number): EventInput[] {

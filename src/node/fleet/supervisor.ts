@@ -37,6 +37,8 @@ export interface SupervisorOptions {
   observability?: boolean;
   /** Where process started / ready / exited / crash-looping / never-ready events go. */
   events?: EventSink;
+  /** How long after a start without a healthy answer `process.never-ready` is reported (30 s). */
+  neverReadyMs?: number;
   restart?: Partial<RestartPolicy>;
   /** Health probe interval while a process is not ready. */
   healthPollMs?: number;
@@ -325,7 +327,8 @@ export class Supervisor {
       this.#options.events?.emit({ kind: 'process.unready', application: m.application, port: m.port });
       this.#options.onReadinessChange?.(m.application, false);
     }
-    if (!m.ready && !m.notReadyReported && Date.now() - m.startedAtMs >= NEVER_READY_MS) {
+    const neverReadyMs = this.#options.neverReadyMs ?? NEVER_READY_MS;
+    if (!m.ready && !m.notReadyReported && Date.now() - m.startedAtMs >= neverReadyMs) {
       m.notReadyReported = true;
       this.#options.events?.emit({
         kind: 'process.never-ready',
