@@ -15,7 +15,8 @@ import { keys } from '../src/registry/keys.ts';
 import { openStore } from '../src/store/open.ts';
 import { putJson, type Store } from '../src/store/store.ts';
 import { call } from './helpers/applications.ts';
-import { CELL_STANDIN } from './helpers/deploys.ts';
+import { standinArtifact } from './helpers/artifacts.ts';
+import { CELL_STANDIN, postDeploy, settledDeploy } from './helpers/deploys.ts';
 import { useMinio } from './helpers/minio.ts';
 import { runSvc, type SailProcess, startSail, tempDir, waitFor } from './helpers/svc.ts';
 
@@ -176,6 +177,42 @@ test('--observability gives runtime processes CELL_OTEL=1', async () => {
   const answer = await fetch(`http://127.0.0.1:${shop.port}/env`);
   const { env } = (await answer.json()) as { env: Record<string, string> };
   assert.equal(env.CELL_OTEL, '1');
+});
+
+test('deploys: accepted, deployed, and failed with its code, naming the deployer', async () => {
+  const good = await postDeploy(nodes[0]!.url, 'shop', standinArtifact(), { signer: admin });
+  assert.equal(good.status, 202, JSON.stringify(good.body));
+  const bad = await postDeploy(
+    nodes[1]!.url,
+    'shop',
+    standinArtifact({ fail: 'Could not resolve "./x.js"' }),
+    {
+      signer: admin,
+    },
+  );
+  assert.equal(bad.status, 202, JSON.stringify(bad.body));
+  await settledDeploy(nodes[0]!.url, good.body.id, admin);
+  const failed = await settledDeploy(nodes[1]!.url, bad.body.id, admin);
+  const out = await waitFor(async () => {
+    const o = await tracesJson('--name', 'shop');
+    // biome-ignore lint/suspicious/noExplicitAny: see above
+    const deploys = o.events.filter((e: any) => e.kind.startsWith('deploy.'));
+    return deploys.length >= 4 ? deploys : null;
+  }, 'deploy events');
+  // biome-ignore lint/suspicious/noExplicitAny: see above
+  const of = (id: string) =>
+    out!.filter((e: any) => e.deploy === id).map((e: any) => [e.kind, e.actor, e.node]);
+  assert.deepEqual(of(good.body.id), [
+    ['deploy.accepted', 'admin-key', 'obs-a'],
+    ['deploy.deployed', 'admin-key', 'obs-a'],
+  ]);
+  assert.deepEqual(of(bad.body.id), [
+    ['deploy.accepted', 'admin-key', 'obs-b'],
+    ['deploy.failed', 'admin-key', 'obs-b'],
+  ]);
+  // biome-ignore lint/suspicious/noExplicitAny: see above
+  const failure = out!.find((e: any) => e.kind === 'deploy.failed');
+  assert.equal(failure.code, failed.code);
 });
 
 test('--limit keeps the newest and says how many older ones it left out', async () => {
