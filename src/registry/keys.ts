@@ -43,9 +43,20 @@ export const keys = {
   domainClaim: (host: string) => `_svc/domains/${host}.json`,
   domainClaimsPrefix: '_svc/domains/',
 
-  /** Observability, batched per node to keep request counts low. */
+  /**
+   * Observability, batched per node to keep request counts low (docs/observability.md). Keys are
+   * sharded by UTC hour (`yyyy-mm-dd-hh`, see src/observability/hours.ts) so a reader lists only
+   * the hours of its window and the reaper drops whole hours; `ms` and `seq` are zero-padded so
+   * key order is time order.
+   */
   eventsPrefix: '_svc/events/',
+  eventsHourPrefix: (hour: string) => `_svc/events/${hour}/`,
+  eventBatch: (hour: string, node: string, ms: number, seq: number) =>
+    `_svc/events/${hour}/${node}/${String(ms).padStart(13, '0')}-${String(seq).padStart(6, '0')}.json`,
   metricsPrefix: '_svc/metrics/',
+  metricsHourPrefix: (hour: string) => `_svc/metrics/${hour}/`,
+  metricsSnapshot: (hour: string, node: string, ms: number) =>
+    `_svc/metrics/${hour}/${node}/${String(ms).padStart(13, '0')}.json`,
 
   /** The storage protocol's keyspace: nothing else is reachable with an ingress token. */
   ingressObject: (key: string) => `_svc/ingress/objects/${key}`,
