@@ -74,6 +74,7 @@ test('a host the demo does not route answers the 404 page over plain HTTP, never
     assert.notEqual(a.status, 308, `redirected to ${a.location}`);
     return a.status === 404 ? a : null;
   }, 'the demo ingress to answer an unrouted host');
+  if (!answer) assert.fail('no answer');
   assert.match(answer.type, /^text\/html/);
   assert.match(answer.body, /<h1>404 Not found<\/h1>/);
   assert.equal(answer.location, '');

@@ -84,6 +84,7 @@ export async function publish(options: {
         mainPath,
         noBundle: config.no_bundle,
         compatibilityFlags: config.compatibility_flags,
+        rules: config.rules,
         skipDirs: assetsDir ? [assetsDir] : [],
       })
     : assetsOnlyWorker();
@@ -118,6 +119,7 @@ export async function publish(options: {
           not_found_handling: config.assets.not_found_handling,
         }
       : null,
+    ...(config.crons.length > 0 ? { crons: config.crons } : {}),
   };
 
   const store = await openBucketFromEnv(options.env);
