@@ -1,3 +1,4 @@
+// biome-ignore-all lint/style/useNodejsImportProtocol: bare names on purpose, as CommonJS packages on npm write them
 // A CommonJS package as many on npm are: it require()s Node built-ins.
 const { EventEmitter } = require('events');
 const { Buffer } = require('buffer');
