@@ -116,7 +116,7 @@ describe('svc deploy of wrangler projects', () => {
       'node_modules/tiny-router/package.json':
         '{ "name": "tiny-router", "version": "1.0.0", "exports": { ".": { "import": "./dist/index.mjs", "require": "./dist/index.cjs" } } }',
       'node_modules/tiny-router/dist/index.mjs':
-        "import { word } from './word.mjs';\nexport const answer = () => `routed ${word}`;\n",
+        "import { word } from './word.mjs';\nexport const answer = () => 'routed ' + word;\n",
       'node_modules/tiny-router/dist/word.mjs': "export const word = 'here';\n",
       'node_modules/tiny-router/dist/index.cjs': `module.exports = ${JSON.stringify(randomBytes(300_000).toString('base64'))};\n`,
       'node_modules/tiny-router/README.md': randomBytes(200_000).toString('base64'),
