@@ -5,8 +5,9 @@
 // disk by the test (no registry), shaped as npm installs it.
 
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { cpSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { keys } from '../src/registry/keys.ts';
@@ -45,18 +46,87 @@ function deploy(dir: string, extra: string[] = []) {
 
 /** The body the application answers on its node for `path`, once its process is ready. */
 async function served(application: string, path = '/'): Promise<string> {
+  const port = await portOf(application);
   return waitFor(
     async () => {
-      const record = await getJson<NodeRecord>(bucket.store, keys.nodeRecord(node.nodeId));
-      const process = record?.value.processes?.find((p) => p.application === application && p.ready);
-      if (!process) return null;
-      const answer = await fetch(`http://127.0.0.1:${process.port}${path}`).catch(() => null);
+      const answer = await fetch(`http://127.0.0.1:${port}${path}`).catch(() => null);
       return answer?.status === 200 ? answer.text() : null;
     },
     `${application} to serve ${path}\n${node.log().slice(-3000)}`,
     SERVE_DEADLINE_MS,
   ) as Promise<string>;
 }
+
+/** The port of the application's ready process on the node. */
+async function portOf(application: string): Promise<number> {
+  return waitFor(
+    async () => {
+      const record = await getJson<NodeRecord>(bucket.store, keys.nodeRecord(node.nodeId));
+      const process = record?.value.processes?.find((p) => p.application === application && p.ready);
+      return process?.port ?? null;
+    },
+    `${application} to be ready\n${node.log().slice(-3000)}`,
+    SERVE_DEADLINE_MS,
+  ) as Promise<number>;
+}
+
+describe('svc deploy of the other examples', () => {
+  test('static-site: assets only, with its 404 page', async () => {
+    const { code, stderr } = await deploy(join(EXAMPLES, 'static-site'));
+    assert.equal(code, 0, stderr);
+    assert.match(await served('static-site'), /<h1>static-site<\/h1>/);
+    const missing = await fetch(`http://127.0.0.1:${await portOf('static-site')}/nope`);
+    assert.equal(missing.status, 404);
+    assert.match(await missing.text(), /<h1>not here<\/h1>/);
+  });
+
+  test('websocket: a streamed body and a WebSocket echo', async () => {
+    const { code, stderr } = await deploy(join(EXAMPLES, 'websocket'));
+    assert.equal(code, 0, stderr);
+    assert.equal(await served('websocket', '/stream'), 'chunk 1\nchunk 2\nchunk 3\n');
+    const socket = new WebSocket(`ws://127.0.0.1:${await portOf('websocket')}/ws`);
+    const echoed = await new Promise<string>((resolveEcho, reject) => {
+      socket.addEventListener('open', () => socket.send('ping'));
+      socket.addEventListener('message', (event) => resolveEcho(String(event.data)));
+      socket.addEventListener('error', () => reject(new Error('the WebSocket failed')));
+    });
+    socket.close();
+    assert.equal(echoed, 'echo: ping');
+  });
+
+  test('text-rules: a .sql module by a default rule and a .tmpl module by the config', async () => {
+    const { code, stderr } = await deploy(join(EXAMPLES, 'text-rules'));
+    assert.equal(code, 0, stderr);
+    assert.deepEqual(JSON.parse(await served('text-rules')), {
+      schema: 'CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT NOT NULL);',
+      page: '<p>hi</p>',
+    });
+  });
+
+  test('hono-app after npm ci from the registry: packs under 1 MiB and serves', async (t) => {
+    const dir = tempDir('svc-hono-');
+    cpSync(join(EXAMPLES, 'hono-app'), dir, { recursive: true });
+    const install = spawnSync('npm', ['ci', '--no-audit', '--no-fund', '--ignore-scripts'], {
+      cwd: dir,
+      encoding: 'utf8',
+      timeout: 120_000,
+    });
+    if (install.status !== 0) {
+      t.skip(
+        `npm ci could not install hono from the registry: ${(install.stderr || install.error?.message || '').slice(-300)}`,
+      );
+      return;
+    }
+    const { code, stderr } = await deploy(dir);
+    assert.equal(code, 0, stderr);
+    const [, size, unit] = /svc: packed \d+ files \(([\d.]+) (B|KiB|MiB)\)/.exec(stderr) ?? [];
+    assert.ok(size, stderr);
+    assert.notEqual(unit, 'MiB', `packed ${size} ${unit}`);
+    t.diagnostic(`hono-app packed ${size} ${unit}`);
+    assert.equal(await served('hono-app'), 'Hello Hono!');
+    assert.deepEqual(JSON.parse(await served('hono-app', '/users/7')), { id: '7' });
+  });
+});
 
 describe('svc deploy of wrangler projects', () => {
   test('wrangler.jsonc: converted in the artifact, with a note; --name falls back to its name', async () => {
@@ -93,6 +163,17 @@ describe('svc deploy of wrangler projects', () => {
     assert.match(stdout, /^deployed temps /);
     assert.match(stderr, /using wrangler\.toml,/);
     assert.deepEqual(JSON.parse(await served('temps', '/convert?f=212')), { unit: 'celsius', value: 100 });
+  });
+
+  test('a wrangler.jsonc renamed cell.jsonc deploys as it is, with no conversion', async () => {
+    const dir = projectDir({
+      'cell.jsonc': readFileSync(join(EXAMPLES, 'plain-fetch', 'wrangler.jsonc'), 'utf8'),
+      'src/index.js': readFileSync(join(EXAMPLES, 'plain-fetch', 'src', 'index.js'), 'utf8'),
+    });
+    const { code, stderr } = await deploy(dir, ['--name', 'renamed']);
+    assert.equal(code, 0, stderr);
+    assert.doesNotMatch(stderr, /converted/);
+    assert.equal(JSON.parse(await served('renamed', '/r')).path, '/r');
   });
 
   test('an invalid wrangler.toml is refused before anything is sent, naming the file and line', async () => {

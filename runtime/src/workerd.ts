@@ -5,7 +5,7 @@
 // is ever parsed as configuration.
 
 import { createRequire } from 'node:module';
-import { ROUTER_MODULE } from './router-worker.ts';
+import { ASSETS_ONLY_MODULE, ROUTER_MODULE } from './router-worker.ts';
 
 const require = createRequire(import.meta.url);
 
@@ -105,6 +105,7 @@ export function renderWorkerdConfig(plan: WorkerdPlan): string {
       `(name = "cell-blobs", disk = (path = ${q(a.blobsDir)}, writable = false, allowDotfiles = false))`,
     );
     entry = 'cell-router';
+    const assetsOnly = plan.modules.length === 1 && plan.modules[0]!.name === ASSETS_ONLY_MODULE;
     const routerBindings = [
       `(name = "MANIFEST", json = embed ${q(a.filesJson)})`,
       `(name = "CONFIG", json = embed ${q(a.configJson)})`,
@@ -114,7 +115,7 @@ export function renderWorkerdConfig(plan: WorkerdPlan): string {
 const routerWorker :Workerd.Worker = (
   modules = [ (name = ${q(ROUTER_MODULE)}, esModule = embed ${q(ROUTER_MODULE)}) ],
   compatibilityDate = ${q(ROUTER_COMPATIBILITY_DATE)},
-  bindings = [ ${[...routerBindings, '(name = "FALLBACK", service = "cell-user")'].join(', ')} ],
+  bindings = [ ${[...routerBindings, ...(assetsOnly ? [] : ['(name = "FALLBACK", service = "cell-user")'])].join(', ')} ],
 );
 
 const assetsWorker :Workerd.Worker = (
