@@ -10,6 +10,10 @@ export const keys = {
   nodeKey: (kid: string) => `_svc/nodes/${kid}.json`,
   nodeKeysPrefix: '_svc/nodes/',
 
+  /** A node's WireGuard public key, tunnel address and endpoint (never a private key). */
+  wireguardPeer: (id: string) => `_svc/wireguard/${id}.json`,
+  wireguardPeersPrefix: '_svc/wireguard/',
+
   /** Node record: addresses, labels, versions, heartbeat, processes. */
   nodeRecord: (id: string) => `_svc/fleet/nodes/${id}.json`,
   nodeRecordsPrefix: '_svc/fleet/nodes/',
@@ -32,6 +36,8 @@ export const keys = {
   deploysPrefix: (name: string) => `_svc/apps/${name}/deploys/`,
   deployment: (name: string, version: string) => `_svc/apps/${name}/deployments/${version}.json`,
   deploymentsPrefix: (name: string) => `_svc/apps/${name}/deployments/`,
+  /** The application's secrets, each sealed to every node's key (docs/decisions.md "Secrets"). */
+  appSecrets: (name: string) => `_svc/apps/${name}/secrets.json`,
 
   /** A custom domain claim; its referent is the application. */
   domainClaim: (host: string) => `_svc/domains/${host}.json`,

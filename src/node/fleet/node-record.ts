@@ -14,6 +14,8 @@ export interface NodeIdentity {
   listen: string;
   labels: Record<string, string>;
   versions: NodeRecord['versions'];
+  sealKey?: string;
+  wireguard?: NodeRecord['wireguard'];
 }
 
 export class NodeRegistration {

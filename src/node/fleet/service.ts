@@ -8,6 +8,10 @@ import { join } from 'node:path';
 import { mintNodeToken } from '../../auth/node-key.ts';
 import { HEARTBEAT_MS } from '../../registry/liveness.ts';
 import type { CoordinatorLease, NodeRecord, ProcessStatus } from '../../registry/records.ts';
+import { SecretsKeeper } from '../../secrets/keeper.ts';
+import { ensureSealKey } from '../../secrets/node-key.ts';
+import { ensureKeypair } from '../../wireguard/keypair.ts';
+import { publishTunnel, tunnelOf } from '../../wireguard/publication.ts';
 import type { NodeContext } from '../context.ts';
 import type { DaemonService } from '../daemon.ts';
 import { deployReaperFor } from '../deploys/reaper.ts';
@@ -51,7 +55,11 @@ export interface FleetView {
 
 export interface FleetServiceOptions {
   /** The supervisor to run; the default starts `--cell-bin` processes. */
-  supervisor?: (ctx: NodeContext, onReadinessChange: () => void) => ProcessSupervisor;
+  supervisor?: (
+    ctx: NodeContext,
+    onReadinessChange: () => void,
+    secretsFile: (application: string) => string,
+  ) => ProcessSupervisor;
 }
 
 export function fleetService(options: FleetServiceOptions = {}): DaemonService {
@@ -68,6 +76,18 @@ export function fleetService(options: FleetServiceOptions = {}): DaemonService {
   };
 }
 
+/**
+ * Over WireGuard the record carries the tunnel's public side, and the node (re)publishes it, so
+ * peers re-rendering their configuration find it (docs/wireguard.md). The keypair is the one
+ * `svc wg init` made, or a new one it will reuse.
+ */
+async function wireguardIdentity(ctx: NodeContext): Promise<Pick<NodeRecord, 'wireguard'>> {
+  if (ctx.settings.network.transport !== 'wireguard') return {};
+  const tunnel = tunnelOf(ctx.settings, await ensureKeypair(ctx.settings.node.stateDir));
+  await publishTunnel(ctx.store, ctx.nodeId, tunnel);
+  return { wireguard: tunnel };
+}
+
 interface RunningFleet {
   drain(): Promise<void>;
 }
@@ -76,12 +96,24 @@ async function startFleet(ctx: NodeContext, options: FleetServiceOptions): Promi
   const { settings, store, nodeId, log } = ctx;
   const clock = systemClock;
   const cell = (await new RuntimeProbe().version(settings.runtime.cellBin)) ?? undefined;
+  const sealKey = await ensureSealKey(settings.node.stateDir);
+  const secrets = new SecretsKeeper({
+    store,
+    nodeId,
+    pair: sealKey,
+    dir: join(settings.node.stateDir, 'secrets'),
+    resealEveryMs: settings.registry.resyncMs,
+    mono: clock.mono,
+    log,
+  });
   const registration = new NodeRegistration(store, {
     id: nodeId,
+    sealKey: sealKey.publicKey,
     advertise: settings.node.advertise ?? settings.node.listen,
     listen: settings.node.listen,
     labels: settings.node.labels,
     versions: cell ? { svc: ctx.version, cell } : { svc: ctx.version },
+    ...(await wireguardIdentity(ctx)),
   });
   await registration.beat({ state: 'starting' });
 
@@ -113,7 +145,9 @@ async function startFleet(ctx: NodeContext, options: FleetServiceOptions): Promi
       return draining ? undefined : runPass();
     });
   };
-  const supervisor = (options.supervisor ?? defaultSupervisor)(ctx, passSoon);
+  const supervisor = (options.supervisor ?? defaultSupervisor)(ctx, passSoon, (application) =>
+    secrets.fileFor(application),
+  );
   // The reaper reads listings from the cache's last full listing (src/node/fleet/listed-store.ts).
   const reaper = deployReaperFor({ ...ctx, store: listedAppsStore(store, () => cache.appsListing) });
   const reconciler = new Reconciler({
@@ -135,6 +169,7 @@ async function startFleet(ctx: NodeContext, options: FleetServiceOptions): Promi
     mono: clock.mono,
     wall: clock.wall,
     onPass: (status) => log.debug({ event: 'reconcile.pass', ...status }, 'reconcile pass'),
+    secrets,
     log,
   });
 
@@ -199,7 +234,11 @@ async function startFleet(ctx: NodeContext, options: FleetServiceOptions): Promi
   };
 }
 
-function defaultSupervisor(ctx: NodeContext, onReadinessChange: () => void): ProcessSupervisor {
+function defaultSupervisor(
+  ctx: NodeContext,
+  onReadinessChange: () => void,
+  secretsFile: (application: string) => string,
+): ProcessSupervisor {
   const { runtime, deploy, bucket } = ctx.settings;
   const endpoint =
     bucket.endpoint ?? (ctx.store.description.startsWith('file://') ? ctx.store.description : undefined);
@@ -223,6 +262,7 @@ function defaultSupervisor(ctx: NodeContext, onReadinessChange: () => void): Pro
     observability: ctx.settings.observability.enabled,
     processFile: join(ctx.settings.node.stateDir, 'processes.json'),
     onReadinessChange,
+    secretsFile,
   });
 }
 
