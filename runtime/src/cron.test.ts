@@ -7,6 +7,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
+import fc from 'fast-check';
 import { keys } from '../../src/registry/keys.ts';
 import { openDirStore } from '../../src/store/dir.ts';
 import {
@@ -30,6 +31,28 @@ describe('cron expressions', () => {
     assert.match(cronProblem('0 * * * * *')!, /five fields/);
     assert.notEqual(cronProblem('61 * * * *'), null);
     assert.notEqual(cronProblem('* * * * nope'), null);
+  });
+
+  it('answers any text with a reason or null, never a throw; an accepted one has a next time', () => {
+    const field = fc.oneof(
+      fc.constantFrom('*', '*/5', '0', '59', '1-5', 'MON', 'L', '?', '#', ',', '-', '/', '99'),
+      fc.string({ maxLength: 6 }),
+    );
+    const expression = fc.oneof(
+      fc.string({ maxLength: 40 }),
+      fc.array(field, { minLength: 4, maxLength: 6 }).map((parts) => parts.join(' ')),
+    );
+    fc.assert(
+      fc.property(expression, (text) => {
+        const why = cronProblem(text);
+        assert.ok(why === null || (typeof why === 'string' && why.length > 0));
+        if (why === null) {
+          const next = nextScheduledMs(text, T);
+          assert.ok(next === null || next > T);
+        }
+      }),
+      { numRuns: 2000 },
+    );
   });
 
   it('computes scheduled times in UTC', () => {
