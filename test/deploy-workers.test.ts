@@ -186,6 +186,30 @@ describe('svc deploy of wrangler projects', () => {
     );
   });
 
+  test('no worker config of any kind, and a worker that does not build, are refused before upload', async () => {
+    const none = await deploy(projectDir({ 'package.json': '{}' }));
+    assert.equal(none.code, 1);
+    assert.match(
+      none.stderr,
+      /^svc: No worker config: .* has no cell\.jsonc, cell\.json or wrangler config \(wrangler\.jsonc, wrangler\.json, wrangler\.toml\); .*\[urn:svc:invalid-input\]\n$/m,
+    );
+    const broken = await deploy(
+      projectDir({
+        'wrangler.json': '{ "name": "broken", "main": "src/index.js", "compatibility_date": "2025-06-01" }',
+        'src/index.js':
+          "import { x } from 'not-installed';\nexport default { fetch: () => new Response(x) };\n",
+      }),
+    );
+    assert.equal(broken.code, 1);
+    assert.match(
+      broken.stderr,
+      /^svc: Worker does not build: src\/index\.js:1:\d+: Could not resolve "not-installed".*\[urn:svc:invalid-input\]\n$/m,
+    );
+    assert.doesNotMatch(broken.stderr, /packed|accepted/);
+    const apps = await bucket.store.list('_svc/apps/broken/', { recursive: true });
+    assert.deepEqual(apps.objects, [], 'nothing reached the node');
+  });
+
   test('a project with dev dependencies installed packs under 1 MiB and serves', async () => {
     const dir = projectDir({
       'wrangler.jsonc': '{ "name": "deps", "main": "src/index.js", "compatibility_date": "2025-06-01" }',
