@@ -89,4 +89,11 @@ export const keys = {
   runtimeImage: (name: string, key: string) => `fleets/${name}/deploy/images/${key}.tar`,
   runtimeImagesPrefix: (name: string) => `fleets/${name}/deploy/images/`,
   runtimeQueuesPrefix: (name: string) => `fleets/${name}/deploy/queues/`,
+  /**
+   * The claim of one scheduled time of one cron schedule (docs/runtime.md "Cron triggers"): the
+   * node whose `If-None-Match: *` write lands runs it. `cron` is a hash of the expression.
+   */
+  runtimeCronClaim: (name: string, cron: string, scheduledMs: number) =>
+    `fleets/${name}/crons/${cron}/${scheduledMs}.json`,
+  runtimeCronClaimsPrefix: (name: string) => `fleets/${name}/crons/`,
 } as const;
