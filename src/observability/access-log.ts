@@ -33,7 +33,10 @@ export function parseAccessLine(line: string): AccessEntry | null {
   const size = value.size ?? 0;
   const read = value.bytes_read ?? 0;
   if (!Number.isInteger(status) || (status as number) < 0 || (status as number) > 999) return null;
-  if (typeof duration !== 'number' || !Number.isFinite(duration) || duration < 0) return null;
+  if (typeof duration !== 'number' || duration < 0) return null;
+  // A duration finite in seconds can still overflow once in milliseconds.
+  const durationMs = duration * 1000;
+  if (!Number.isFinite(durationMs)) return null;
   if (!isCount(size) || !isCount(read)) return null;
   return {
     host: request.host,
@@ -41,7 +44,7 @@ export function parseAccessLine(line: string): AccessEntry | null {
     status: status as number,
     bytesIn: read,
     bytesOut: size,
-    durationMs: duration * 1000,
+    durationMs,
   };
 }
 
