@@ -99,6 +99,11 @@ export class TokenVerifier {
     this.#cache.delete(kid);
   }
 
+  /** Drops every cached key: the registry changed somewhere (src/registry/changes.ts). */
+  forgetAll(): void {
+    this.#cache.clear();
+  }
+
   /** The number of single-use ids currently remembered (for tests and metrics). */
   get replayEntries(): number {
     return this.#replay.size;

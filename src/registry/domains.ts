@@ -13,6 +13,7 @@ import {
   readApplication,
   updateApplication,
 } from './applications.ts';
+import { markFleetChanged } from './changes.ts';
 import { keys } from './keys.ts';
 import type { ApplicationRecord, DomainClaim } from './records.ts';
 
@@ -171,6 +172,8 @@ export async function claimDomain(store: Store, request: ClaimRequest): Promise<
     if (created.fresh) await undoClaim(store, created);
     throw err;
   }
+  // An upgrade may change only the claim record, which no application write announced.
+  if (created.changed) await markFleetChanged(store, `domain ${host}`);
   return { application, host, platformHosts: platformHostsOf(application, request.platformDomains) };
 }
 
@@ -209,6 +212,7 @@ export async function releaseDomain(
       if (again?.value.application === name)
         await store.delete(keys.domainClaim(host), { ifMatch: again.etag });
     }
+    await markFleetChanged(store, `domain ${host}`);
   }
   return { application, host, platformHosts: platformHostsOf(application, platformDomains) };
 }

@@ -17,6 +17,11 @@ export const keys = {
   coordinatorLease: '_svc/fleet/coordinator.json',
   /** The fleet freeze record. */
   freeze: '_svc/fleet/freeze.json',
+  /**
+   * The fleet change marker: rewritten (new ETag) after every registry change, so every node's
+   * reconcile pass learns of a change with one HEAD instead of re-listing (docs/fleet.md).
+   */
+  fleetChanged: '_svc/fleet/changed.json',
   /** Runtime versions declared compatible while a fleet rolls from one to the other (docs/deploys.md). */
   runtimePairs: '_svc/fleet/runtime-pairs.json',
   /** The bucket self-test's scratch object. */

@@ -6,6 +6,7 @@
 // publish the node record when it changed and the routing input for the ingress routes.
 // docs/fleet.md "Reconcile loop".
 
+import { bumpFleetMarker } from '../../registry/changes.ts';
 import { keys } from '../../registry/keys.ts';
 import { isNodeServing } from '../../registry/liveness.ts';
 import type {
@@ -74,6 +75,8 @@ export interface ReconcilerOptions {
   mono: () => number;
   wall: () => number;
   onPass?: (status: ReconcileStatus) => void;
+  /** The change marker moved: someone changed the registry (operator keys among it). */
+  onRegistryChanged?: () => void;
   log: { warn(obj: object, msg: string): void; info(obj: object, msg: string): void };
 }
 
@@ -93,6 +96,8 @@ export class Reconciler {
   #fleetAt = Number.NEGATIVE_INFINITY;
   #appsAt = Number.NEGATIVE_INFINITY;
   #reapAt = Number.NEGATIVE_INFINITY;
+  /** The change marker's ETag as noted before the last full re-list; undefined before the first. */
+  #marker: string | null | undefined;
   #draining = false;
 
   constructor(options: ReconcilerOptions) {
@@ -159,10 +164,13 @@ export class Reconciler {
       } else this.#unplaced = [];
       desired = this.desiredHere();
       await o.supervisor.apply(desired.map((app) => ({ application: app.name })));
-      await o.registration.beat(
+      const published = await o.registration.beat(
         { state: this.#draining ? 'draining' : 'ready', processes: o.supervisor.statuses() },
         true,
       );
+      // Other nodes route to this node's processes as its record lists them: a changed record
+      // (or a placement written above) moves the marker so they read it on their next pass.
+      if (published || written > 0) await bumpFleetMarker(o.store, `node ${o.nodeId}`);
       this.#publishRouting();
     } catch (err) {
       error = err instanceof Error ? err.message : String(err);
@@ -193,18 +201,36 @@ export class Reconciler {
     return out.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   }
 
+  /**
+   * Re-lists what is due. The change marker (src/registry/changes.ts) is read first: from the
+   * fleet listing when that is due anyway, else with one HEAD; when it moved, everything is
+   * re-listed now. Its ETag is noted before the listings, so a change that lands during them
+   * moves the marker again and is picked up by the next pass.
+   */
   async #refresh(now: number): Promise<void> {
     const o = this.#o;
-    if (now - this.#fleetAt >= o.nodeRefreshMs) {
-      await o.cache.refreshFleet();
-      this.#fleetAt = now;
-      o.lease.observe(o.cache.lease?.value ?? null, o.cache.lease?.etag ?? null);
+    const fleetDue = now - this.#fleetAt >= o.nodeRefreshMs;
+    if (fleetDue) await this.#refreshFleet(now);
+    const marker = fleetDue ? o.cache.markerEtag : ((await o.store.stat(keys.fleetChanged))?.etag ?? null);
+    const moved = this.#marker !== undefined && marker !== this.#marker;
+    this.#marker = marker;
+    if (moved) {
+      if (!fleetDue) await this.#refreshFleet(now);
+      this.#appsAt = Number.NEGATIVE_INFINITY;
+      o.onRegistryChanged?.();
     }
     if (now - this.#appsAt >= o.resyncMs) {
       await o.cache.refreshApplications();
       this.#appsAt = now;
       for (const { value } of o.cache.placements.values()) o.lease.noteFence(value.fence);
     }
+  }
+
+  async #refreshFleet(now: number): Promise<void> {
+    const o = this.#o;
+    await o.cache.refreshFleet();
+    this.#fleetAt = now;
+    o.lease.observe(o.cache.lease?.value ?? null, o.cache.lease?.etag ?? null);
   }
 
   /** The coordinator's assignment pass; answers how many placement records it wrote. */

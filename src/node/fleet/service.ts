@@ -6,6 +6,7 @@
 
 import { join } from 'node:path';
 import { mintNodeToken } from '../../auth/node-key.ts';
+import { onFleetChanged } from '../../registry/changes.ts';
 import { HEARTBEAT_MS } from '../../registry/liveness.ts';
 import type { CoordinatorLease, NodeRecord, ProcessStatus } from '../../registry/records.ts';
 import type { NodeContext } from '../context.ts';
@@ -135,6 +136,8 @@ async function startFleet(ctx: NodeContext, options: FleetServiceOptions): Promi
     mono: clock.mono,
     wall: clock.wall,
     onPass: (status) => log.debug({ event: 'reconcile.pass', ...status }, 'reconcile pass'),
+    // An operator key registered or revoked elsewhere takes effect here at once.
+    onRegistryChanged: () => ctx.auth?.verifier.forgetAll(),
     log,
   });
 
@@ -164,6 +167,8 @@ async function startFleet(ctx: NodeContext, options: FleetServiceOptions): Promi
     },
   };
 
+  // A registry change made in this process (an API call this node answered) acts here at once.
+  const unsubscribe = onFleetChanged(() => ctx.fleet?.changed());
   const loops = new Loops(log);
   loops.every(PASS_INTERVAL_MS, runPass);
   loops.every(HEARTBEAT_MS, () => registration.beat({ processes: supervisor.statuses() }), false);
@@ -180,6 +185,7 @@ async function startFleet(ctx: NodeContext, options: FleetServiceOptions): Promi
   return {
     async drain() {
       draining = true;
+      unsubscribe();
       reconciler.drain();
       loops.stop();
       await passing.catch(() => {});
