@@ -26,6 +26,16 @@ import { placeApplications, type Unplaced } from './placement.ts';
 /** Spec 1: one pass every 5 s. */
 export const PASS_INTERVAL_MS = 5_000;
 
+/**
+ * After a change (seen or made), the marker is also read every `CHANGE_WATCH_EVERY_MS` for
+ * `CHANGE_WATCH_MS`, and a pass runs as soon as it moves: a change that travels in several hops
+ * (a block makes nodes stop processes and publish their records; replicas make the coordinator
+ * place, then nodes start processes, then publish) takes a second per hop, not a pass. An idle
+ * fleet does not watch, so its cost stays one HEAD per pass.
+ */
+export const CHANGE_WATCH_MS = 30_000;
+export const CHANGE_WATCH_EVERY_MS = 1_000;
+
 /** What the loop needs of the supervisor (src/node/fleet/supervisor.ts). */
 export interface ProcessSupervisor {
   apply(desired: readonly { application: string }[]): void | Promise<void>;
@@ -98,10 +108,13 @@ export class Reconciler {
   #reapAt = Number.NEGATIVE_INFINITY;
   /** The change marker's ETag as noted before the last full re-list; undefined before the first. */
   #marker: string | null | undefined;
+  /** When this node last saw or made a change (monotonic ms); the start counts as one. */
+  #changedAt: number;
   #draining = false;
 
   constructor(options: ReconcilerOptions) {
     this.#o = options;
+    this.#changedAt = options.mono();
   }
 
   status(): ReconcileStatus {
@@ -127,6 +140,18 @@ export class Reconciler {
   refreshSoon(): void {
     this.#fleetAt = Number.NEGATIVE_INFINITY;
     this.#appsAt = Number.NEGATIVE_INFINITY;
+    this.#changedAt = this.#o.mono();
+  }
+
+  /**
+   * Between passes, while a change is recent: answers whether the marker moved since the last
+   * pass noted it (one HEAD), so the caller runs a pass now. Answers false without a request
+   * when nothing changed lately.
+   */
+  async markerMoved(): Promise<boolean> {
+    if (this.#marker === undefined || this.#o.mono() - this.#changedAt > CHANGE_WATCH_MS) return false;
+    const marker = (await this.#o.store.stat(keys.fleetChanged))?.etag ?? null;
+    return marker !== this.#marker;
   }
 
   /** Placement views of every application in the registry, in name order. */
@@ -217,6 +242,7 @@ export class Reconciler {
     if (moved) {
       if (!fleetDue) await this.#refreshFleet(now);
       this.#appsAt = Number.NEGATIVE_INFINITY;
+      this.#changedAt = o.mono();
       o.onRegistryChanged?.();
     }
     if (now - this.#appsAt >= o.resyncMs) {

@@ -19,6 +19,7 @@ import { listedAppsStore } from './listed-store.ts';
 import { NodeRegistration } from './node-record.ts';
 import type { Unplaced } from './placement.ts';
 import {
+  CHANGE_WATCH_EVERY_MS,
   PASS_INTERVAL_MS,
   type PlacementView,
   type ProcessSupervisor,
@@ -176,6 +177,9 @@ async function startFleet(ctx: NodeContext, options: FleetServiceOptions): Promi
   // A follower reads the lease once a lifetime, just before its copy runs out, and takes it at
   // expiry: takeover does not wait for a pass, and the view of who coordinates stays current.
   let draining = false;
+  loops.every(CHANGE_WATCH_EVERY_MS, async () => {
+    if (!draining && (await reconciler.markerMoved())) passSoon();
+  });
   loops.every(
     Math.max(50, Math.floor(settings.coordinator.leaseTtlMs / 12)),
     () => (!draining && lease.lookDue() ? lease.tryAcquire() : Promise.resolve()),
