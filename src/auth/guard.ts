@@ -22,6 +22,7 @@ import { checkApplicationName, isApplicationName } from './names.ts';
 import { asTrustedOperator, type TrustedOperator } from './records.ts';
 import { authState } from './state.ts';
 import { authInvalid, bearerToken } from './token.ts';
+import { isReadMethod, recordTokenUse } from './token-uses.ts';
 import { readJson } from './verifier.ts';
 import { isWorkloadToken, verifyWorkloadToken } from './workload.ts';
 
@@ -113,11 +114,13 @@ async function authenticateSigned(
   const name = nameParam(request);
 
   let caller: Caller;
+  let used: { jti: string; exp: number } | null = null;
   if (level === 'deploy' && isWorkloadToken(token)) {
     caller = await verifyWorkloadToken(ctx, token, applicationOf(request));
   } else {
     const verifier = authState(ctx).verifier;
     const signer = await verifier.verify(token);
+    used = signer.token;
     if (signer.kind === 'node') {
       if (level === 'operator' || level === 'admin') throw operatorRequired();
       caller = { kind: 'node', id: signer.id };
@@ -144,6 +147,10 @@ async function authenticateSigned(
   }
   if (level === 'admin' && !(caller.kind === 'operator' && caller.role === 'admin')) {
     throw new Problem('auth-scope', 'Admin key required', 'this route answers admin operator keys only');
+  }
+  if (used && (await recordTokenUse(ctx.store, used, !isReadMethod(request.method))) === 'replayed') {
+    ctx.log.debug({ reason: 'jti recorded by another request of the fleet' }, 'token rejected');
+    throw authInvalid();
   }
   return caller;
 }

@@ -24,6 +24,14 @@ export const keys = {
   fleetChanged: '_svc/fleet/changed.json',
   /** Runtime versions declared compatible while a fleet rolls from one to the other (docs/deploys.md). */
   runtimePairs: '_svc/fleet/runtime-pairs.json',
+  /**
+   * A node or operator token's `jti`, recorded fleet-wide on acceptance (docs/identity.md
+   * "Single use across the fleet"); grouped by the minute after which the token is dead anyway,
+   * so reaping drops whole old minutes.
+   */
+  tokenUse: (minute: number, jti: string) => `_svc/tokens/${minute}/${jti}`,
+  tokenUseMinute: (minute: number) => `_svc/tokens/${minute}/`,
+  tokenUsesPrefix: '_svc/tokens/',
   /** The bucket self-test's scratch object. */
   selfTest: (nonce: string) => `_svc/selftest/${nonce}`,
 

@@ -6,6 +6,7 @@
 
 import { join } from 'node:path';
 import { mintNodeToken } from '../../auth/node-key.ts';
+import { reapTokenUses } from '../../auth/token-uses.ts';
 import { onFleetChanged } from '../../registry/changes.ts';
 import { HEARTBEAT_MS } from '../../registry/liveness.ts';
 import type { CoordinatorLease, NodeRecord, ProcessStatus } from '../../registry/records.ts';
@@ -132,6 +133,7 @@ async function startFleet(ctx: NodeContext, options: FleetServiceOptions): Promi
       const result = await reaper.reap();
       if (result.failed.length || result.deleted.length)
         log.info({ event: 'deploys.reaped', ...result }, 'reaped');
+      await reapTokenUses(store, clock.wall());
     },
     routing: { platformDomains: settings.platform.domains, apiPublic: settings.api.public },
     mono: clock.mono,
