@@ -115,8 +115,11 @@ async function authenticateSigned(
 
   let caller: Caller;
   let used: { jti: string; exp: number } | null = null;
-  if (level === 'deploy' && isWorkloadToken(token)) {
+  if (isWorkloadToken(token)) {
     caller = await verifyWorkloadToken(ctx, token, applicationOf(request));
+    // Verified, but workload tokens reach the deploy routes only (spec 1): like a node token on
+    // an operator route, the answer is auth-scope, not auth-invalid.
+    if (level !== 'deploy') throw workloadOutOfReach();
   } else {
     const verifier = authState(ctx).verifier;
     const signer = await verifier.verify(token);
@@ -153,6 +156,14 @@ async function authenticateSigned(
     throw authInvalid();
   }
   return caller;
+}
+
+function workloadOutOfReach(): Problem {
+  return new Problem(
+    'auth-scope',
+    'Operator key required',
+    'workload tokens reach the deploy routes only; sign with an operator key',
+  );
 }
 
 function operatorRequired(): Problem {
