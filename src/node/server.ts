@@ -44,12 +44,17 @@ export async function buildServer(
     // A path parameter may be a custom host (253 characters, more once percent-encoded).
     routerOptions: { maxParamLength: 1024 },
     // Router failures (a parameter over that, bad percent-encoding) answer problem documents too.
-    frameworkErrors: (err, _request, reply) =>
+    frameworkErrors: (err, request, reply) =>
       sendProblem(
         reply,
         err.code === 'FST_ERR_MAX_PARAM_LENGTH'
           ? new Problem('invalid-input', 'Malformed request', 'a path segment is over 1024 characters')
-          : new Problem('invalid-input', 'Malformed request', 'the path is not valid percent-encoding'),
+          : // On the storage protocol the path is a key: its refusal is the key's (spec 2).
+            new Problem(
+              'invalid-input',
+              isStorageKeyPath(request.url) ? 'Invalid storage key' : 'Malformed request',
+              'the path is not valid percent-encoding',
+            ),
       ),
   });
   installJsonParser(app, ctx.settings.api.jsonBytes);
@@ -70,6 +75,10 @@ export async function buildServer(
   authGuard(app, ctx);
   for (const plugin of plugins) await plugin(app, ctx);
   return app;
+}
+
+function isStorageKeyPath(url: string): boolean {
+  return url.startsWith('/v1/storage/objects/') || url.startsWith('/v1/storage/locks/');
 }
 
 /**
