@@ -55,8 +55,13 @@ export const keys = {
   metricsPrefix: '_svc/metrics/',
 
   /** The storage protocol's keyspace: nothing else is reachable with an ingress token. */
-  ingressObject: (key: string) => `_svc/ingress/objects/${key}`,
+  // A value is kept one level below its key, under a segment no storage key can hold (storage
+  // keys are printable ASCII): no stored object is ever a prefix of another, which some S3
+  // servers (MinIO) cannot list beneath (docs/adapter.md "Storage layout").
+  ingressObject: (key: string) => `_svc/ingress/objects/${key}/\u00b7`,
+  ingressObjectDir: (key: string) => `_svc/ingress/objects/${key}/`,
   ingressObjectsPrefix: '_svc/ingress/objects/',
+  ingressValueSegment: '\u00b7',
   ingressLock: (name: string) => `_svc/ingress/locks/${name}.json`,
 
   /** The runtime's data for one application (spec 1: `fleets/<name>/`). */
