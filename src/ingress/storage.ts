@@ -91,8 +91,7 @@ export class IngressStorage {
     const info = await this.store.stat(keys.ingressObject(key));
     if (info) return { key, modified: info.modified.toISOString(), size: info.size, isTerminal: true };
     const below = await this.store.list(keys.ingressObjectDir(key), { recursive: false });
-    if (below.prefixes.length > 0)
-      return { key, modified: null, size: 0, isTerminal: false };
+    if (below.prefixes.length > 0) return { key, modified: null, size: 0, isTerminal: false };
     return null;
   }
 
