@@ -56,7 +56,8 @@ async function fleetNodes(flags: Record<string, unknown>): Promise<void> {
   }
 }
 
-async function readNodeRecords(store: Store): Promise<NodeRecord[]> {
+/** Every node record in the bucket (unreadable ones left out). */
+export async function readNodeRecords(store: Store): Promise<NodeRecord[]> {
   const listing = await store.list(keys.nodeRecordsPrefix, { recursive: false });
   const found = await Promise.all(
     listing.objects

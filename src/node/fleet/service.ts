@@ -84,6 +84,7 @@ async function startFleet(ctx: NodeContext, options: FleetServiceOptions): Promi
     advertise: settings.node.advertise ?? settings.node.listen,
     listen: settings.node.listen,
     labels: settings.node.labels,
+    platformDomains: settings.platform.domains,
     versions: cell ? { svc: ctx.version, cell } : { svc: ctx.version },
   });
   await registration.beat({ state: 'starting' });
