@@ -29,7 +29,7 @@ import type { Store } from '../store/store.ts';
 import { withCliCoordinatorLease } from './cli-lease.ts';
 import { callNode, hasNode, resolveTarget, type Target } from './client.ts';
 import { checkDns, type DnsCheck, dnsLookups, probeLabel } from './domain-dns.ts';
-import { settingsFromCommand } from './flags.ts';
+import { openCommandBucket, settingsFromCommand } from './flags.ts';
 import { readNodeRecords } from './fleet.ts';
 import { say, warn } from './output.ts';
 
@@ -71,9 +71,7 @@ async function nodeOrBucket(flags: AppFlags): Promise<Way> {
     if (flags.node !== undefined || hasNode(target)) return { node: target };
   }
   const settings = settingsFromCommand(flags);
-  // Loaded only on the bucket path: node calls never need the bucket clients.
-  const { openStore } = await import('../store/open.ts');
-  const store = await openStore({ ...settings.bucket, stateDir: settings.node.stateDir });
+  const store = await openCommandBucket(settings);
   return { bucket: { store, settings, by: bucketActor() } };
 }
 

@@ -21,7 +21,13 @@ import type { TrustedOperator } from '../auth/records.ts';
 import { Problem } from '../problem.ts';
 import type { Store } from '../store/store.ts';
 import { callNode, type RemoteFlags, resolveTarget, type Target } from './client.ts';
-import { addBucketFlags, addRemoteFlags, repeatable, settingsFromCommand } from './flags.ts';
+import {
+  addBucketFlags,
+  addRemoteFlags,
+  openCommandBucket,
+  repeatable,
+  settingsFromCommand,
+} from './flags.ts';
 import { loadRemotes, removeHomeKey, saveHomeKey, saveRemotes } from './operator-home.ts';
 import { say, warn } from './output.ts';
 import { table } from './remote.ts';
@@ -67,9 +73,7 @@ export async function withBucket<T>(
   work: (store: Store) => Promise<T>,
 ): Promise<T> {
   const settings = settingsFromCommand(flags);
-  // Loaded on use: commands that never touch the bucket do not load its clients.
-  const { openStore } = await import('../store/open.ts');
-  const store = await openStore({ ...settings.bucket, stateDir: settings.node.stateDir });
+  const store = await openCommandBucket(settings);
   try {
     return await work(store);
   } finally {
