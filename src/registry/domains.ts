@@ -267,11 +267,11 @@ async function refuseConflicts(store: Store, request: ClaimRequest): Promise<voi
 /** Hosts claimed exactly one label under `base`; one listing, no reads. */
 async function claimsOneLabelUnder(store: Store, base: string): Promise<string[]> {
   const listing = await store.list(keys.domainClaimsPrefix, { recursive: true });
-  const suffix = `.${base}.json`;
+  const suffix = `.${base}`;
   return listing.objects
-    .map((object) => object.key)
-    .filter((key) => key.endsWith(suffix))
-    .map((key) => key.slice(keys.domainClaimsPrefix.length, -'.json'.length))
+    .map((object) => keys.hostOfClaim(object.key))
+    .filter((host) => host !== null && host.endsWith(suffix))
+    .map((host) => host!)
     .filter((child) => !child.slice(0, -base.length - 1).includes('.'));
 }
 

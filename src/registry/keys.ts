@@ -2,6 +2,9 @@
 // spec 1 "Identifiers and name rules" fixes the key and runtime prefixes).
 // The layout is documented in docs/bucket-layout.md; change both together.
 
+/** Where a long host's claim key is split (see `keys.domainClaim`). */
+const CLAIM_SEGMENT_CHARS = 200;
+
 export const keys = {
   /** Operator public key and grant. */
   operator: (kid: string) => `_svc/operators/${kid}.json`,
@@ -46,8 +49,19 @@ export const keys = {
   deployment: (name: string, version: string) => `_svc/apps/${name}/deployments/${version}.json`,
   deploymentsPrefix: (name: string) => `_svc/apps/${name}/deployments/`,
 
-  /** A custom domain claim; its referent is the application. */
-  domainClaim: (host: string) => `_svc/domains/${host}.json`,
+  /**
+   * A custom domain claim; its referent is the application. A host past 200 characters is split
+   * after its 200th into two segments (hosts hold no `/`, so the split reads back unambiguously):
+   * every backend, the local directory with its file-name limit among them, holds every host the
+   * claim rule allows (253 characters).
+   */
+  domainClaim: (host: string) =>
+    `_svc/domains/${host.length > CLAIM_SEGMENT_CHARS ? `${host.slice(0, CLAIM_SEGMENT_CHARS)}/${host.slice(CLAIM_SEGMENT_CHARS)}` : host}.json`,
+  /** The host a claim key holds; null for a key that is no claim. */
+  hostOfClaim: (key: string): string | null =>
+    key.startsWith('_svc/domains/') && key.endsWith('.json')
+      ? key.slice('_svc/domains/'.length, -'.json'.length).replace('/', '')
+      : null,
   domainClaimsPrefix: '_svc/domains/',
 
   /** Observability, batched per node to keep request counts low. */

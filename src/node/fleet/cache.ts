@@ -121,7 +121,7 @@ export class RegistryCache {
       this.#sync(
         this.claims,
         domains.objects.filter((o) => o.key.endsWith('.json')),
-        (key) => key.slice(keys.domainClaimsPrefix.length, -'.json'.length),
+        (key) => keys.hostOfClaim(key)!,
         (key) => this.#json<DomainClaim>(key),
       ),
     ]);
