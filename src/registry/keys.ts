@@ -13,6 +13,10 @@ export const keys = {
   nodeKey: (kid: string) => `_svc/nodes/${kid}.json`,
   nodeKeysPrefix: '_svc/nodes/',
 
+  /** A node's WireGuard public key, tunnel address and endpoint (never a private key). */
+  wireguardPeer: (id: string) => `_svc/wireguard/${id}.json`,
+  wireguardPeersPrefix: '_svc/wireguard/',
+
   /** Node record: addresses, labels, versions, heartbeat, processes. */
   nodeRecord: (id: string) => `_svc/fleet/nodes/${id}.json`,
   nodeRecordsPrefix: '_svc/fleet/nodes/',

@@ -10,6 +10,8 @@ import { reapTokenUses } from '../../auth/token-uses.ts';
 import { onFleetChanged } from '../../registry/changes.ts';
 import { HEARTBEAT_MS } from '../../registry/liveness.ts';
 import type { CoordinatorLease, NodeRecord, ProcessStatus } from '../../registry/records.ts';
+import { ensureKeypair } from '../../wireguard/keypair.ts';
+import { publishTunnel, tunnelOf } from '../../wireguard/publication.ts';
 import type { NodeContext } from '../context.ts';
 import type { DaemonService } from '../daemon.ts';
 import { deployReaperFor } from '../deploys/reaper.ts';
@@ -71,6 +73,18 @@ export function fleetService(options: FleetServiceOptions = {}): DaemonService {
   };
 }
 
+/**
+ * Over WireGuard the record carries the tunnel's public side, and the node (re)publishes it, so
+ * peers re-rendering their configuration find it (docs/wireguard.md). The keypair is the one
+ * `svc wg init` made, or a new one it will reuse.
+ */
+async function wireguardIdentity(ctx: NodeContext): Promise<Pick<NodeRecord, 'wireguard'>> {
+  if (ctx.settings.network.transport !== 'wireguard') return {};
+  const tunnel = tunnelOf(ctx.settings, await ensureKeypair(ctx.settings.node.stateDir));
+  await publishTunnel(ctx.store, ctx.nodeId, tunnel);
+  return { wireguard: tunnel };
+}
+
 interface RunningFleet {
   drain(): Promise<void>;
 }
@@ -86,6 +100,7 @@ async function startFleet(ctx: NodeContext, options: FleetServiceOptions): Promi
     labels: settings.node.labels,
     platformDomains: settings.platform.domains,
     versions: cell ? { svc: ctx.version, cell } : { svc: ctx.version },
+    ...(await wireguardIdentity(ctx)),
   });
   await registration.beat({ state: 'starting' });
 
