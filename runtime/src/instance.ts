@@ -34,6 +34,14 @@ export interface InstanceContext {
   startTimeoutMs: number;
 }
 
+/** The secrets a deployment is started with, and a digest that changes when any of them does. */
+export interface Secrets {
+  values: Record<string, string>;
+  digest: string;
+}
+
+export const NO_SECRETS: Secrets = { values: {}, digest: '' };
+
 let sequence = 0;
 
 /** Every workerd this process started and has not seen exit: killed on the way out, never orphaned. */
@@ -59,8 +67,12 @@ export class Instance {
   private startupOutput = '';
   private idleWaiters: (() => void)[] = [];
 
-  private constructor(manifest: Manifest, dir: string, socketPath: string) {
+  /** The secrets this instance was started with (never their values): a change restarts it. */
+  readonly secretsDigest: string;
+
+  private constructor(manifest: Manifest, secretsDigest: string, dir: string, socketPath: string) {
     this.manifest = manifest;
+    this.secretsDigest = secretsDigest;
     this.dir = dir;
     this.socketPath = socketPath;
     this.agent = new Agent({ keepAlive: true, maxSockets: 256 });
@@ -74,13 +86,14 @@ export class Instance {
   static async start(
     context: InstanceContext,
     manifest: Manifest,
+    secrets: Secrets,
     onExit: (instance: Instance) => void,
   ): Promise<Instance> {
     const n = ++sequence;
     const dir = join(context.stateDir, `d${n}`);
-    const instance = new Instance(manifest, dir, join(context.stateDir, `w${n}.sock`));
+    const instance = new Instance(manifest, secrets.digest, dir, join(context.stateDir, `w${n}.sock`));
     try {
-      await instance.materialize(context);
+      await instance.materialize(context, secrets);
       await instance.spawn(context, onExit);
       await instance.probe(context);
       return instance;
@@ -91,7 +104,7 @@ export class Instance {
   }
 
   /** Writes modules, vars, assets and the workerd config into the instance's folder. */
-  private async materialize(context: InstanceContext): Promise<void> {
+  private async materialize(context: InstanceContext, secrets: Secrets): Promise<void> {
     const { store, application } = context;
     const m = this.manifest;
     await mkdir(this.dir, { recursive: true });
@@ -125,6 +138,19 @@ export class Instance {
       const file = join('vars', `${i}.${text ? 'txt' : 'json'}`);
       await writeFile(join(this.dir, file), text ? value : JSON.stringify(value));
       plan.vars.push({ name, kind: text ? 'text' : 'json', file });
+    }
+    // Secrets are text bindings like wrangler's; each value sits in an owner-only file.
+    const clash = Object.keys(secrets.values).filter((name) => Object.hasOwn(m.vars, name));
+    if (clash.length > 0) {
+      throw new CellError(
+        `${clash.join(', ')} is both a var of ${this.label} and a secret; remove the secret (svc app secret remove) or the var, then deploy again`,
+      );
+    }
+    await mkdir(join(this.dir, 'secrets'), { mode: 0o700 });
+    for (const [i, [name, value]] of Object.entries(secrets.values).entries()) {
+      const file = join('secrets', `${i}.txt`);
+      await writeFile(join(this.dir, file), value, { mode: 0o600 });
+      plan.vars.push({ name, kind: 'text', file });
     }
 
     if (m.assets) {

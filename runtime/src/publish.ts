@@ -62,6 +62,14 @@ export async function publish(options: {
   for (const key of config.ignored)
     options.log(`cell: warning: ignoring "${key}" in ${configPath}: this runtime does not use it`);
   const script = config.name ?? application;
+  // svc names the application's secrets (never their values): a var may not shadow one.
+  const secretNames = (options.env.CELL_SECRET_NAMES ?? '').split(',').filter(Boolean);
+  const clash = Object.keys(config.vars).filter((name) => secretNames.includes(name));
+  if (clash.length > 0) {
+    throw new CellError(
+      `${clash.join(', ')} is both a var in ${configPath} and a secret of ${application}; drop the var, or remove the secret with svc app secret remove`,
+    );
+  }
 
   const assetsDir = config.assets ? resolve(root, config.assets.directory) : null;
   let mainPath: string | null = null;

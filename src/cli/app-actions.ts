@@ -53,7 +53,7 @@ const BUCKET_FLAGS = ['endpoint', 'region', 'bucket', 'prefix', 'accessKey', 'se
 /** Where a command with a bucket path goes: a node when one is named and no bucket flag is given. */
 type Way = { node: Target } | { bucket: BucketSession };
 
-interface BucketSession {
+export interface BucketSession {
   store: Store;
   settings: Settings;
   /** Who the registry records as the actor of a bucket-path change. */
@@ -75,7 +75,7 @@ async function nodeOrBucket(flags: AppFlags): Promise<Way> {
   return { bucket: { store, settings, by: bucketActor() } };
 }
 
-function bucketActor(): string {
+export function bucketActor(): string {
   let user = 'unknown';
   try {
     user = userInfo().username;
@@ -86,7 +86,7 @@ function bucketActor(): string {
 }
 
 /** Runs one command on the chosen way, closing the bucket afterwards. */
-async function onWay<T>(
+export async function onWay<T>(
   flags: AppFlags,
   viaNode: (target: Target) => Promise<T>,
   viaBucket: (session: BucketSession) => Promise<T>,

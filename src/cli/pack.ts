@@ -25,6 +25,7 @@ import { applyEdits, modify, type ParseError, parse } from 'jsonc-parser';
 import { Header, Pax } from 'tar';
 import { isApplicationName } from '../auth/names.ts';
 import { invalidInput, Problem } from '../problem.ts';
+import { BINDING_NAME_RULE, isBindingName } from '../registry/names.ts';
 
 export const WORKER_CONFIGS = ['cell.jsonc', 'cell.json'] as const;
 export const IGNORE_FILE = '.svcignore';
@@ -75,10 +76,6 @@ function parseConfig(config: ProjectConfig): unknown {
   return errors.length === 0 ? value : undefined;
 }
 
-/** `--var` names: letters, digits, underscores, not starting with a digit, never a prototype key. */
-const VAR_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
-const REFUSED_VAR_NAMES = ['__proto__', 'constructor', 'prototype'];
-
 /** Parses `--var KEY:VALUE` flags (split at the first colon) into ordered pairs. */
 export function parseVars(flags: readonly string[]): [string, string][] {
   const seen = new Set<string>();
@@ -92,10 +89,10 @@ export function parseVars(flags: readonly string[]): [string, string][] {
       );
     }
     const name = flag.slice(0, colon);
-    if (!VAR_NAME.test(name) || REFUSED_VAR_NAMES.includes(name)) {
+    if (!isBindingName(name)) {
       throw invalidInput(
         'Invalid --var',
-        `${JSON.stringify(name)} is not a variable name: letters, digits and underscores, not starting with a digit, never __proto__, constructor or prototype`,
+        `${JSON.stringify(name)} is not a variable name: ${BINDING_NAME_RULE}`,
       );
     }
     if (seen.has(name)) throw invalidInput('Invalid --var', `${name} is given more than once`);

@@ -52,6 +52,8 @@ export const keys = {
   deploysPrefix: (name: string) => `_svc/apps/${name}/deploys/`,
   deployment: (name: string, version: string) => `_svc/apps/${name}/deployments/${version}.json`,
   deploymentsPrefix: (name: string) => `_svc/apps/${name}/deployments/`,
+  /** The application's secrets, each sealed to every node's key (docs/decisions.md "Secrets"). */
+  appSecrets: (name: string) => `_svc/apps/${name}/secrets.json`,
 
   /**
    * A custom domain claim; its referent is the application. A host past 200 characters is split

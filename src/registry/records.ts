@@ -70,6 +70,8 @@ export interface NodeRecord {
   beatMs: number;
   startedAt: string;
   processes: ProcessStatus[];
+  /** Raw X25519 public key (base64url) secrets are sealed to (docs/decisions.md "Secrets"). */
+  sealKey?: string;
   /** Present when the node runs with `--transport wireguard`: what peers need to reach it. */
   wireguard?: WireguardTunnel;
 }

@@ -15,6 +15,7 @@ export interface NodeIdentity {
   labels: Record<string, string>;
   versions: NodeRecord['versions'];
   platformDomains?: string[];
+  sealKey?: string;
   wireguard?: NodeRecord['wireguard'];
 }
 

@@ -87,6 +87,11 @@ export interface ReconcilerOptions {
   onPass?: (status: ReconcileStatus) => void;
   /** The change marker moved: someone changed the registry (operator keys among it). */
   onRegistryChanged?: () => void;
+  /** Secrets (src/secrets/keeper.ts): files for what runs here, copies for nodes that lack them. */
+  secrets?: {
+    materialize(applications: readonly string[]): Promise<void>;
+    reseal(applications: readonly string[], nodes: readonly NodeRecord[], nowMs: number): Promise<void>;
+  };
   log: { warn(obj: object, msg: string): void; info(obj: object, msg: string): void };
 }
 
@@ -186,8 +191,11 @@ export class Reconciler {
           this.#reapAt = o.mono();
           await o.reap();
         }
+        await o.secrets?.reseal([...o.cache.applications.keys()], this.#nodeRecords(), o.wall());
       } else this.#unplaced = [];
       desired = this.desiredHere();
+      // Before the supervisor: a process it starts now finds its secrets already there.
+      await o.secrets?.materialize(desired.map((app) => app.name));
       await o.supervisor.apply(desired.map((app) => ({ application: app.name })));
       const published = await o.registration.beat(
         { state: this.#draining ? 'draining' : 'ready', processes: o.supervisor.statuses() },

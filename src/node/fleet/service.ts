@@ -10,6 +10,8 @@ import { reapTokenUses } from '../../auth/token-uses.ts';
 import { onFleetChanged } from '../../registry/changes.ts';
 import { HEARTBEAT_MS } from '../../registry/liveness.ts';
 import type { CoordinatorLease, NodeRecord, ProcessStatus } from '../../registry/records.ts';
+import { SecretsKeeper } from '../../secrets/keeper.ts';
+import { ensureSealKey } from '../../secrets/node-key.ts';
 import { ensureKeypair } from '../../wireguard/keypair.ts';
 import { publishTunnel, tunnelOf } from '../../wireguard/publication.ts';
 import type { NodeContext } from '../context.ts';
@@ -56,7 +58,11 @@ export interface FleetView {
 
 export interface FleetServiceOptions {
   /** The supervisor to run; the default starts `--cell-bin` processes. */
-  supervisor?: (ctx: NodeContext, onReadinessChange: () => void) => ProcessSupervisor;
+  supervisor?: (
+    ctx: NodeContext,
+    onReadinessChange: () => void,
+    secretsFile: (application: string) => string,
+  ) => ProcessSupervisor;
 }
 
 export function fleetService(options: FleetServiceOptions = {}): DaemonService {
@@ -93,8 +99,19 @@ async function startFleet(ctx: NodeContext, options: FleetServiceOptions): Promi
   const { settings, store, nodeId, log } = ctx;
   const clock = systemClock;
   const cell = (await new RuntimeProbe().version(settings.runtime.cellBin)) ?? undefined;
+  const sealKey = await ensureSealKey(settings.node.stateDir);
+  const secrets = new SecretsKeeper({
+    store,
+    nodeId,
+    pair: sealKey,
+    dir: join(settings.node.stateDir, 'secrets'),
+    resealEveryMs: settings.registry.resyncMs,
+    mono: clock.mono,
+    log,
+  });
   const registration = new NodeRegistration(store, {
     id: nodeId,
+    sealKey: sealKey.publicKey,
     advertise: settings.node.advertise ?? settings.node.listen,
     listen: settings.node.listen,
     labels: settings.node.labels,
@@ -132,7 +149,9 @@ async function startFleet(ctx: NodeContext, options: FleetServiceOptions): Promi
       return draining ? undefined : runPass();
     });
   };
-  const supervisor = (options.supervisor ?? defaultSupervisor)(ctx, passSoon);
+  const supervisor = (options.supervisor ?? defaultSupervisor)(ctx, passSoon, (application) =>
+    secrets.fileFor(application),
+  );
   // The reaper reads listings from the cache's last full listing (src/node/fleet/listed-store.ts).
   const reaper = deployReaperFor({ ...ctx, store: listedAppsStore(store, () => cache.appsListing) });
   const reconciler = new Reconciler({
@@ -157,6 +176,7 @@ async function startFleet(ctx: NodeContext, options: FleetServiceOptions): Promi
     onPass: (status) => log.debug({ event: 'reconcile.pass', ...status }, 'reconcile pass'),
     // An operator key registered or revoked elsewhere takes effect here at once.
     onRegistryChanged: () => ctx.auth?.verifier.forgetAll(),
+    secrets,
     log,
   });
 
@@ -227,7 +247,11 @@ async function startFleet(ctx: NodeContext, options: FleetServiceOptions): Promi
   };
 }
 
-function defaultSupervisor(ctx: NodeContext, onReadinessChange: () => void): ProcessSupervisor {
+function defaultSupervisor(
+  ctx: NodeContext,
+  onReadinessChange: () => void,
+  secretsFile: (application: string) => string,
+): ProcessSupervisor {
   const { runtime, deploy, bucket } = ctx.settings;
   const endpoint =
     bucket.endpoint ?? (ctx.store.description.startsWith('file://') ? ctx.store.description : undefined);
@@ -251,6 +275,7 @@ function defaultSupervisor(ctx: NodeContext, onReadinessChange: () => void): Pro
     observability: ctx.settings.observability.enabled,
     processFile: join(ctx.settings.node.stateDir, 'processes.json'),
     onReadinessChange,
+    secretsFile,
   });
 }
 

@@ -51,6 +51,8 @@ export interface SupervisorOptions {
    * once rather than at its next pass (DESIGN.md "Targets": first deploy).
    */
   onReadinessChange?: (application: string, ready: boolean) => void;
+  /** Where each application's secrets file is (src/secrets/keeper.ts); handed over as a path only. */
+  secretsFile?: (application: string) => string;
 }
 
 export interface DesiredProcess {
@@ -227,7 +229,12 @@ export class Supervisor {
     let child: ChildProcess;
     try {
       child = spawn(cellBin, ['serve'], {
-        env: runtimeEnv({ ...this.#options, application: m.application, port }),
+        env: runtimeEnv({
+          ...this.#options,
+          application: m.application,
+          port,
+          secretsFile: this.#options.secretsFile?.(m.application),
+        }),
         stdio: ['ignore', 'pipe', 'pipe'],
         // Its own process group, so a kill reaches the workerd processes it starts.
         detached: true,
@@ -389,6 +396,7 @@ export function runtimeEnv(input: {
   nodeId: string;
   port: number;
   bindHost: string;
+  secretsFile?: string;
   base?: NodeJS.ProcessEnv;
 }): Record<string, string> {
   const env: Record<string, string> = {};
@@ -403,6 +411,7 @@ export function runtimeEnv(input: {
     CELL_PORT: String(input.port),
     CELL_BIND_HOST: input.bindHost,
   });
+  if (input.secretsFile) env.CELL_SECRETS_FILE = input.secretsFile;
   Object.assign(env, input.bucketEnv);
   return env;
 }

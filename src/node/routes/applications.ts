@@ -31,6 +31,7 @@ import { checkClaimHost, claimDomain, releaseDomain } from '../../registry/domai
 import type { ApplicationRecord } from '../../registry/records.ts';
 import type { NodeContext } from '../context.ts';
 import { deleteApplicationRoute } from './delete-application.ts';
+import { rollbackRoute } from './rollback.ts';
 
 const operator = { config: { auth: 'operator' as const } };
 const admin = { config: { auth: 'admin' as const } };
@@ -125,6 +126,7 @@ export async function applicationRoutes(app: FastifyInstance, ctx: NodeContext):
   });
 
   await deleteApplicationRoute(app, ctx);
+  await rollbackRoute(app, ctx);
 }
 
 /** The verified caller the guard attached. */
