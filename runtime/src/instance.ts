@@ -15,7 +15,7 @@ import type { Store } from '../../src/store/store.ts';
 import { CellError } from './errors.ts';
 import { recordWorkerd } from './orphans.ts';
 import { ROUTER_MODULE, ROUTER_SOURCE } from './router-worker.ts';
-import { renderWorkerdConfig, type WorkerdPlan, workerdBinary } from './workerd.ts';
+import { CRON_MODULE, CRON_SOURCE, renderWorkerdConfig, type WorkerdPlan, workerdBinary } from './workerd.ts';
 
 /** The path the probe asks the worker for; any HTTP answer means the deployment answers. */
 export const PROBE_PATH = '/.well-known/cell/health';
@@ -55,6 +55,8 @@ export function killAllWorkerd(): void {
 export class Instance {
   readonly manifest: Manifest;
   readonly socketPath: string;
+  /** The trigger worker's socket, when the deployment has cron triggers. */
+  readonly cronSocketPath: string | null;
   readonly agent: Agent;
   /** Requests proxied to this instance that have not finished yet. */
   inflight = 0;
@@ -75,6 +77,8 @@ export class Instance {
     this.secretsDigest = secretsDigest;
     this.dir = dir;
     this.socketPath = socketPath;
+    this.cronSocketPath =
+      (manifest.crons ?? []).length > 0 ? socketPath.replace(/\.sock$/, '-cron.sock') : null;
     this.agent = new Agent({ keepAlive: true, maxSockets: 256 });
   }
 
@@ -179,12 +183,19 @@ export class Instance {
         binding: m.assets.binding,
       };
     }
+    if (this.cronSocketPath) {
+      await writeFile(join(this.dir, CRON_MODULE), CRON_SOURCE);
+      plan.cronAddress = `unix:${this.cronSocketPath}`;
+    }
     await writeFile(join(this.dir, 'config.capnp'), renderWorkerdConfig(plan));
   }
 
   private async spawn(context: InstanceContext, onExit: (instance: Instance) => void): Promise<void> {
     await rm(this.socketPath, { force: true });
-    const child = spawn(workerdBinary(context.env), ['serve', 'config.capnp'], {
+    if (this.cronSocketPath) await rm(this.cronSocketPath, { force: true });
+    // The trigger worker's flag is experimental in workerd; only a deployment with crons needs it.
+    const args = ['serve', ...(this.cronSocketPath ? ['--experimental'] : []), 'config.capnp'];
+    const child = spawn(workerdBinary(context.env), args, {
       cwd: this.dir,
       stdio: ['ignore', 'pipe', 'pipe'],
       env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '' },
@@ -259,6 +270,40 @@ export class Instance {
     });
   }
 
+  /** Runs the worker's `scheduled` handler once, through the trigger worker. */
+  runScheduled(cron: string, scheduledMs: number): Promise<{ outcome: string; error?: string }> {
+    const socketPath = this.cronSocketPath;
+    if (!socketPath)
+      return Promise.resolve({ outcome: 'exception', error: 'the deployment has no cron triggers' });
+    const query = new URLSearchParams({ cron, time: String(scheduledMs) });
+    this.enter();
+    return new Promise<{ outcome: string; error?: string }>((resolveRun, reject) => {
+      const call = request(
+        { socketPath, path: `/?${query}`, method: 'POST', headers: { host: 'localhost' } },
+        (response) => {
+          let body = '';
+          response.setEncoding('utf8');
+          response.on('data', (c) => {
+            body += c;
+          });
+          response.on('end', () => {
+            try {
+              const parsed = JSON.parse(body) as { outcome?: unknown; error?: unknown };
+              resolveRun({
+                outcome: typeof parsed.outcome === 'string' ? parsed.outcome : 'unknown',
+                ...(typeof parsed.error === 'string' ? { error: parsed.error.slice(0, 2000) } : {}),
+              });
+            } catch {
+              resolveRun({ outcome: 'exception', error: `the trigger answered ${response.statusCode}` });
+            }
+          });
+        },
+      );
+      call.on('error', reject);
+      call.end();
+    }).finally(() => this.leave());
+  }
+
   /** One more request in flight. */
   enter(): void {
     this.inflight++;
@@ -305,6 +350,7 @@ export class Instance {
     }
     await rm(this.dir, { recursive: true, force: true });
     await rm(this.socketPath, { force: true });
+    if (this.cronSocketPath) await rm(this.cronSocketPath, { force: true });
   }
 }
 

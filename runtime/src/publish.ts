@@ -25,6 +25,7 @@ import { openBucketFromEnv } from './bucket.ts';
 import { buildWorker, isInside, sha256 } from './bundle.ts';
 import { findConfig, readWorkerConfig } from './config.ts';
 import { CellError } from './errors.ts';
+import { ASSETS_ONLY_MODULE } from './router-worker.ts';
 import { CELL_VERSION_LINE } from './version.ts';
 import { maxCompatibilityDate } from './workerd.ts';
 
@@ -92,6 +93,7 @@ export async function publish(options: {
         mainPath,
         noBundle: config.no_bundle,
         compatibilityFlags: config.compatibility_flags,
+        rules: config.rules,
         skipDirs: assetsDir ? [assetsDir] : [],
       })
     : assetsOnlyWorker();
@@ -126,6 +128,7 @@ export async function publish(options: {
           not_found_handling: config.assets.not_found_handling,
         }
       : null,
+    ...(config.crons.length > 0 ? { crons: config.crons } : {}),
   };
 
   const store = await openBucketFromEnv(options.env);
@@ -245,8 +248,8 @@ async function uploadBlobs(
 function assetsOnlyWorker() {
   const source = "export default { fetch() { return new Response('Not Found', { status: 404 }); } };\n";
   return {
-    mainModule: 'cell-assets-only.js',
-    modules: [{ name: 'cell-assets-only.js', type: 'esm' as const, bytes: new TextEncoder().encode(source) }],
+    mainModule: ASSETS_ONLY_MODULE,
+    modules: [{ name: ASSETS_ONLY_MODULE, type: 'esm' as const, bytes: new TextEncoder().encode(source) }],
   };
 }
 

@@ -22,6 +22,7 @@ import {
 } from '../../src/runtime-tools/layout.ts';
 import type { Store } from '../../src/store/store.ts';
 import { openBucketFromEnv } from './bucket.ts';
+import { CronScheduler } from './cron.ts';
 import { CellError } from './errors.ts';
 import { Instance, type InstanceContext, killAllWorkerd } from './instance.ts';
 import { NodeLease } from './lease.ts';
@@ -112,6 +113,8 @@ class Server {
   private readonly log: (line: string) => void;
   private readonly context: InstanceContext;
   private readonly lease: NodeLease;
+  /** Cron triggers of the serving deployment (cron.ts); follows every switch. */
+  private readonly crons: CronScheduler;
   private readonly otel: boolean;
   private active: Instance | null = null;
   private readonly draining = new Set<Instance>();
@@ -161,6 +164,20 @@ class Server {
           ? { script: this.active.manifest.script, deployment: this.active.manifest.deployment }
           : {},
     });
+    this.crons = new CronScheduler({
+      store,
+      application: id.application,
+      node: id.node,
+      log,
+      target: () => {
+        const active = this.active;
+        if (!active || this.stopping) return null;
+        return {
+          deployment: active.manifest.deployment,
+          run: (cron, scheduledMs) => active.runScheduled(cron, scheduledMs),
+        };
+      },
+    });
   }
 
   async run(): Promise<number> {
@@ -187,6 +204,7 @@ class Server {
     });
     this.log(`cell: ${signal}: stopping ${this.id.application}`);
     this.stopping = true;
+    this.crons.stop();
     if (this.pollTimer) clearTimeout(this.pollTimer);
     const closed = new Promise<void>((r) => http.close(() => r()));
     http.closeIdleConnections();
@@ -298,6 +316,7 @@ class Server {
     this.status = 'ready';
     this.lastError = undefined;
     this.log(`cell: serving ${next.label}${previous ? ` (was ${previous.label})` : ''}`);
+    this.crons.setSchedules(next.manifest.crons ?? []);
     void this.lease.renew();
     if (previous) {
       this.draining.add(previous);

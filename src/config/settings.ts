@@ -181,7 +181,14 @@ export const settingSpecs: readonly SettingSpec[] = [
     'ingress-access-log',
     'string',
     'api',
-    'File the ingress writes its JSON access log to',
+    'File the ingress writes its JSON access log to; followed to count requests per application; needs --observability',
+  ),
+  s(
+    'observability.flushMs',
+    'observability-flush-ms',
+    'count',
+    'api',
+    'How often events and metric snapshots are written to the bucket',
   ),
   s('api.public', 'api-public', 'bool', 'api', 'Serve the fleet API at each platform apex'),
   s('api.jsonBytes', 'json-bytes', 'count', 'api', 'Max bytes of a JSON control request'),
@@ -233,7 +240,7 @@ export interface Settings {
     taskTimeoutMs: number;
     outputBytes: number;
   };
-  observability: { enabled: boolean; ingressAccessLog?: string };
+  observability: { enabled: boolean; ingressAccessLog?: string; flushMs: number };
   api: { public: boolean; jsonBytes: number };
 }
 
@@ -273,7 +280,7 @@ export function defaultSettings(): Settings {
       taskTimeoutMs: 300_000,
       outputBytes: 64 * 1024,
     },
-    observability: { enabled: false },
+    observability: { enabled: false, flushMs: 60_000 },
     api: { public: true, jsonBytes: 65_536 },
   };
 }

@@ -70,9 +70,20 @@ export const keys = {
       : null,
   domainClaimsPrefix: '_svc/domains/',
 
-  /** Observability, batched per node to keep request counts low. */
+  /**
+   * Observability, batched per node to keep request counts low (docs/observability.md). Keys are
+   * sharded by UTC hour (`yyyy-mm-dd-hh`, see src/observability/hours.ts) so a reader lists only
+   * the hours of its window and the reaper drops whole hours; `ms` and `seq` are zero-padded so
+   * key order is time order.
+   */
   eventsPrefix: '_svc/events/',
+  eventsHourPrefix: (hour: string) => `_svc/events/${hour}/`,
+  eventBatch: (hour: string, node: string, ms: number, seq: number) =>
+    `_svc/events/${hour}/${node}/${String(ms).padStart(13, '0')}-${String(seq).padStart(6, '0')}.json`,
   metricsPrefix: '_svc/metrics/',
+  metricsHourPrefix: (hour: string) => `_svc/metrics/${hour}/`,
+  metricsSnapshot: (hour: string, node: string, ms: number) =>
+    `_svc/metrics/${hour}/${node}/${String(ms).padStart(13, '0')}.json`,
 
   /** The storage protocol's keyspace: nothing else is reachable with an ingress token. */
   // A value is kept one level below its key, under a segment no storage key can hold (storage
@@ -110,4 +121,11 @@ export const keys = {
   runtimeImage: (name: string, key: string) => `fleets/${name}/deploy/images/${key}.tar`,
   runtimeImagesPrefix: (name: string) => `fleets/${name}/deploy/images/`,
   runtimeQueuesPrefix: (name: string) => `fleets/${name}/deploy/queues/`,
+  /**
+   * The claim of one scheduled time of one cron schedule (docs/runtime.md "Cron triggers"): the
+   * node whose `If-None-Match: *` write lands runs it. `cron` is a hash of the expression.
+   */
+  runtimeCronClaim: (name: string, cron: string, scheduledMs: number) =>
+    `fleets/${name}/crons/${cron}/${scheduledMs}.json`,
+  runtimeCronClaimsPrefix: (name: string) => `fleets/${name}/crons/`,
 } as const;

@@ -264,6 +264,17 @@ export class DeployService implements DaemonService {
     } catch (err) {
       ctx.log.error({ err, deploy: task.id }, 'could not record the end of a deploy');
     }
+    const ended = task.writer.record;
+    if (ended.state === 'deployed' || ended.state === 'failed') {
+      ctx.events?.emit({
+        kind: `deploy.${ended.state}`,
+        application: task.application,
+        actor: ended.by,
+        deploy: task.id,
+        ...(ended.deployment ? { deployment: ended.deployment } : {}),
+        ...(ended.code ? { code: ended.code, detail: ended.detail } : {}),
+      });
+    }
     ctx.log.info(
       {
         deploy: task.id,

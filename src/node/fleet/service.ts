@@ -7,8 +7,9 @@
 import { join } from 'node:path';
 import { mintNodeToken } from '../../auth/node-key.ts';
 import { reapTokenUses } from '../../auth/token-uses.ts';
+import { type EventInput, noEvents, RECONCILE_PASS } from '../../observability/events.ts';
 import { onFleetChanged } from '../../registry/changes.ts';
-import { HEARTBEAT_MS } from '../../registry/liveness.ts';
+import { HEARTBEAT_MS, isNodeLive } from '../../registry/liveness.ts';
 import type { CoordinatorLease, NodeRecord, ProcessStatus } from '../../registry/records.ts';
 import { SecretsKeeper } from '../../secrets/keeper.ts';
 import { ensureSealKey } from '../../secrets/node-key.ts';
@@ -17,6 +18,7 @@ import { publishTunnel, tunnelOf } from '../../wireguard/publication.ts';
 import type { NodeContext } from '../context.ts';
 import type { DaemonService } from '../daemon.ts';
 import { deployReaperFor } from '../deploys/reaper.ts';
+import { applicationOfDeployId } from '../deploys/records.ts';
 import { RuntimeProbe } from '../deploys/runner.ts';
 import { RegistryCache } from './cache.ts';
 import { LeaseKeeper, systemClock } from './lease.ts';
@@ -120,14 +122,29 @@ async function startFleet(ctx: NodeContext, options: FleetServiceOptions): Promi
     ...(await wireguardIdentity(ctx)),
   });
   await registration.beat({ state: 'starting' });
+  const events = ctx.events ?? noEvents;
+  events.emit({
+    kind: 'node.joined',
+    advertise: settings.node.advertise ?? settings.node.listen,
+    svc: ctx.version,
+    ...(cell ? { cell } : {}),
+  });
+  let heldFence: number | null = null;
 
   const lease = new LeaseKeeper({
     store,
     nodeId,
     ttlMs: settings.coordinator.leaseTtlMs,
     clock,
-    onAcquired: (fence) => log.info({ event: 'coordinator.acquired', fence }, 'this node coordinates'),
-    onLost: (why) => log.warn({ event: 'coordinator.lost', why }, 'coordinator lease lost'),
+    onAcquired: (fence) => {
+      heldFence = fence;
+      events.emit({ kind: 'coordinator.acquired', fence });
+      log.info({ event: 'coordinator.acquired', fence }, 'this node coordinates');
+    },
+    onLost: (why) => {
+      events.emit({ kind: 'coordinator.lost', why, ...(heldFence !== null ? { fence: heldFence } : {}) });
+      log.warn({ event: 'coordinator.lost', why }, 'coordinator lease lost');
+    },
   });
   const cache = new RegistryCache({
     store,
@@ -149,6 +166,7 @@ async function startFleet(ctx: NodeContext, options: FleetServiceOptions): Promi
       return draining ? undefined : runPass();
     });
   };
+  const deaths = new DeathWatch();
   const supervisor = (options.supervisor ?? defaultSupervisor)(ctx, passSoon, (application) =>
     secrets.fileFor(application),
   );
@@ -166,6 +184,17 @@ async function startFleet(ctx: NodeContext, options: FleetServiceOptions): Promi
     reapIntervalMs: settings.coordinator.reapIntervalMs,
     reap: async () => {
       const result = await reaper.reap();
+      // A deploy whose node stopped answering is failed here, not by the node that accepted it.
+      for (const deploy of result.failed) {
+        const application = applicationOfDeployId(deploy);
+        events.emit({
+          kind: 'deploy.failed',
+          ...(application ? { application } : {}),
+          deploy,
+          code: 'deploy-timeout',
+          by: 'reaper',
+        });
+      }
       if (result.failed.length || result.deleted.length)
         log.info({ event: 'deploys.reaped', ...result }, 'reaped');
       await reapTokenUses(store, clock.wall());
@@ -173,7 +202,12 @@ async function startFleet(ctx: NodeContext, options: FleetServiceOptions): Promi
     routing: { platformDomains: settings.platform.domains, apiPublic: settings.api.public },
     mono: clock.mono,
     wall: clock.wall,
-    onPass: (status) => log.debug({ event: 'reconcile.pass', ...status }, 'reconcile pass'),
+    onPass: (status) => {
+      log.debug({ event: 'reconcile.pass', ...status }, 'reconcile pass');
+      events.emit(passEvent(status));
+      if (lease.isCoordinator())
+        for (const dead of deaths.seen(cache.nodes.values(), clock.wall())) events.emit(dead);
+    },
     // An operator key registered or revoked elsewhere takes effect here at once.
     onRegistryChanged: () => ctx.auth?.verifier.forgetAll(),
     secrets,
@@ -228,6 +262,7 @@ async function startFleet(ctx: NodeContext, options: FleetServiceOptions): Promi
     async drain() {
       draining = true;
       unsubscribe();
+      events.emit({ kind: 'node.draining' });
       reconciler.drain();
       loops.stop();
       await passing.catch(() => {});
@@ -242,6 +277,7 @@ async function startFleet(ctx: NodeContext, options: FleetServiceOptions): Promi
       await step('stopping processes', () => supervisor.stop());
       await step('recording no processes', () => registration.beat({ state: 'draining', processes: [] }));
       await step('releasing the coordinator lease', () => lease.release());
+      events.emit({ kind: 'node.drained' });
       log.info({ event: 'node.drained' }, 'drained');
     },
   };
@@ -273,6 +309,7 @@ function defaultSupervisor(
     },
     log: ctx.log,
     observability: ctx.settings.observability.enabled,
+    events: ctx.events,
     processFile: join(ctx.settings.node.stateDir, 'processes.json'),
     onReadinessChange,
     secretsFile,
@@ -315,5 +352,42 @@ class Loops {
     this.#stopped = true;
     for (const timer of this.#timers) clearTimeout(timer);
     this.#timers.clear();
+  }
+}
+
+/** The reconcile loop's own event: compact, since every node emits one every 5 s. */
+export function passEvent(status: ReconcileStatus): EventInput {
+  return {
+    kind: RECONCILE_PASS,
+    ms: status.lastPassMs,
+    ok: status.ok,
+    ...(status.error ? { error: status.error } : {}),
+    ...(status.coordinator ? { coordinator: true } : {}),
+    desired: status.desired.length,
+    ...(status.placementsWritten ? { placed: status.placementsWritten } : {}),
+  };
+}
+
+/**
+ * The coordinator's view of which nodes stopped beating: a node seen live and then past the
+ * liveness window is declared dead once (and again only after it beat again).
+ */
+export class DeathWatch {
+  readonly #live = new Map<string, boolean>();
+
+  seen(nodes: Iterable<{ value: NodeRecord }>, nowMs: number): EventInput[] {
+    const out: EventInput[] = [];
+    for (const { value: node } of nodes) {
+      const live = isNodeLive(node, nowMs);
+      if (this.#live.get(node.id) === true && !live) {
+        out.push({
+          kind: 'node.declared-dead',
+          peer: node.id,
+          lastBeat: new Date(node.beatMs).toISOString(),
+        });
+      }
+      this.#live.set(node.id, live);
+    }
+    return out;
   }
 }

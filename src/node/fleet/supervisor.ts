@@ -13,6 +13,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { createServer } from 'node:net';
 import type { Logger } from 'pino';
+import { type EventSink, eventTail } from '../../observability/events.ts';
 import type { ProcessStatus } from '../../registry/records.ts';
 import { OutputTail, RuntimeProbe } from '../deploys/runner.ts';
 import { readLeftovers, recordProcesses, stopLeftovers } from './process-leftovers.ts';
@@ -34,6 +35,10 @@ export interface SupervisorOptions {
   log: Pick<Logger, 'info' | 'warn' | 'error'>;
   /** Gives each process `CELL_OTEL=1` unless `cellEnv` states `CELL_OTEL`. */
   observability?: boolean;
+  /** Where process started / ready / exited / crash-looping / never-ready events go. */
+  events?: EventSink;
+  /** How long after a start without a healthy answer `process.never-ready` is reported (30 s). */
+  neverReadyMs?: number;
   restart?: Partial<RestartPolicy>;
   /** Health probe interval while a process is not ready. */
   healthPollMs?: number;
@@ -79,7 +84,12 @@ interface Managed {
   stopping: Promise<void> | null;
   /** A start in progress; stopping waits for it, so it sees the port and child it settled on. */
   launching: Promise<void> | null;
+  /** The current child was reported as never turning ready. */
+  notReadyReported: boolean;
 }
+
+/** A process not ready this long after it started is reported, with its output. */
+export const NEVER_READY_MS = 30_000;
 
 export class Supervisor {
   readonly #options: SupervisorOptions;
@@ -192,6 +202,7 @@ export class Supervisor {
       timer: null,
       stopping: null,
       launching: null,
+      notReadyReported: false,
     };
     this.#managed.set(application, m);
     return m;
@@ -245,6 +256,7 @@ export class Supervisor {
     m.child = child;
     m.startedAtMs = Date.now();
     m.ready = false;
+    m.notReadyReported = false;
     if (m.state !== 'crashloop') m.state = 'starting';
     child.stdout!.on('data', (chunk: Buffer) => m.tail.push(chunk));
     child.stderr!.on('data', (chunk: Buffer) => m.tail.push(chunk));
@@ -266,6 +278,13 @@ export class Supervisor {
     });
     this.#noteProcesses();
     this.#options.log.info({ application: m.application, port, pid: child.pid }, 'runtime process started');
+    this.#options.events?.emit({
+      kind: 'process.started',
+      application: m.application,
+      port,
+      ...(child.pid !== undefined ? { pid: child.pid } : {}),
+      restarts: m.restarts,
+    });
     this.#schedule(m, this.#options.healthPollMs ?? 200, () => this.#probeHealth(m, child));
   }
 
@@ -299,12 +318,25 @@ export class Supervisor {
       m.ready = true;
       m.state = 'ready';
       this.#options.log.info({ application: m.application, port: m.port }, 'runtime process ready');
+      this.#options.events?.emit({ kind: 'process.ready', application: m.application, port: m.port });
       this.#options.onReadinessChange?.(m.application, true);
     } else if (!ok && m.ready) {
       m.ready = false;
       m.state = 'starting';
       this.#options.log.warn({ application: m.application, port: m.port }, 'runtime process not ready');
+      this.#options.events?.emit({ kind: 'process.unready', application: m.application, port: m.port });
       this.#options.onReadinessChange?.(m.application, false);
+    }
+    const neverReadyMs = this.#options.neverReadyMs ?? NEVER_READY_MS;
+    if (!m.ready && !m.notReadyReported && Date.now() - m.startedAtMs >= neverReadyMs) {
+      m.notReadyReported = true;
+      this.#options.events?.emit({
+        kind: 'process.never-ready',
+        application: m.application,
+        port: m.port,
+        afterMs: Date.now() - m.startedAtMs,
+        tail: eventTail(m.tail.text()),
+      });
     }
     const every = m.ready ? (this.#options.healthCheckMs ?? 2_000) : (this.#options.healthPollMs ?? 200);
     this.#schedule(m, every, () => this.#probeHealth(m, child));
@@ -341,6 +373,14 @@ export class Supervisor {
       },
       judged.crashloop ? 'runtime process crash-looping' : 'runtime process exited; restarting',
     );
+    this.#options.events?.emit({
+      kind: judged.crashloop ? 'process.crash-looping' : 'process.exited',
+      application: m.application,
+      why,
+      restarts: m.restarts,
+      delayMs: judged.delayMs,
+      tail: eventTail(m.tail.text()),
+    });
     this.#schedule(m, judged.delayMs, () => {
       if (!this.#current(m)) return;
       m.restarts += 1;
@@ -372,6 +412,7 @@ export class Supervisor {
         await m.exited;
         clearTimeout(hard);
         this.#options.log.info({ application: m.application }, 'runtime process stopped');
+        this.#options.events?.emit({ kind: 'process.stopped', application: m.application });
       }
       if (m.port !== null) this.#ports.release(m.port, Date.now());
       this.#managed.delete(m.application);

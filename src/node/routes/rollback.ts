@@ -30,7 +30,15 @@ export async function rollbackRoute(app: FastifyInstance, ctx: NodeContext): Pro
     const to = parseRollbackBody(request.body);
     const outcome = await rollback(ctx.store, { application: name, to, nowMs: Date.now() });
     const actor = describeCaller(caller);
-    // The rollback event: one line naming the actor (becomes an observability event).
+    // The rollback event, naming the actor (docs/observability.md).
+    ctx.events?.emit({
+      kind: 'deployment.rolled-back',
+      application: name,
+      actor,
+      from: outcome.from,
+      to: outcome.to,
+      changed: outcome.changed,
+    });
     ctx.log.info(
       {
         event: 'deployment.rolled-back',
