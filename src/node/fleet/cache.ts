@@ -45,6 +45,8 @@ export class RegistryCache {
   markerEtag: string | null = null;
   /** Every object under `_svc/apps/` as last listed (the reaper's listings are answered from it). */
   appsListing: ObjectInfo[] = [];
+  /** `appsListing` by key, built on first use after each listing. */
+  #listedEtags: { listing: ObjectInfo[]; etags: Map<string, string> } | undefined;
   /** Objects known unreadable at an ETag, so a broken object is not fetched on every refresh. */
   readonly #unreadable = new Map<string, string>();
   readonly #store: Store;
@@ -125,6 +127,17 @@ export class RegistryCache {
         (key) => this.#json<DomainClaim>(key),
       ),
     ]);
+  }
+
+  /** The ETag of a key under `_svc/apps/` as the last listing saw it; null when it was not listed. */
+  listedEtag(key: string): string | null {
+    if (this.#listedEtags?.listing !== this.appsListing) {
+      this.#listedEtags = {
+        listing: this.appsListing,
+        etags: new Map(this.appsListing.map((object) => [object.key, object.etag])),
+      };
+    }
+    return this.#listedEtags.etags.get(key) ?? null;
   }
 
   /** Records a write this node made, so the cache does not wait for a listing to learn it. */

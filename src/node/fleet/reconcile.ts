@@ -89,7 +89,10 @@ export interface ReconcilerOptions {
   onRegistryChanged?: () => void;
   /** Secrets (src/secrets/keeper.ts): files for what runs here, copies for nodes that lack them. */
   secrets?: {
-    materialize(applications: readonly string[]): Promise<void>;
+    materialize(
+      applications: readonly string[],
+      listed?: (application: string) => string | null,
+    ): Promise<void>;
     reseal(applications: readonly string[], nodes: readonly NodeRecord[], nowMs: number): Promise<void>;
   };
   log: { warn(obj: object, msg: string): void; info(obj: object, msg: string): void };
@@ -195,7 +198,10 @@ export class Reconciler {
       } else this.#unplaced = [];
       desired = this.desiredHere();
       // Before the supervisor: a process it starts now finds its secrets already there.
-      await o.secrets?.materialize(desired.map((app) => app.name));
+      await o.secrets?.materialize(
+        desired.map((app) => app.name),
+        (application) => o.cache.listedEtag(keys.appSecrets(application)),
+      );
       await o.supervisor.apply(desired.map((app) => ({ application: app.name })));
       const published = await o.registration.beat(
         { state: this.#draining ? 'draining' : 'ready', processes: o.supervisor.statuses() },
