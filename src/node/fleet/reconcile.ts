@@ -1,4 +1,4 @@
-// The reconcile loop (issue 4 item 4; spec 1 "What the service does": one pass every 5 s on
+// The reconcile loop (spec 1 "What the service does": one pass every 5 s on
 // every node; "States: Application": a blocked application stops on each node's next pass; spec 2
 // "Routing document rules" 3). A pass: refresh what is due of the registry cache, offer this node
 // as coordinator when nobody holds the lease, and as coordinator place applications (written
