@@ -1,5 +1,5 @@
-// Entry point of the `svc` executable: builds the command tree (spec 3, help order) and
-// maps every failure to the exit behaviour of spec 3 "Exit behaviour".
+// Entry point of the `svc` executable: builds the command tree (docs/cli.md, help order) and
+// maps every failure to the exit behaviour of docs/cli.md "Exit behaviour".
 
 import { Command, CommanderError } from 'commander';
 import { registerApp } from './cli/app.ts';
@@ -15,7 +15,7 @@ import { registerWg } from './cli/wg.ts';
 import { Problem, renderFailureLine } from './problem.ts';
 import { SVC_VERSION } from './version.ts';
 
-/** The whole command tree, top-level commands in spec 3's help order. */
+/** The whole command tree, top-level commands in docs/cli.md's help order. */
 export function buildProgram(): Command {
   const program = new Command('svc')
     .description('Run Workers-style applications on a fleet that shares one S3-compatible bucket')
@@ -50,7 +50,7 @@ function* allCommands(command: Command): Generator<Command> {
   }
 }
 
-/** Hidden aliases kept until launch (spec 3): each prints a deprecation line, then runs. */
+/** Hidden aliases kept until launch (docs/cli.md): each prints a deprecation line, then runs. */
 const deprecatedAliases: Record<string, string[]> = { up: ['sail'], keygen: ['operator', 'keygen'] };
 
 export function rewriteAliases(args: string[]): string[] {
@@ -62,8 +62,20 @@ export function rewriteAliases(args: string[]): string[] {
   return [...replacement, ...args.slice(1)];
 }
 
+/**
+ * A reader that closed our stdout (`svc app show shop | head -1`) ends the command quietly, as
+ * it ends any Unix tool: nothing more can be said to it, and it asked for no more.
+ */
+function endQuietlyOnClosedStdout(): void {
+  process.stdout.on('error', (err: NodeJS.ErrnoException) => {
+    if (err.code === 'EPIPE') process.exit(process.exitCode ?? 0);
+    throw err;
+  });
+}
+
 /** Runs the CLI and answers the process exit code. */
 export async function main(argv: string[]): Promise<number> {
+  endQuietlyOnClosedStdout();
   const program = buildProgram();
   try {
     await program.parseAsync(rewriteAliases(argv), { from: 'user' });

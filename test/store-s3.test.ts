@@ -1,5 +1,4 @@
-// The S3 store's own promises beyond the shared contract (DESIGN.md "The store and the
-// consistency model"; issue 2 item 3), against a real MinIO behind a fault-injecting proxy:
+// The S3 store's own promises beyond the shared contract (docs/architecture.md "How a request flows"), against a real MinIO behind a fault-injecting proxy:
 // an ambiguous conditional write is settled by its nonce, transient errors are retried with
 // backoff, and a bucket that keeps failing is `store-unavailable` naming the endpoint.
 
@@ -141,8 +140,14 @@ describe('S3 store behind a faulty network', () => {
     });
     cleanups.push(() => store.close());
     await assert.rejects(store.put('k', 'x'), (err: unknown) => {
-      isUnavailableAt(proxy.endpoint)(err);
-      assert.match((err as Problem).detail!, /HTTP 403/);
+      assert.ok(err instanceof Problem, String(err));
+      assert.equal(err.code, 'store-unavailable');
+      assert.equal(err.title, 'Bucket refused the credentials');
+      assert.match(
+        err.detail!,
+        new RegExp(`^${proxy.endpoint} \\(bucket ${bucket}\\) answered SignatureDoesNotMatch`),
+      );
+      assert.match(err.detail!, /check the access key and secret/);
       return true;
     });
     assert.equal(puts(proxy), 1);

@@ -7,14 +7,16 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import {
   CONFIG_FILES,
+  type ModuleRule,
   type ParseOptions,
   parseWorkerConfig as parseShared,
+  RULE_TYPES,
   type WorkerConfig,
   WorkerConfigError,
 } from '../../src/runtime-tools/worker-config.ts';
 import { CellError } from './errors.ts';
 
-export { CONFIG_FILES, type WorkerConfig };
+export { CONFIG_FILES, type ModuleRule, RULE_TYPES, type WorkerConfig };
 
 /** Finds the config: the given path (relative to `cwd`), else `cell.jsonc`, else `cell.json`. */
 export function findConfig(cwd: string, given: string | undefined): string {

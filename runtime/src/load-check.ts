@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Manifest } from '../../src/runtime-tools/layout.ts';
 import { CellError } from './errors.ts';
-import { Instance, killAllWorkerd } from './instance.ts';
+import { Instance, killAllWorkerd, NO_SECRETS } from './instance.ts';
 
 /** How long the check waits for the worker to answer, unless `CELL_START_TIMEOUT_MS` says. */
 const DEFAULT_TIMEOUT_MS = 60_000;
@@ -37,6 +37,8 @@ export async function proveLoads(options: {
         startTimeoutMs: timeoutMs,
       },
       options.manifest,
+      // Secrets are the node's, handed to `cell serve` only; a worker reads them per request.
+      NO_SECRETS,
       () => {},
       options.code,
     );

@@ -1,4 +1,4 @@
-// `cell publish --config <file>` (DESIGN.md "The runtime contract (`cell`)"): run inside the
+// `cell publish --config <file>` (docs/runtime.md): run inside the
 // staged, unpacked artifact; builds the worker, writes the deployment under
 // `fleets/<name>/deploy/<script>/<version>/`, then moves the pointers. The write order is the
 // layout's consistency rule (docs/runtime.md "Write order"): modules and blobs, `assets.json`,
@@ -26,6 +26,7 @@ import { buildWorker, isInside, sha256 } from './bundle.ts';
 import { findConfig, readWorkerConfig } from './config.ts';
 import { CellError } from './errors.ts';
 import { proveLoads } from './load-check.ts';
+import { ASSETS_ONLY_MODULE } from './router-worker.ts';
 import { CELL_VERSION_LINE } from './version.ts';
 import { maxCompatibilityDate } from './workerd.ts';
 
@@ -65,6 +66,14 @@ export async function publish(options: {
   // One line each, `cell: warning: ` first: svc carries them to the user on the deploy record.
   for (const warning of config.warnings) options.log(`cell: warning: ${warning}`);
   const script = config.name ?? application;
+  // svc names the application's secrets (never their values): a var may not shadow one.
+  const secretNames = (options.env.CELL_SECRET_NAMES ?? '').split(',').filter(Boolean);
+  const clash = Object.keys(config.vars).filter((name) => secretNames.includes(name));
+  if (clash.length > 0) {
+    throw new CellError(
+      `${clash.join(', ')} is both a var in ${configPath} and a secret of ${application}; drop the var, or remove the secret with svc app secret remove`,
+    );
+  }
 
   const assetsDir = config.assets ? resolve(root, config.assets.directory) : null;
   let mainPath: string | null = null;
@@ -87,6 +96,7 @@ export async function publish(options: {
         mainPath,
         noBundle: config.no_bundle,
         compatibilityFlags: config.compatibility_flags,
+        rules: config.rules,
         skipDirs: assetsDir ? [assetsDir] : [],
       })
     : assetsOnlyWorker();
@@ -121,6 +131,7 @@ export async function publish(options: {
           not_found_handling: config.assets.not_found_handling,
         }
       : null,
+    ...(config.crons.length > 0 ? { crons: config.crons } : {}),
   };
 
   options.log(`cell: checking that ${script} loads in workerd`);
@@ -248,8 +259,8 @@ async function uploadBlobs(
 function assetsOnlyWorker() {
   const source = "export default { fetch() { return new Response('Not Found', { status: 404 }); } };\n";
   return {
-    mainModule: 'cell-assets-only.js',
-    modules: [{ name: 'cell-assets-only.js', type: 'esm' as const, bytes: new TextEncoder().encode(source) }],
+    mainModule: ASSETS_ONLY_MODULE,
+    modules: [{ name: ASSETS_ONLY_MODULE, type: 'esm' as const, bytes: new TextEncoder().encode(source) }],
   };
 }
 

@@ -1,5 +1,5 @@
-// The static-asset router that runs inside workerd in front of the user's worker (DESIGN.md
-// "The runtime contract (`cell`)": assets served). It answers GET and HEAD for files listed in
+// The static-asset router that runs inside workerd in front of the user's worker (docs/runtime.md: assets
+// served). It answers GET and HEAD for files listed in
 // the deployment's `assets.json` from the blob folder, and hands every other request to the
 // worker, as Workers' own asset handling does by default. Without a FALLBACK binding it is the
 // worker's ASSETS binding: assets only, `not_found_handling` applies.
@@ -7,6 +7,12 @@
 // The source below is JavaScript for workerd, kept as a string so it ships with the runtime.
 
 export const ROUTER_MODULE = 'cell-asset-router.js';
+
+/**
+ * The module of a deployment of assets alone (no `main`). The router then has no worker to hand
+ * unmatched requests to, so `not_found_handling` applies to them, as on Workers.
+ */
+export const ASSETS_ONLY_MODULE = 'cell-assets-only.js';
 
 export const ROUTER_SOURCE = `
 

@@ -1,4 +1,4 @@
-// The authentication guard of the node API (spec 1 "Endpoints" auth column and
+// The authentication guard of the node API (docs/api.md "Endpoints" auth column and
 // "Authentication"). Routes declare their tier in `config.auth`; the guard runs in
 // `onRequest`, before any body is read, and sets `request.caller`. A route that declares
 // nothing is refused (fail closed), except the 404 handler.
@@ -22,6 +22,7 @@ import { checkApplicationName, isApplicationName } from './names.ts';
 import { asTrustedOperator, type TrustedOperator } from './records.ts';
 import { authState } from './state.ts';
 import { authInvalid, bearerToken } from './token.ts';
+import { isReadMethod, recordTokenUse } from './token-uses.ts';
 import { readJson } from './verifier.ts';
 import { isWorkloadToken, verifyWorkloadToken } from './workload.ts';
 
@@ -113,18 +114,23 @@ async function authenticateSigned(
   const name = nameParam(request);
 
   let caller: Caller;
-  if (level === 'deploy' && isWorkloadToken(token)) {
+  let used: { jti: string; exp: number } | null = null;
+  if (isWorkloadToken(token)) {
     caller = await verifyWorkloadToken(ctx, token, applicationOf(request));
+    // Verified, but workload tokens reach the deploy routes only (docs/api.md): like a node token on
+    // an operator route, the answer is auth-scope, not auth-invalid.
+    if (level !== 'deploy') throw workloadOutOfReach();
   } else {
     const verifier = authState(ctx).verifier;
     const signer = await verifier.verify(token);
+    used = signer.token;
     if (signer.kind === 'node') {
       if (level === 'operator' || level === 'admin') throw operatorRequired();
       caller = { kind: 'node', id: signer.id };
     } else {
       let record: TrustedOperator = signer.record;
       if (level === 'operator' || level === 'admin') {
-        // Spec 1: operator routes re-read the operator record on every request, so a revoked
+        // docs/api.md: operator routes re-read the operator record on every request, so a revoked
         // key or a changed grant takes effect at once here, not after the key cache expires.
         const fresh = asTrustedOperator(await readJson(ctx.store, keys.operator(signer.id)), signer.id);
         if (!fresh || fresh.publicKey.x !== record.publicKey.x) {
@@ -145,7 +151,19 @@ async function authenticateSigned(
   if (level === 'admin' && !(caller.kind === 'operator' && caller.role === 'admin')) {
     throw new Problem('auth-scope', 'Admin key required', 'this route answers admin operator keys only');
   }
+  if (used && (await recordTokenUse(ctx.store, used, !isReadMethod(request.method))) === 'replayed') {
+    ctx.log.debug({ reason: 'jti recorded by another request of the fleet' }, 'token rejected');
+    throw authInvalid();
+  }
   return caller;
+}
+
+function workloadOutOfReach(): Problem {
+  return new Problem(
+    'auth-scope',
+    'Operator key required',
+    'workload tokens reach the deploy routes only; sign with an operator key',
+  );
 }
 
 function operatorRequired(): Problem {

@@ -1,4 +1,4 @@
-// `svc deploy [dir]` (spec 3 "svc deploy"): packs the project (pack.ts), calls
+// `svc deploy [dir]` (docs/cli.md "svc deploy"): packs the project (pack.ts), calls
 // `POST /v1/applications/:name/deploys` with the artifact as raw body and the canonical
 // `x-svc-deploy` header, waits for a queue place when the node is full, then polls the answered
 // `Location` every second until the deploy is `deployed` or `failed`.
@@ -20,6 +20,7 @@ import { PROBLEM_CONTENT_TYPE, Problem, type ProblemCode } from '../problem.ts';
 import { parseReplicas } from '../registry/applications.ts';
 import { resolveApplicationName } from '../registry/names.ts';
 import { parseConfigSyntax, parseWorkerConfig, WorkerConfigError } from '../runtime-tools/worker-config.ts';
+import { buildDependencies } from './build-inputs.ts';
 import { hasNode, requestNode, resolveTarget, type Target } from './client.ts';
 import { say, warn } from './output.ts';
 import { configName, editConfig, packProject, parseVars, readProjectConfig, shown } from './pack.ts';
@@ -40,7 +41,7 @@ export interface DeployFlags {
   token?: string;
 }
 
-/** Spec 3 "Limits": the deploy poll interval. */
+/** docs/cli.md "Limits": the deploy poll interval. */
 export const POLL_INTERVAL_MS = 1_000;
 /** Backoff bounds when a full node gives no `retry-after`. */
 const BACKOFF_FIRST_MS = 1_000;
@@ -66,15 +67,23 @@ export async function deployAction(dirArg: string | undefined, flags: DeployFlag
     throw new Problem(
       'invalid-input',
       'No worker config',
-      `${shown(dir)} has no cell.jsonc or cell.json; deploy the directory that holds the worker config`,
+      `${shown(dir)} has no cell.jsonc, cell.json or wrangler config (wrangler.jsonc, wrangler.json, wrangler.toml); deploy the directory that holds the worker config`,
+    );
+  }
+  if (config.convertedFrom) {
+    progress(
+      `svc: no cell.jsonc in ${shown(dir)}; using ${config.convertedFrom}, converted to cell.jsonc in the artifact (the project is not changed)`,
     );
   }
   // The config is read with the runtime's own parser: a syntax error is reported as one, at its
-  // line and column, before its name is looked for.
-  const configFile = shown(join(dir, config.file));
+  // line and column, before its name is looked for. A converted wrangler config is checked as
+  // the cell.jsonc it became, and named so.
+  const configFile = config.convertedFrom
+    ? `${shown(join(dir, config.convertedFrom))} (converted to cell.jsonc)`
+    : shown(join(dir, config.file));
   const configText = config.bytes.toString('utf8');
   checkConfig(() => parseConfigSyntax(configText, configFile));
-  const application = applicationName(flags, configName(config), config.file);
+  const application = applicationName(flags, configName(config), config.convertedFrom ?? config.file);
 
   const target = await resolveTarget(flags);
   if (!hasNode(target)) {
@@ -94,7 +103,9 @@ export async function deployAction(dirArg: string | undefined, flags: DeployFlag
 
   // Everything the runtime would refuse in the config is refused here, before anything is sent.
   checkConfig(() => parseWorkerConfig(configText, configFile));
-  const packed = await packProject(dir, config, editConfig(config, { vars, noBundle }));
+  const configBytes = editConfig(config, { vars, noBundle });
+  const dependencies = await buildDependencies(dir, configBytes);
+  const packed = await packProject(dir, config, configBytes, dependencies);
   try {
     progress(
       `svc: packed ${packed.files} files (${formatBytes(packed.bytes)}) from ${shown(dir)} for ${application}`,

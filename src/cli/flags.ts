@@ -1,11 +1,13 @@
-// Flag declarations shared by several commands (spec 3 "Shared flag groups"), built
+// Flag declarations shared by several commands (docs/cli.md "Shared flag groups"), built
 // from the one settings table so a flag, its environment variable and its config path
 // never drift apart.
 
+import { join } from 'node:path';
 import { type Command, Option } from 'commander';
 import { loadConfigFile } from '../config/file.ts';
 import { resolveSettings, type SettingSpec, type Settings, settingSpecs } from '../config/settings.ts';
 import { Problem } from '../problem.ts';
+import type { Store } from '../store/store.ts';
 
 /** Collector for repeatable flags: each occurrence appends. */
 export function repeatable(value: string, previous: string[] | undefined): string[] {
@@ -33,7 +35,23 @@ export function settingFor(flag: string): SettingSpec {
   return spec;
 }
 
-/** Declares `--config` and the bucket flags (spec 3 "Bucket flags"). */
+/**
+ * Opens the bucket a command's settings name. With none named anywhere, the command reads the
+ * embedded bucket under the state directory, as a one-machine `svc sail` does; it says so on
+ * stderr, since an empty answer from a bucket nobody meant is easy to take for the fleet's.
+ */
+export async function openCommandBucket(settings: Settings): Promise<Store> {
+  // Loaded on use: commands that never touch the bucket do not load its clients.
+  const { openStore } = await import('../store/open.ts');
+  if (!settings.bucket.endpoint?.trim()) {
+    process.stderr.write(
+      `svc: no bucket named (--endpoint, SVC_S3_ENDPOINT or svc.config.jsonc): using the embedded bucket ${join(settings.node.stateDir, 'bucket')}\n`,
+    );
+  }
+  return openStore({ ...settings.bucket, stateDir: settings.node.stateDir });
+}
+
+/** Declares `--config` and the bucket flags (docs/cli.md "Bucket flags"). */
 export function addBucketFlags(command: Command): Command {
   command.option('--config <file>', 'Path to svc.config.jsonc [env SVC_CONFIG]');
   for (const spec of settingSpecs.filter((s) => s.group === 'bucket')) addSettingFlag(command, spec);
@@ -46,7 +64,7 @@ export function addSettingFlags(command: Command, flags: readonly string[]): Com
   return command;
 }
 
-/** Declares the remote flags (spec 3 "Remote flags"). */
+/** Declares the remote flags (docs/cli.md "Remote flags"). */
 export function addRemoteFlags(command: Command, options: { config?: boolean } = {}): Command {
   if (options.config !== false)
     command.option('--config <file>', 'Path to svc.config.jsonc, read for its `remote` pin');
@@ -56,7 +74,7 @@ export function addRemoteFlags(command: Command, options: { config?: boolean } =
   return command;
 }
 
-/** Declares `--name` and `--env` (spec 3 "Naming an application"). */
+/** Declares `--name` and `--env` (docs/cli.md "Naming an application"). */
 export function addNameFlags(command: Command, required: boolean): Command {
   const name = new Option('--name <name>', 'Application');
   if (required) name.makeOptionMandatory();

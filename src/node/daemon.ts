@@ -1,4 +1,4 @@
-// The node daemon behind `svc sail` (spec 3 "svc sail"; spec 1 "What the service does"):
+// The node daemon behind `svc sail` (docs/cli.md "svc sail"; docs/api.md "What the service does"):
 // opens and self-tests the bucket, binds the node API, and stops cleanly on a signal.
 
 import { mkdir } from 'node:fs/promises';
@@ -6,6 +6,7 @@ import type { FastifyInstance } from 'fastify';
 import { pino } from 'pino';
 import { identityService } from '../auth/identity-service.ts';
 import type { Settings } from '../config/settings.ts';
+import { checkObservabilitySettings, observabilityService } from '../observability/service.ts';
 import { openStore } from '../store/open.ts';
 import { selfTestStore } from '../store/selftest.ts';
 import { SVC_VERSION } from '../version.ts';
@@ -27,9 +28,10 @@ export interface DaemonService {
 
 /** Builds the daemon's services for one context; each concern adds its own here. */
 function buildServices(_ctx: NodeContext): DaemonService[] {
-  // Identity first: every later service may sign node tokens or need the ingress tokens.
-  // The fleet last, so it stops (drains) first.
-  return [identityService(), deployService(), fleetService()];
+  // Observability first, so every later service has its event sink, and it stops last, writing
+  // the events of the drain. Identity next: every later service may sign node tokens or need the
+  // ingress tokens. The fleet last, so it stops (drains) first.
+  return [observabilityService(), identityService(), deployService(), fleetService()];
 }
 
 /** A started daemon. */
@@ -42,6 +44,7 @@ export interface Daemon {
 
 /** Starts every part of the daemon and answers once the API is serving. */
 export async function startDaemon(settings: Settings): Promise<Daemon> {
+  checkObservabilitySettings(settings);
   const log = pino({ name: 'svc', level: process.env.SVC_LOG_LEVEL ?? 'info' }, pino.destination(2));
   await mkdir(settings.node.stateDir, { recursive: true, mode: 0o700 });
   const nodeId = await ensureNodeId(settings.node.stateDir, settings.node.id);

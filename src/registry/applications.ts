@@ -1,10 +1,11 @@
-// Spec 1 "ApplicationRecord", "States and transitions: Application" and "Applications (common
+// docs/api.md "ApplicationRecord", "States and transitions: Application" and "Applications (common
 // rules)": the application record and every change to it, each one conditional write retried
 // on a lost race. Applications are created only by their first deploy
 // (`ensureApplicationForDeploy`); every other operation on a missing one is `not-found`.
 
 import { invalidInput, Problem } from '../problem.ts';
 import { getJson, isCasConflict, putJson, type Store } from '../store/store.ts';
+import { markFleetChanged } from './changes.ts';
 import { keys } from './keys.ts';
 import type { ApplicationRecord, DomainClaim, Replicas } from './records.ts';
 
@@ -67,6 +68,7 @@ export async function updateApplication(
     const written: ApplicationRecord = { ...next, updatedAt: now().toISOString() };
     try {
       await putJson(store, keys.application(name), written, { ifMatch: found.etag });
+      await markFleetChanged(store, `application ${name}`);
       return written;
     } catch (err) {
       if (!isCasConflict(err)) throw err;
@@ -82,7 +84,7 @@ export interface PlacementIntent {
 }
 
 /**
- * The deploy intake's step (spec 1 "POST /v1/applications/:name/deploys", order of checks):
+ * The deploy intake's step (docs/api.md "POST /v1/applications/:name/deploys", order of checks):
  * creates the application on its first deploy (replicas `all` unless the deploy gives a count,
  * no selector unless it gives one), otherwise refuses a blocked one with `application-blocked`
  * and records any placement intent. A retired application stays retired: a deploy publishes but
@@ -114,6 +116,7 @@ export async function ensureApplicationForDeploy(
       };
       try {
         await putJson(store, keys.application(name), record, { ifNoneMatch: '*' });
+        await markFleetChanged(store, `application ${name}`);
         return record;
       } catch (err) {
         if (!isCasConflict(err)) throw err;
@@ -127,6 +130,7 @@ export async function ensureApplicationForDeploy(
     const written = { ...next, updatedAt: now().toISOString() };
     try {
       await putJson(store, keys.application(name), written, { ifMatch: found.etag });
+      await markFleetChanged(store, `application ${name}`);
       return written;
     } catch (err) {
       if (!isCasConflict(err)) throw err;
@@ -271,7 +275,7 @@ export function redactApplication(
 
 /**
  * Refuses to delete an application that is not retired past its grace, unless forced
- * (spec 1 "DELETE /v1/applications/:name").
+ * (docs/api.md "DELETE /v1/applications/:name").
  */
 export function checkDeletable(record: ApplicationRecord, force: boolean, nowMs: number = Date.now()): void {
   if (force) return;
@@ -310,6 +314,7 @@ export async function deleteApplicationData(store: Store, name: string): Promise
   const recordKey = keys.application(name);
   for (const object of own.objects) if (object.key !== recordKey) await remove(object.key);
   await remove(recordKey);
+  await markFleetChanged(store, `application ${name}`);
   return deleted.sort();
 }
 
@@ -325,7 +330,7 @@ async function claimKeysHeldBy(store: Store, name: string, record: ApplicationRe
   return held;
 }
 
-// ---- Request bodies (spec 1 "Applications (common rules)") ----
+// ---- Request bodies (docs/api.md "Applications (common rules)") ----
 
 /** `{ labels: object of string values }`. */
 export function parseLabelsBody(body: unknown): Record<string, string> {

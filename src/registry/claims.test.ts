@@ -1,9 +1,10 @@
-// Domain claims against a real local-directory bucket (spec 1 "POST and DELETE
+// Domain claims against a real local-directory bucket (docs/api.md "POST and DELETE
 // /v1/applications/:name/domains/:host"): conflicts, idempotence, the limit, and the write order —
 // a claim cut short between its two writes routes nothing, and claiming again repairs it.
 
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import fc from 'fast-check';
 import { routingInputFromRegistry } from '../routing/input.ts';
 import type { Store } from '../store/store.ts';
 import { getJson } from '../store/store.ts';
@@ -252,4 +253,16 @@ describe('domain claims', () => {
     await releaseDomain(store, 'secret', 'leftover.example', platformDomains);
     assert.equal(await store.stat(keys.domainClaim('leftover.example')), null);
   });
+});
+
+test('every host reads back from its claim key, long ones split into two segments', () => {
+  const ofLength = (n: number) => Array.from({ length: n }, (_, i) => (i % 64 === 63 ? '.' : 'a')).join('');
+  const hosts = fc.oneof(fc.domain({ size: 'large' }), fc.integer({ min: 1, max: 253 }).map(ofLength));
+  fc.assert(
+    fc.property(hosts, (host) => {
+      const key = keys.domainClaim(host);
+      assert.equal(keys.hostOfClaim(key), host);
+      for (const segment of key.split('/')) assert.ok(Buffer.byteLength(segment) <= 240, segment);
+    }),
+  );
 });

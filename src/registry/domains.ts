@@ -1,5 +1,5 @@
-// Spec 1 "Identifiers and name rules" (custom host claim rule) and "POST and DELETE
-// /v1/applications/:name/domains/:host"; spec 3 "Domains". The claim rule is one pure function
+// docs/api.md "Identifiers and name rules" (custom host claim rule) and "POST and DELETE
+// /v1/applications/:name/domains/:host"; docs/cli.md "Domains". The claim rule is one pure function
 // the node and the CLI both run. Claims are written referent-first: the application is checked,
 // the claim record `_svc/domains/<host>.json` is created, then the host is listed on the
 // application. Routing needs both halves (src/routing/input.ts), so a crash between the writes
@@ -13,10 +13,11 @@ import {
   readApplication,
   updateApplication,
 } from './applications.ts';
+import { markFleetChanged } from './changes.ts';
 import { keys } from './keys.ts';
 import type { ApplicationRecord, DomainClaim } from './records.ts';
 
-/** Spec 1 "Limits": domains per application. */
+/** docs/api.md "Limits": domains per application. */
 export const MAX_DOMAINS_PER_APPLICATION = 64;
 const MAX_HOST_LENGTH = 253;
 const MAX_LABEL_LENGTH = 63;
@@ -171,6 +172,8 @@ export async function claimDomain(store: Store, request: ClaimRequest): Promise<
     if (created.fresh) await undoClaim(store, created);
     throw err;
   }
+  // An upgrade may change only the claim record, which no application write announced.
+  if (created.changed) await markFleetChanged(store, `domain ${host}`);
   return { application, host, platformHosts: platformHostsOf(application, request.platformDomains) };
 }
 
@@ -209,6 +212,7 @@ export async function releaseDomain(
       if (again?.value.application === name)
         await store.delete(keys.domainClaim(host), { ifMatch: again.etag });
     }
+    await markFleetChanged(store, `domain ${host}`);
   }
   return { application, host, platformHosts: platformHostsOf(application, platformDomains) };
 }
@@ -263,11 +267,11 @@ async function refuseConflicts(store: Store, request: ClaimRequest): Promise<voi
 /** Hosts claimed exactly one label under `base`; one listing, no reads. */
 async function claimsOneLabelUnder(store: Store, base: string): Promise<string[]> {
   const listing = await store.list(keys.domainClaimsPrefix, { recursive: true });
-  const suffix = `.${base}.json`;
+  const suffix = `.${base}`;
   return listing.objects
-    .map((object) => object.key)
-    .filter((key) => key.endsWith(suffix))
-    .map((key) => key.slice(keys.domainClaimsPrefix.length, -'.json'.length))
+    .map((object) => keys.hostOfClaim(object.key))
+    .filter((host) => host !== null && host.endsWith(suffix))
+    .map((host) => host!)
     .filter((child) => !child.slice(0, -base.length - 1).includes('.'));
 }
 

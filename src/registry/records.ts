@@ -1,10 +1,10 @@
-// The typed registry records svc keeps in the bucket (spec 1 "Resources and their fields";
-// DESIGN.md "Proposed bucket layout"). Keys are in keys.ts. Every record carries `v: 1`.
+// The typed registry records svc keeps in the bucket (docs/api.md "Resources and their fields";
+// docs/bucket-layout.md). Keys are in keys.ts. Every record carries `v: 1`.
 
 /** How many nodes run an application: every eligible node, or a fixed count. */
 export type Replicas = 'all' | number;
 
-/** One application (spec 1 "ApplicationRecord"); created by its first deploy. */
+/** One application (docs/api.md "ApplicationRecord"); created by its first deploy. */
 export interface ApplicationRecord {
   v: 1;
   name: string;
@@ -39,7 +39,7 @@ export interface DomainClaim {
   by: string;
 }
 
-/** What the supervisor reports for one runtime process (spec 1 "ProcessStatus"). */
+/** What the supervisor reports for one runtime process (docs/api.md "ProcessStatus"). */
 export interface ProcessStatus {
   application: string;
   port: number;
@@ -68,14 +68,43 @@ export interface NodeRecord {
   listen: string;
   labels: Record<string, string>;
   versions: { svc: string; cell?: string };
+  /**
+   * The node's platform domains (`--platform-domains`), so the CLI's bucket path can refuse a
+   * claim under one as the node would. Absent on records of older versions.
+   */
+  platformDomains?: string[];
   state: 'starting' | 'ready' | 'draining';
   /** Wall-clock time of the last heartbeat, ms since the epoch. */
   beatMs: number;
   startedAt: string;
   processes: ProcessStatus[];
+  /** Raw X25519 public key (base64url) secrets are sealed to (docs/decisions.md "Secrets"). */
+  sealKey?: string;
+  /** Present when the node runs with `--transport wireguard`: what peers need to reach it. */
+  wireguard?: WireguardTunnel;
 }
 
-/** The coordinator lease at `_svc/fleet/coordinator.json` (spec 1 "CoordinatorLease"). */
+/** The public side of a node's WireGuard tunnel; the private key never leaves the node's disk. */
+export interface WireguardTunnel {
+  /** Base64 X25519 public key, as `wg pubkey` prints it. */
+  publicKey: string;
+  /** Tunnel address with prefix length (`--wg-address`). */
+  address: string;
+  /** `host:port` peers send tunnel traffic to (`--wg-endpoint`); absent when peers cannot reach it first. */
+  endpoint?: string;
+}
+
+/**
+ * A node's published WireGuard public half at `_svc/wireguard/<id>.json`, written by `svc wg init`
+ * and by `svc sail`, so a node is a peer before its first heartbeat.
+ */
+export interface WireguardPeerRecord extends WireguardTunnel {
+  v: 1;
+  node: string;
+  publishedAt: string;
+}
+
+/** The coordinator lease at `_svc/fleet/coordinator.json` (docs/api.md "CoordinatorLease"). */
 export interface CoordinatorLease {
   v: 1;
   node: string;
@@ -98,7 +127,7 @@ export interface PlacementRecord {
   decidedAt: string;
 }
 
-/** The fleet freeze (spec 1 "FreezeRecord"). */
+/** The fleet freeze (docs/api.md "FreezeRecord"). */
 export interface FreezeRecord {
   v: 1;
   frozenAt: string;

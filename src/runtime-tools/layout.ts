@@ -1,5 +1,4 @@
-// The documents the runtime keeps under `fleets/<name>/` (DESIGN.md "The runtime contract
-// (`cell`)"; layout and schemas in docs/runtime.md): their shapes, the features a reader must
+// The documents the runtime keeps under `fleets/<name>/` (docs/runtime.md; layout and schemas in docs/runtime.md): their shapes, the features a reader must
 // understand, and the strict parsers both `cell` and the svc storage tools (prune, lease) use.
 // A parser answers a value or a reason; callers turn the reason into their own refusal.
 
@@ -14,7 +13,7 @@ export const SCHEMA_VERSION = 1;
  */
 export const KNOWN_FEATURES: readonly string[] = ['modules', 'assets', 'containers'];
 
-/** Runtime releases the storage tools (prune, lease) were verified against (spec 3). */
+/** Runtime releases the storage tools (prune, lease) were verified against (docs/cli.md). */
 export const VERIFIED_RUNTIME_RELEASES: readonly string[] = ['0.5.0', '0.5.1', '0.6.0', '0.6.1', '0.6.2'];
 
 /** A deployment version: lowercase hex, as `cell publish` writes it. */
@@ -76,6 +75,8 @@ export interface Manifest {
   assets: AssetsConfig | null;
   containers?: { image: string }[];
   fence_image?: string;
+  /** Cron schedules (five fields, UTC) the worker's `scheduled` handler runs on; absent: none. */
+  crons?: string[];
 }
 
 /** One static file: its request path maps to a blob in `deploy-blobs/`. */
@@ -187,6 +188,8 @@ export function parseManifest(body: Uint8Array | string): ParsedVersioned<Manife
   if (!doc.vars || typeof doc.vars !== 'object' || Array.isArray(doc.vars))
     return fail('vars is not an object');
   if (doc.assets !== null && !isAssetsConfig(doc.assets)) return fail('assets is malformed');
+  if (doc.crons !== undefined && !(Array.isArray(doc.crons) && doc.crons.every(isString)))
+    return fail('crons is malformed');
   const images = imageReferences(doc);
   if (!images.ok) return images;
   return { ok: true, value: doc as unknown as Manifest };
@@ -225,7 +228,7 @@ function isAssetsConfig(v: unknown): v is AssetsConfig {
 
 /**
  * The container image content keys a manifest names (`containers[].image`, `fence_image`).
- * Every reference must be `cell-image:` plus a lowercase hex key (spec 3 prune rule 4).
+ * Every reference must be `cell-image:` plus a lowercase hex key (docs/cli.md prune rule 4).
  */
 export function imageReferences(doc: Record<string, unknown>): Parsed<string[]> {
   const found: string[] = [];

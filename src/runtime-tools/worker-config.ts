@@ -9,6 +9,7 @@
 // syntax error), `<file>:<line>:<column>: ...`, as compilers do, so an editor can jump there.
 
 import { findNodeAtLocation, type Node, type ParseError, parseTree, printParseErrorCode } from 'jsonc-parser';
+import { cronProblem } from '../../runtime/src/cron.ts';
 import { type AssetsConfig, isScriptName } from './layout.ts';
 
 export const CONFIG_FILES = ['cell.jsonc', 'cell.json'] as const;
@@ -23,10 +24,22 @@ export interface WorkerConfig {
   vars: Record<string, unknown>;
   assets: (AssetsConfig & { directory: string }) | null;
   no_bundle: boolean;
+  /** wrangler's module `rules`: which files become which module type (see runtime/src/bundle.ts). */
+  rules: ModuleRule[];
+  /** `triggers.crons`: the schedules the worker's `scheduled` handler runs on. */
+  crons: string[];
   /** Unknown keys this runtime ignores. */
   ignored: string[];
   /** One sentence per thing the user should know but that does not stop the deploy. */
   warnings: string[];
+}
+
+/** wrangler's module rule types. */
+export const RULE_TYPES = ['ESModule', 'CommonJS', 'Text', 'Data', 'CompiledWasm'] as const;
+export interface ModuleRule {
+  type: (typeof RULE_TYPES)[number];
+  globs: string[];
+  fallthrough: boolean;
 }
 
 export interface ParseOptions {
@@ -88,7 +101,6 @@ const QUIET_KEYS = [
 const UNPROVIDED_FEATURES: Record<string, string> = {
   routes: 'svc routes by application name and domains (svc app domain add), not by Cloudflare routes',
   route: 'svc routes by application name and domains (svc app domain add), not by Cloudflare routes',
-  triggers: 'cron triggers are not run by this runtime',
   observability: 'logs and traces come from svc sail --observability, not from this key',
   placement: 'svc places applications with --replicas and --node-selector',
   limits: 'this runtime applies no per-request CPU limit',
@@ -144,7 +156,7 @@ export function parseWorkerConfig(text: string, file: string, options: ParseOpti
   const bad = (path: KeyPath, why: string) => {
     const node = findNodeAtLocation(tree, path);
     const at = node?.parent?.type === 'property' ? node.parent : (node ?? tree);
-    return new WorkerConfigError(file, position(text, at.offset), `"${path.join('.')}" ${why}`);
+    return new WorkerConfigError(file, position(text, at.offset), `"${keyName(path)}" ${why}`);
   };
 
   if (has(doc, 'env')) {
@@ -244,6 +256,12 @@ export function parseWorkerConfig(text: string, file: string, options: ParseOpti
   if (doc.no_bundle !== undefined && typeof doc.no_bundle !== 'boolean')
     throw bad(['no_bundle'], 'must be true or false');
 
+  const rules = parseRules(doc.rules, bad);
+  const crons = parseCrons(doc.triggers, bad);
+  if (crons.length > 0 && main === null) {
+    throw bad(['triggers', 'crons'], 'needs a worker: set "main" to the module whose scheduled handler runs');
+  }
+
   return {
     name,
     main,
@@ -252,9 +270,55 @@ export function parseWorkerConfig(text: string, file: string, options: ParseOpti
     vars,
     assets,
     no_bundle: doc.no_bundle === true,
+    rules,
+    crons,
     ignored,
     warnings,
   };
+}
+
+function parseRules(value: unknown, bad: (path: KeyPath, why: string) => WorkerConfigError): ModuleRule[] {
+  if (value === undefined) return [];
+  if (!Array.isArray(value)) {
+    throw bad(['rules'], 'must be a list such as [{ "type": "Text", "globs": ["**/*.sql"] }]');
+  }
+  return value.map((rule, i) => {
+    const r = (rule ?? {}) as Record<string, unknown>;
+    if (typeof rule !== 'object' || Array.isArray(rule) || !RULE_TYPES.includes(r.type as never)) {
+      throw bad(['rules', i, 'type'], `must be one of ${RULE_TYPES.join(', ')}`);
+    }
+    if (
+      !Array.isArray(r.globs) ||
+      r.globs.length === 0 ||
+      !r.globs.every((g) => typeof g === 'string' && g !== '')
+    ) {
+      throw bad(['rules', i, 'globs'], 'must be a non-empty list of glob patterns such as "**/*.sql"');
+    }
+    if (r.fallthrough !== undefined && typeof r.fallthrough !== 'boolean') {
+      throw bad(['rules', i, 'fallthrough'], 'must be true or false');
+    }
+    return {
+      type: r.type as ModuleRule['type'],
+      globs: r.globs as string[],
+      fallthrough: r.fallthrough === true,
+    };
+  });
+}
+
+/** `triggers: { crons: [...] }`; each expression is checked by the scheduler's own parser. */
+function parseCrons(value: unknown, bad: (path: KeyPath, why: string) => WorkerConfigError): string[] {
+  if (value === undefined) return [];
+  if (!isObject(value)) throw bad(['triggers'], 'must be an object such as { "crons": ["0 * * * *"] }');
+  const crons = value.crons;
+  if (crons === undefined) return [];
+  if (!Array.isArray(crons) || !crons.every((c) => typeof c === 'string')) {
+    throw bad(['triggers', 'crons'], 'must be a list of cron expressions such as "*/5 * * * *"');
+  }
+  for (const cron of crons) {
+    const why = cronProblem(cron);
+    if (why) throw bad(['triggers', 'crons'], `${JSON.stringify(cron)} is no cron expression: ${why}`);
+  }
+  return [...new Set(crons.map((c) => c.trim()))];
 }
 
 function parseAssets(
@@ -318,6 +382,13 @@ function nodeValue(node: Node): unknown {
     default:
       return node.value;
   }
+}
+
+/** A key path as a user writes it: `vars.GREETING`, `rules[0].type`. */
+function keyName(path: KeyPath): string {
+  return path
+    .map((part, i) => (typeof part === 'number' ? `[${part}]` : i === 0 ? part : `.${part}`))
+    .join('');
 }
 
 function has(object: object, key: string): boolean {

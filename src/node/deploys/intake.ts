@@ -1,4 +1,4 @@
-// Deploy intake (spec 1 "POST /v1/applications/:name/deploys"), in the spec's order. The guard has
+// Deploy intake (docs/api.md "POST /v1/applications/:name/deploys"), in the spec's order. The guard has
 // authenticated the caller and checked `:name` and its scope in onRequest, before anything of the
 // request beyond its headers was looked at. Then:
 //
@@ -105,6 +105,7 @@ export async function acceptDeploy(ctx: NodeContext, request: DeployRequest): Pr
     const writer = new DeployRecordWriter(ctx.store, record);
     await writer.create();
     ctx.log.info({ deploy: id, application, by, bytes: received }, `deploy ${id} accepted`);
+    ctx.events?.emit({ kind: 'deploy.accepted', application, actor: by, deploy: id, bytes: received });
     return service.enqueue({ id, application, dir, root, config: unpacked.config, ticket, writer });
   } catch (err) {
     await discard(dir, ticket);

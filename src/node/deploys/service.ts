@@ -1,5 +1,5 @@
-// The deploy runner of one node (spec 1 "POST /v1/applications/:name/deploys", "States and
-// transitions: Deploy"; spec 3 "svc sail" deploy limits and deadlines): the staging directory,
+// The deploy runner of one node (docs/api.md "POST /v1/applications/:name/deploys", "States and
+// transitions: Deploy"; docs/cli.md "svc sail" deploy limits and deadlines): the staging directory,
 // the queue and its limits, `cell publish` for each accepted deploy, and the record of each state.
 //
 // Staging lives in `<state dir>/deploys/<deploy id>/`: the received `artifact.tar.gz`, then the
@@ -12,6 +12,8 @@ import { mkdir, readdir, readFile, realpath, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { isProblem, Problem } from '../../problem.ts';
 import { updateApplication } from '../../registry/applications.ts';
+import { writeDeploymentNote } from '../../registry/deployments.ts';
+import { readSecrets } from '../../secrets/secrets.ts';
 import type { NodeContext } from '../context.ts';
 import type { DaemonService } from '../daemon.ts';
 import { DeployLimits, type DeployTicket } from './limits.ts';
@@ -119,7 +121,7 @@ export class DeployService implements DaemonService {
 
   /**
    * The staging directory and the runtime's version: both must be there to accept a deploy,
-   * else `capability-missing` (spec 1: no deploy runner, or no file-backed artifact stager).
+   * else `capability-missing` (docs/api.md: no deploy runner, or no file-backed artifact stager).
    */
   async capabilities(): Promise<{ staging: string; runtimeVersion: string }> {
     const ctx = this.#context();
@@ -196,7 +198,10 @@ export class DeployService implements DaemonService {
         cellBin: ctx.settings.runtime.cellBin,
         cwd: task.root,
         config: task.config,
-        env: publishEnv(ctx, task.application),
+        env: {
+          ...publishEnv(ctx, task.application),
+          CELL_SECRET_NAMES: await secretNames(ctx, task.application),
+        },
         timeoutMs: ctx.settings.deploy.taskTimeoutMs,
         outputBytes: ctx.settings.deploy.outputBytes,
         signal: task.abort.signal,
@@ -208,6 +213,18 @@ export class DeployService implements DaemonService {
       await recordDeployment(ctx, task.application, published.deployment).catch((err) =>
         ctx.log.warn({ err, deploy: task.id }, 'could not note the deployment on the application record'),
       );
+      // Its provenance outlives the deploy record (reaped after 7 days): history reads it.
+      const { by, source } = task.writer.record;
+      await writeDeploymentNote(ctx.store, {
+        v: 1,
+        application: task.application,
+        script: published.script,
+        deployment: published.deployment,
+        deploy: task.id,
+        by,
+        deployedAt: new Date().toISOString(),
+        ...(source ? { source } : {}),
+      }).catch((err) => ctx.log.warn({ err, deploy: task.id }, 'could not note who made the deployment'));
       // A first deploy should answer through the ingress within a poll, not a resync interval.
       ctx.fleet?.changed();
       outcome = published;
@@ -247,6 +264,17 @@ export class DeployService implements DaemonService {
       }
     } catch (err) {
       ctx.log.error({ err, deploy: task.id }, 'could not record the end of a deploy');
+    }
+    const ended = task.writer.record;
+    if (ended.state === 'deployed' || ended.state === 'failed') {
+      ctx.events?.emit({
+        kind: `deploy.${ended.state}`,
+        application: task.application,
+        actor: ended.by,
+        deploy: task.id,
+        ...(ended.deployment ? { deployment: ended.deployment } : {}),
+        ...(ended.code ? { code: ended.code, detail: ended.detail } : {}),
+      });
     }
     ctx.log.info(
       {
@@ -362,6 +390,12 @@ async function stopLeftoverPublish(entry: string): Promise<void> {
 }
 
 /** The application record names the deployment the last successful deploy produced. */
+/** The application's secret names, for the runtime to refuse a var of the same name. */
+async function secretNames(ctx: NodeContext, application: string): Promise<string> {
+  const found = await readSecrets(ctx.store, application);
+  return Object.keys(found?.doc.secrets ?? {}).join(',');
+}
+
 async function recordDeployment(ctx: NodeContext, application: string, deployment: string): Promise<void> {
   try {
     await updateApplication(ctx.store, application, (current) =>

@@ -1,6 +1,6 @@
-// The process supervisor (issue 4 item 5; spec 1 "DaemonState" `processes`; spec 3 "svc sail":
+// The process supervisor (docs/api.md "DaemonState" `processes`; docs/cli.md "svc sail":
 // `--cell-bin`, `--cell-env`, the port range, `--port-quarantine-ms`, `--bind-host`,
-// `--output-bytes`, `--observability`; DESIGN.md "The runtime contract (`cell`)").
+// `--output-bytes`, `--observability`; docs/runtime.md).
 //
 // One `cell serve` per application placed on this node. The reconcile loop calls `apply` with
 // what should run; the supervisor starts what is missing, stops what is no longer wanted and
@@ -13,6 +13,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { createServer } from 'node:net';
 import type { Logger } from 'pino';
+import { type EventSink, eventTail } from '../../observability/events.ts';
 import type { ProcessStatus } from '../../registry/records.ts';
 import { OutputTail, RuntimeProbe } from '../deploys/runner.ts';
 import { readLeftovers, recordProcesses, stopLeftovers } from './process-leftovers.ts';
@@ -34,6 +35,10 @@ export interface SupervisorOptions {
   log: Pick<Logger, 'info' | 'warn' | 'error'>;
   /** Gives each process `CELL_OTEL=1` unless `cellEnv` states `CELL_OTEL`. */
   observability?: boolean;
+  /** Where process started / ready / exited / crash-looping / never-ready events go. */
+  events?: EventSink;
+  /** How long after a start without a healthy answer `process.never-ready` is reported (30 s). */
+  neverReadyMs?: number;
   restart?: Partial<RestartPolicy>;
   /** Health probe interval while a process is not ready. */
   healthPollMs?: number;
@@ -48,9 +53,11 @@ export interface SupervisorOptions {
   processFile?: string;
   /**
    * Called when a process turns ready or stops being ready, so the node can publish routing at
-   * once rather than at its next pass (DESIGN.md "Targets": first deploy).
+   * once rather than at its next pass (the targets in bench/RESULTS.md: first deploy).
    */
   onReadinessChange?: (application: string, ready: boolean) => void;
+  /** Where each application's secrets file is (src/secrets/keeper.ts); handed over as a path only. */
+  secretsFile?: (application: string) => string;
 }
 
 export interface DesiredProcess {
@@ -77,6 +84,8 @@ interface Managed {
   stopping: Promise<void> | null;
   /** A start in progress; stopping waits for it, so it sees the port and child it settled on. */
   launching: Promise<void> | null;
+  /** The current child was reported as never turning ready. */
+  notReadyReported: boolean;
   /** What the last health answer said it serves. */
   deployment?: string;
   /** Why it is not ready, for the node record (ProcessStatus `detail`). */
@@ -85,6 +94,9 @@ interface Managed {
 
 /** A detail is one short paragraph, not a log. */
 const DETAIL_CHARS = 600;
+
+/** A process not ready this long after it started is reported, with its output. */
+export const NEVER_READY_MS = 30_000;
 
 export class Supervisor {
   readonly #options: SupervisorOptions;
@@ -199,6 +211,7 @@ export class Supervisor {
       timer: null,
       stopping: null,
       launching: null,
+      notReadyReported: false,
     };
     this.#managed.set(application, m);
     return m;
@@ -236,7 +249,12 @@ export class Supervisor {
     let child: ChildProcess;
     try {
       child = spawn(cellBin, ['serve'], {
-        env: runtimeEnv({ ...this.#options, application: m.application, port }),
+        env: runtimeEnv({
+          ...this.#options,
+          application: m.application,
+          port,
+          secretsFile: this.#options.secretsFile?.(m.application),
+        }),
         stdio: ['ignore', 'pipe', 'pipe'],
         // Its own process group, so a kill reaches the workerd processes it starts.
         detached: true,
@@ -247,6 +265,7 @@ export class Supervisor {
     m.child = child;
     m.startedAtMs = Date.now();
     m.ready = false;
+    m.notReadyReported = false;
     if (m.state !== 'crashloop') m.state = 'starting';
     child.stdout!.on('data', (chunk: Buffer) => m.tail.push(chunk));
     child.stderr!.on('data', (chunk: Buffer) => m.tail.push(chunk));
@@ -268,6 +287,13 @@ export class Supervisor {
     });
     this.#noteProcesses();
     this.#options.log.info({ application: m.application, port, pid: child.pid }, 'runtime process started');
+    this.#options.events?.emit({
+      kind: 'process.started',
+      application: m.application,
+      port,
+      ...(child.pid !== undefined ? { pid: child.pid } : {}),
+      restarts: m.restarts,
+    });
     this.#schedule(m, this.#options.healthPollMs ?? 200, () => this.#probeHealth(m, child));
   }
 
@@ -304,12 +330,25 @@ export class Supervisor {
       m.ready = true;
       m.state = 'ready';
       this.#options.log.info({ application: m.application, port: m.port }, 'runtime process ready');
+      this.#options.events?.emit({ kind: 'process.ready', application: m.application, port: m.port });
       this.#options.onReadinessChange?.(m.application, true);
     } else if (!ok && m.ready) {
       m.ready = false;
       m.state = 'starting';
       this.#options.log.warn({ application: m.application, port: m.port }, 'runtime process not ready');
+      this.#options.events?.emit({ kind: 'process.unready', application: m.application, port: m.port });
       this.#options.onReadinessChange?.(m.application, false);
+    }
+    const neverReadyMs = this.#options.neverReadyMs ?? NEVER_READY_MS;
+    if (!m.ready && !m.notReadyReported && Date.now() - m.startedAtMs >= neverReadyMs) {
+      m.notReadyReported = true;
+      this.#options.events?.emit({
+        kind: 'process.never-ready',
+        application: m.application,
+        port: m.port,
+        afterMs: Date.now() - m.startedAtMs,
+        tail: eventTail(m.tail.text()),
+      });
     }
     const every = m.ready ? (this.#options.healthCheckMs ?? 2_000) : (this.#options.healthPollMs ?? 200);
     this.#schedule(m, every, () => this.#probeHealth(m, child));
@@ -348,6 +387,14 @@ export class Supervisor {
       },
       judged.crashloop ? 'runtime process crash-looping' : 'runtime process exited; restarting',
     );
+    this.#options.events?.emit({
+      kind: judged.crashloop ? 'process.crash-looping' : 'process.exited',
+      application: m.application,
+      why,
+      restarts: m.restarts,
+      delayMs: judged.delayMs,
+      tail: eventTail(m.tail.text()),
+    });
     this.#schedule(m, judged.delayMs, () => {
       if (!this.#current(m)) return;
       m.restarts += 1;
@@ -379,6 +426,7 @@ export class Supervisor {
         await m.exited;
         clearTimeout(hard);
         this.#options.log.info({ application: m.application }, 'runtime process stopped');
+        this.#options.events?.emit({ kind: 'process.stopped', application: m.application });
       }
       if (m.port !== null) this.#ports.release(m.port, Date.now());
       this.#managed.delete(m.application);
@@ -403,6 +451,7 @@ export function runtimeEnv(input: {
   nodeId: string;
   port: number;
   bindHost: string;
+  secretsFile?: string;
   base?: NodeJS.ProcessEnv;
 }): Record<string, string> {
   const env: Record<string, string> = {};
@@ -417,6 +466,7 @@ export function runtimeEnv(input: {
     CELL_PORT: String(input.port),
     CELL_BIND_HOST: input.bindHost,
   });
+  if (input.secretsFile) env.CELL_SECRETS_FILE = input.secretsFile;
   Object.assign(env, input.bucketEnv);
   return env;
 }
