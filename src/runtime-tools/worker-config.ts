@@ -115,6 +115,8 @@ const KNOWN_KEYS = [
   'vars',
   'assets',
   'no_bundle',
+  'rules',
+  'triggers',
 ];
 
 const VAR_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;

@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { Problem } from '../../problem.ts';
-import { OutputTail, RuntimeProbe, runPublish } from './runner.ts';
+import { MAX_WARNINGS, OutputTail, RuntimeProbe, runPublish, WarningLines } from './runner.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'svc-runner-'));
 
@@ -43,7 +43,26 @@ test('the last non-empty stdout line names the deployment', async () => {
     'ok',
     `echo "building" ; echo "warn" >&2 ; echo '{"application":"shop","script":"w","deployment":"abc"}' ; echo ; test "$1 $2 $3" = "publish --config cell.json"`,
   );
-  assert.deepEqual(await run(bin), { application: 'shop', script: 'w', deployment: 'abc' });
+  assert.deepEqual(await run(bin), { application: 'shop', script: 'w', deployment: 'abc', warnings: [] });
+});
+
+test("the runtime's `cell: warning: ` lines of stderr are kept, in order, whatever the chunking", async () => {
+  const bin = script(
+    'warns',
+    `printf 'cell: warning: first one\ncell: progress\n' >&2 ; printf 'cell: warn' >&2 ; sleep 0.05 ; printf 'ing: second\n' >&2 ; echo '{"application":"shop","script":"w","deployment":"abc"}'`,
+  );
+  assert.deepEqual((await run(bin)).warnings, ['first one', 'second']);
+});
+
+test('WarningLines keeps at most MAX_WARNINGS and reads a last line without a newline', () => {
+  const lines = new WarningLines();
+  lines.push(
+    Buffer.from(Array.from({ length: MAX_WARNINGS + 5 }, (_, i) => `cell: warning: w${i}\n`).join('')),
+  );
+  assert.equal(lines.done().length, MAX_WARNINGS);
+  const last = new WarningLines();
+  last.push(Buffer.from('x\ncell: warning: tail'));
+  assert.deepEqual(last.done(), ['tail']);
 });
 
 test('exit 0 without a deployment line is publish-failed', async () => {
