@@ -304,13 +304,14 @@ describe('svc deploy with the real runtime', () => {
       }),
       'src/index.js':
         "import { helper } from './lib.js';\nexport default { fetch() { return new Response(helper()); } };\n",
-      'src/lib.js': "const fs = require('fs');\nexport function helper() { return typeof fs; }\n",
+      'src/lib.js':
+        "const url = globalThis.DATABASE_URL;\nif (!url) throw new Error('DATABASE_URL is not set');\nexport function helper() { return url; }\n",
     });
     const { code, stdout, stderr } = await svcDeploy([dir, '--node', real!.url, '--key', keyArg(admin)]);
     assert.equal(code, 1, stdout);
     assert.equal(stdout, '');
     assert.match(stderr, /^svc: Deploy failed: deploy loadfail\.[0-9a-f]{16}: /m);
-    assert.match(stderr, /Dynamic require of "fs" is not supported/);
+    assert.match(stderr, /Uncaught Error: DATABASE_URL is not set/);
     assert.match(stderr, /at index\.js:\d+:\d+/);
     assert.match(stderr, /\[urn:svc:publish-failed\]\n$/);
     // Nothing was selected in the bucket.

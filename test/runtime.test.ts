@@ -464,13 +464,14 @@ describe('cell', () => {
           }),
           'w.js':
             "import { helper } from './lib.js';\nexport default { fetch() { return new Response(helper()); } };\n",
-          'lib.js': "const fs = require('fs');\nexport function helper() { return typeof fs; }\n",
+          'lib.js':
+            "const url = globalThis.DATABASE_URL;\nif (!url) throw new Error('DATABASE_URL is not set');\nexport function helper() { return url; }\n",
         },
         { CELL_STATE_DIR: stateDir },
       );
       assert.match(
         line,
-        /cell: the worker cannot serve: it was started in workerd and .*Dynamic require of "fs" is not supported/s,
+        /cell: the worker cannot serve: it was started in workerd and .*Uncaught Error: DATABASE_URL is not set/s,
       );
       assert.match(line, /at w\.js:\d+:\d+/);
       assert.match(line, /nothing was published/);

@@ -245,7 +245,7 @@ export class Instance {
     while (Date.now() < deadline) {
       // workerd keeps running (or exits, depending on timing) when a module throws while loading;
       // its line names the service.
-      const failed = /service cell-user: Uncaught[^\n]*(\n\s+at [^\n]*)*/.exec(this.startupOutput);
+      const failed = /service cell-user: Uncaught[^\n]*(\n[ \t]+[^\n]*)*/.exec(this.startupOutput);
       if (failed) throw new CellError(`${this.label} failed to start: ${failed[0]}`);
       if (this.exited) {
         throw new CellError(
