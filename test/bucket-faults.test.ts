@@ -11,11 +11,11 @@ import { after, before, test } from 'node:test';
 import type { Signer } from '../src/auth/in-process.test-helper.ts';
 import { signerFor } from '../src/auth/in-process.test-helper.ts';
 import type { TrustedOperator } from '../src/auth/records.ts';
-import { ensureApplicationForDeploy, getApplication } from '../src/registry/applications.ts';
+import { getApplication } from '../src/registry/applications.ts';
 import { keys } from '../src/registry/keys.ts';
 import { openStore } from '../src/store/open.ts';
 import { putJson, type Store } from '../src/store/store.ts';
-import { assertProblem, call } from './helpers/applications.ts';
+import { assertProblem, call, ensureDeployedApplication } from './helpers/applications.ts';
 import { type Minio, type MinioBucketOptions, startMinio } from './helpers/minio.ts';
 import { type RunResult, runSvc, type SailProcess, startSail, tempDir, waitFor } from './helpers/svc.ts';
 
@@ -44,7 +44,7 @@ before(async () => {
     registeredBy: 'bucket',
   };
   await putJson(store, keys.operator('op-admin'), record);
-  await ensureApplicationForDeploy(store, 'shop', {}, 'test');
+  await ensureDeployedApplication(store, 'shop', {});
   node = await startSail([...bucketFlags(), '--ingress-token', INGRESS_TOKEN]);
   await waitFor(async () => (await routes()).status === 200, 'the first reconcile pass');
 });

@@ -9,11 +9,10 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { type Signer, signerFor } from '../src/auth/in-process.test-helper.ts';
 import type { TrustedOperator } from '../src/auth/records.ts';
-import { ensureApplicationForDeploy } from '../src/registry/applications.ts';
 import { keys } from '../src/registry/keys.ts';
 import { openStore } from '../src/store/open.ts';
 import { putJson, type Store } from '../src/store/store.ts';
-import { call } from './helpers/applications.ts';
+import { call, ensureDeployedApplication } from './helpers/applications.ts';
 import { CELL_STANDIN } from './helpers/deploys.ts';
 import { useMinio } from './helpers/minio.ts';
 import { type SailProcess, startSail, tempDir, waitFor } from './helpers/svc.ts';
@@ -52,8 +51,8 @@ before(async () => {
   const options = minio.bucketOptions(await minio.createBucket());
   store = await openStore({ ...options, stateDir: tempDir() });
   admin = await operator('op-admin');
-  await ensureApplicationForDeploy(store, 'shop', {}, 'test');
-  await ensureApplicationForDeploy(store, 'cart', {}, 'test');
+  await ensureDeployedApplication(store, 'shop', {});
+  await ensureDeployedApplication(store, 'cart', {});
   const zones = { 'node-a': 'a', 'node-b': 'b', 'node-c': 'c' };
   nodes = await Promise.all(
     Object.entries(zones).map(([id, zone]) =>

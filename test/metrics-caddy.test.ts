@@ -13,9 +13,9 @@ import { readdirSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
-import { ensureApplicationForDeploy } from '../src/registry/applications.ts';
 import { openStore } from '../src/store/open.ts';
 import type { Store } from '../src/store/store.ts';
+import { ensureDeployedApplication } from './helpers/applications.ts';
 import { type CaddyProcess, defaultCaddyfileWith, ensureCaddyBuilt, startCaddy } from './helpers/caddy.ts';
 import { CELL_STANDIN } from './helpers/deploys.ts';
 import { useMinio } from './helpers/minio.ts';
@@ -42,8 +42,8 @@ before(async () => {
     ...['--endpoint', options.endpoint, '--region', options.region, '--bucket', options.bucket],
     ...['--access-key', options.accessKey, '--secret-key', options.secretKey],
   ];
-  await ensureApplicationForDeploy(store, 'shop', {}, 'test');
-  await ensureApplicationForDeploy(store, 'blog', {}, 'test');
+  await ensureDeployedApplication(store, 'shop', {});
+  await ensureDeployedApplication(store, 'blog', {});
   logDir = tempDir('svc-access-log-');
   const accessLog = join(logDir, 'access.log');
   node = await startSail([

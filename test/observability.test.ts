@@ -10,11 +10,10 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { signerFor } from '../src/auth/in-process.test-helper.ts';
 import type { TrustedOperator } from '../src/auth/records.ts';
-import { ensureApplicationForDeploy } from '../src/registry/applications.ts';
 import { keys } from '../src/registry/keys.ts';
 import { openStore } from '../src/store/open.ts';
 import { putJson, type Store } from '../src/store/store.ts';
-import { call } from './helpers/applications.ts';
+import { call, ensureDeployedApplication } from './helpers/applications.ts';
 import { standinArtifact } from './helpers/artifacts.ts';
 import { CELL_STANDIN, postDeploy, settledDeploy } from './helpers/deploys.ts';
 import { useMinio } from './helpers/minio.ts';
@@ -46,8 +45,8 @@ before(async () => {
     registeredBy: 'bucket',
   };
   await putJson(store, keys.operator(admin.id), record);
-  await ensureApplicationForDeploy(store, 'shop', {}, 'test');
-  await ensureApplicationForDeploy(store, 'broken', {}, 'test');
+  await ensureDeployedApplication(store, 'shop', {});
+  await ensureDeployedApplication(store, 'broken', {});
   for (const id of ['obs-a', 'obs-b']) {
     nodes.push(
       await startSail([

@@ -14,12 +14,12 @@ import { chmodSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { after, before, test } from 'node:test';
 import { pathToFileURL } from 'node:url';
-import { ensureApplicationForDeploy } from '../src/registry/applications.ts';
 import { keys } from '../src/registry/keys.ts';
 import type { NodeRecord } from '../src/registry/records.ts';
 import { openStore } from '../src/store/open.ts';
 import { getJson, type Store } from '../src/store/store.ts';
 import { PRIVATE_KEY_FILE, publicKeyOf } from '../src/wireguard/keypair.ts';
+import { ensureDeployedApplication } from './helpers/applications.ts';
 import { CELL_STANDIN } from './helpers/deploys.ts';
 import { type RunResult, type SailProcess, SVC_BIN, startSail, tempDir, waitFor } from './helpers/svc.ts';
 
@@ -117,7 +117,7 @@ before(async () => {
   }
   store = await openStore({ endpoint: env.SVC_S3_ENDPOINT });
   // The application exists before the nodes start: the first passes place it on both.
-  await ensureApplicationForDeploy(store, 'shop', {}, 'test');
+  await ensureDeployedApplication(store, 'shop', {});
 });
 
 after(async () => {
