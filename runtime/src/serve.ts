@@ -4,6 +4,8 @@
 // workerd on a private socket. When the fleet-wide selector moves, the new deployment is
 // started and probed while the old one keeps serving; new requests then go to the new one and
 // the old one is stopped once its requests have finished, so a switch fails no request.
+// The node's daemon sends SIGHUP when it learns the selector moved; the process's own look at the
+// selector is a slow safety net, so an idle replica costs the bucket a few requests an hour.
 
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -45,6 +47,14 @@ export interface ServeTuning {
   retryMs: number;
 }
 
+/**
+ * The idle schedule. The node's daemon signals the process (SIGHUP) when it learns the selector
+ * moved, so the selector poll is only a safety net and the lease lives long: an idle replica
+ * costs one HEAD per poll and one PUT per third of a lease lifetime, about 24 requests an hour.
+ */
+export const DEFAULT_SELECTOR_POLL_MS = 300_000;
+export const DEFAULT_LEASE_TTL_MS = 900_000;
+
 export function tuningFromEnv(env: NodeJS.ProcessEnv): ServeTuning {
   const ms = (name: string, fallback: number, min: number) => {
     const raw = env[name];
@@ -56,8 +66,8 @@ export function tuningFromEnv(env: NodeJS.ProcessEnv): ServeTuning {
     return Number(raw);
   };
   return {
-    pollMs: ms('CELL_SELECTOR_POLL_MS', 1000, 50),
-    leaseTtlMs: ms('CELL_LEASE_TTL_MS', 30_000, 3000),
+    pollMs: ms('CELL_SELECTOR_POLL_MS', DEFAULT_SELECTOR_POLL_MS, 50),
+    leaseTtlMs: ms('CELL_LEASE_TTL_MS', DEFAULT_LEASE_TTL_MS, 3000),
     drainMs: ms('CELL_DRAIN_MS', 30_000, 0),
     startTimeoutMs: ms('CELL_START_TIMEOUT_MS', 60_000, 1000),
     retryMs: ms('CELL_RETRY_MS', 10_000, 100),
@@ -94,11 +104,17 @@ function identityFromEnv(env: NodeJS.ProcessEnv): ServeIdentity {
 
 /** Runs until SIGTERM or SIGINT; answers the exit code. */
 export async function serve(env: NodeJS.ProcessEnv, log: (line: string) => void): Promise<number> {
+  // SIGHUP ("the selector moved") must never end the process. One that comes before the server
+  // exists needs no action: the server looks at the selector as soon as it listens.
+  const early = () => {};
+  process.on('SIGHUP', early);
   const identity = identityFromEnv(env);
   const tuning = tuningFromEnv(env);
   const store = await openBucketFromEnv(env);
   const server = new Server(identity, tuning, store, env, log);
   process.on('exit', killAllWorkerd);
+  process.removeListener('SIGHUP', early);
+  process.on('SIGHUP', () => server.selectorMoved());
   return server.run();
 }
 
@@ -125,6 +141,8 @@ class Server {
   private lastLogged = '';
   private pollTimer: NodeJS.Timeout | null = null;
   private checking: Promise<void> | null = null;
+  /** A look was asked for while one was under way: it may have read the selector too early. */
+  private lookAgain = false;
   private stopping = false;
 
   constructor(
@@ -180,7 +198,6 @@ class Server {
     const signal = await new Promise<NodeJS.Signals>((resolveSignal) => {
       process.once('SIGTERM', () => resolveSignal('SIGTERM'));
       process.once('SIGINT', () => resolveSignal('SIGINT'));
-      process.on('SIGHUP', () => void this.check());
     });
     this.log(`cell: ${signal}: stopping ${this.id.application}`);
     this.stopping = true;
@@ -213,6 +230,24 @@ class Server {
       this.checking = null;
     });
     return this.checking;
+  }
+
+  /**
+   * SIGHUP: the node's daemon learned that the selector moved. Looked at now; if a look is under
+   * way it may have read the selector before the move, so one more follows it.
+   */
+  selectorMoved(): void {
+    if (this.stopping) return;
+    if (!this.checking) {
+      void this.check();
+      return;
+    }
+    if (this.lookAgain) return;
+    this.lookAgain = true;
+    void this.checking.then(() => {
+      this.lookAgain = false;
+      return this.check();
+    });
   }
 
   private async checkOnce(): Promise<void> {

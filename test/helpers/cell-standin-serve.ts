@@ -3,7 +3,7 @@
 // environment, listens there, answers `/.well-known/cell/health` with 200 once ready and stops on
 // SIGTERM. It runs no worker: every other path answers `standin <application>`, and `/env`
 // answers what it was started with (CELL_*, SVC_S3_*, the names of other SVC_* variables that
-// leaked, and how many health probes it saw).
+// leaked, how many health probes it saw, and how many SIGHUPs: "the selector moved").
 //
 // Steered through the environment (the supervisor's `--cell-env`); each *_APPS value is a comma
 // list of applications, or `*` for all:
@@ -41,6 +41,10 @@ export function serveStandin(env: NodeJS.ProcessEnv = process.env): void {
   exitWhenOrphaned(env.STANDIN_SERVE_STAY_ORPHANED ? 300_000 : 0);
 
   let healthProbes = 0;
+  let hups = 0;
+  process.on('SIGHUP', () => {
+    hups += 1;
+  });
   const readyDir = env.STANDIN_SERVE_READY_DIR;
   const server = createServer((req, res) => {
     const path = (req.url ?? '/').split('?')[0];
@@ -51,7 +55,7 @@ export function serveStandin(env: NodeJS.ProcessEnv = process.env): void {
       res.end(JSON.stringify({ status: ready ? 'ready' : 'starting', application, node }));
     } else if (path === '/env') {
       res.writeHead(200, { 'content-type': 'application/json' });
-      res.end(JSON.stringify({ env: contractEnv(env), healthProbes, pid: process.pid }));
+      res.end(JSON.stringify({ env: contractEnv(env), healthProbes, hups, pid: process.pid }));
     } else {
       res.writeHead(200, { 'content-type': 'text/plain' });
       res.end(`standin ${application}`);

@@ -27,9 +27,12 @@ export const PASS_INTERVAL_MS = 5_000;
 
 /** What the loop needs of the supervisor (src/node/fleet/supervisor.ts). */
 export interface ProcessSupervisor {
-  apply(desired: readonly { application: string }[]): void | Promise<void>;
+  /** `deployment`: what the application record says is selected, so a move can be told. */
+  apply(desired: readonly { application: string; deployment?: string }[]): void | Promise<void>;
   statuses(): ProcessStatus[];
   stop(): Promise<void>;
+  /** The application's selector moved: its runtime process should look now. */
+  notify?(application: string): void;
 }
 
 /** The last pass of the loop (spec 1 DaemonState `reconcile`). */
@@ -158,7 +161,12 @@ export class Reconciler {
         }
       } else this.#unplaced = [];
       desired = this.desiredHere();
-      await o.supervisor.apply(desired.map((app) => ({ application: app.name })));
+      await o.supervisor.apply(
+        desired.map((app) => ({
+          application: app.name,
+          ...(app.deployment !== undefined ? { deployment: app.deployment } : {}),
+        })),
+      );
       await o.registration.beat(
         { state: this.#draining ? 'draining' : 'ready', processes: o.supervisor.statuses() },
         true,

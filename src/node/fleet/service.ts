@@ -47,6 +47,11 @@ export interface FleetView {
    * run a pass now instead of within the resync interval.
    */
   changed(): void;
+  /**
+   * The application's selector was moved by this node (a deploy, a rollback): its runtime process
+   * on this node looks at it now. Other nodes learn it from the application record's `deployment`.
+   */
+  selectorMoved(application: string): void;
 }
 
 export interface FleetServiceOptions {
@@ -162,6 +167,7 @@ async function startFleet(ctx: NodeContext, options: FleetServiceOptions): Promi
       reconciler.refreshSoon();
       passSoon();
     },
+    selectorMoved: (application) => supervisor.notify?.(application),
   };
 
   const loops = new Loops(log);

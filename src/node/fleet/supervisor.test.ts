@@ -77,7 +77,9 @@ async function readyStatus(s: Supervisor, application: string): Promise<ProcessS
   return ready!;
 }
 
-async function standinEnv(port: number): Promise<{ env: Record<string, unknown>; healthProbes: number }> {
+async function standinEnv(
+  port: number,
+): Promise<{ env: Record<string, unknown>; healthProbes: number; hups: number }> {
   const answer = await fetchText(`http://127.0.0.1:${port}/env`);
   assert.ok(answer, 'the stand-in answers');
   return JSON.parse(answer.body);
@@ -106,6 +108,28 @@ test('starts a process per application with the runtime contract environment', a
   assert.match(s.outputTail('alpha')!, /serving alpha/);
   assert.equal(s.outputTail('nobody'), null);
   delete process.env.SVC_NOT_FOR_THE_RUNTIME;
+});
+
+test('a moved selector is told to the running process with SIGHUP, and only a move is', async () => {
+  const s = await supervisor();
+  await s.apply([{ application: 'alpha', deployment: 'd1' }, { application: 'beta' }]);
+  const alpha = await readyStatus(s, 'alpha');
+  const beta = await readyStatus(s, 'beta');
+  // Started for d1: the process reads the selector itself, nothing to tell.
+  await s.apply([{ application: 'alpha', deployment: 'd1' }, { application: 'beta' }]);
+  assert.equal((await standinEnv(alpha.port)).hups, 0);
+  // The record names a new deployment (a deploy through another node): told once.
+  await s.apply([{ application: 'alpha', deployment: 'd2' }, { application: 'beta' }]);
+  await s.apply([{ application: 'alpha', deployment: 'd2' }, { application: 'beta' }]);
+  await waitFor(async () => (await standinEnv(alpha.port)).hups === 1, 'alpha told of d2');
+  // A deploy through this node: told directly; the other application hears nothing.
+  s.notify('alpha');
+  await waitFor(async () => (await standinEnv(alpha.port)).hups === 2, 'alpha told again');
+  s.notify('nobody');
+  assert.equal((await standinEnv(beta.port)).hups, 0);
+  // Still the same processes: a SIGHUP never ends one.
+  assert.equal(status(s, 'alpha')!.pid, alpha.pid);
+  assert.equal(status(s, 'alpha')!.restarts, 0);
 });
 
 test('runtimeEnv: cell-env may not override the contract or the bucket; CELL_OTEL as cell-env states it', () => {

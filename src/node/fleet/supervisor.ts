@@ -55,6 +55,12 @@ export interface SupervisorOptions {
 
 export interface DesiredProcess {
   application: string;
+  /**
+   * The deployment the registry says is selected, when known. A change is told to the running
+   * process (`notify`), so a deploy made through another node is picked up without the runtime
+   * polling the bucket.
+   */
+  deployment?: string;
 }
 
 const HEALTH_TIMEOUT_MS = 2_000;
@@ -77,6 +83,12 @@ interface Managed {
   stopping: Promise<void> | null;
   /** A start in progress; stopping waits for it, so it sees the port and child it settled on. */
   launching: Promise<void> | null;
+  /** The deployment last desired for it (DesiredProcess.deployment). */
+  deployment: string | undefined;
+  /** Its health answered at all: it has its SIGHUP handler, so a signal cannot end it. */
+  answered: boolean;
+  /** A notify waits for the process to answer before it is signalled. */
+  notifyPending: boolean;
 }
 
 export class Supervisor {
@@ -100,8 +112,37 @@ export class Supervisor {
   /** Makes the running set what `desired` names: starts the missing, stops the rest. */
   apply(desired: readonly DesiredProcess[]): Promise<void> {
     const names = new Set(desired.map((d) => d.application));
-    this.#applying = this.#applying.then(() => this.#apply(names));
+    this.#applying = this.#applying.then(async () => {
+      this.#followDeployments(desired);
+      await this.#apply(names);
+      // A process started now reads the selector itself: what it was started for is what it knows.
+      for (const d of desired) {
+        const m = this.#managed.get(d.application);
+        if (m && m.deployment === undefined) m.deployment = d.deployment;
+      }
+    });
     return this.#applying;
+  }
+
+  /**
+   * Tells the application's runtime process that its selector moved (SIGHUP): it looks at the
+   * selector at once instead of at its next safety poll. A process that has not answered its
+   * health yet may not have its handler in place, so it is signalled once it does.
+   */
+  notify(application: string): void {
+    const m = this.#managed.get(application);
+    if (!m || m.stopping) return;
+    if (m.child && m.answered) signal(m.child, 'SIGHUP');
+    else m.notifyPending = true;
+  }
+
+  #followDeployments(desired: readonly DesiredProcess[]): void {
+    for (const d of desired) {
+      const m = this.#managed.get(d.application);
+      if (!m || d.deployment === undefined || d.deployment === m.deployment) continue;
+      m.deployment = d.deployment;
+      this.notify(d.application);
+    }
   }
 
   /** What runs (or is being started or stopped), by application name. */
@@ -190,6 +231,9 @@ export class Supervisor {
       timer: null,
       stopping: null,
       launching: null,
+      deployment: undefined,
+      answered: false,
+      notifyPending: false,
     };
     this.#managed.set(application, m);
     return m;
@@ -238,6 +282,7 @@ export class Supervisor {
     m.child = child;
     m.startedAtMs = Date.now();
     m.ready = false;
+    m.answered = false;
     if (m.state !== 'crashloop') m.state = 'starting';
     child.stdout!.on('data', (chunk: Buffer) => m.tail.push(chunk));
     child.stderr!.on('data', (chunk: Buffer) => m.tail.push(chunk));
@@ -286,8 +331,16 @@ export class Supervisor {
 
   async #probeHealth(m: Managed, child: ChildProcess): Promise<void> {
     if (m.child !== child || !this.#current(m)) return;
-    const ok = await answersHealthy(this.#options.bindHost, m.port!);
+    const status = await healthStatus(this.#options.bindHost, m.port!);
     if (m.child !== child || !this.#current(m)) return;
+    const ok = status === 200;
+    if (status !== null && !m.answered) {
+      m.answered = true;
+      if (m.notifyPending) {
+        m.notifyPending = false;
+        signal(child, 'SIGHUP');
+      }
+    }
     if (ok && !m.ready) {
       m.ready = true;
       m.state = 'ready';
@@ -413,16 +466,17 @@ export function healthUrl(bindHost: string, port: number): string {
   return `http://${host.includes(':') ? `[${host}]` : host}:${port}${HEALTH_PATH}`;
 }
 
-async function answersHealthy(bindHost: string, port: number): Promise<boolean> {
+/** The status the health path answers with; null when nothing answers. */
+async function healthStatus(bindHost: string, port: number): Promise<number | null> {
   try {
     const response = await fetch(healthUrl(bindHost, port), {
       signal: AbortSignal.timeout(HEALTH_TIMEOUT_MS),
       cache: 'no-store',
     });
     await response.body?.cancel();
-    return response.status === 200;
+    return response.status;
   } catch {
-    return false;
+    return null;
   }
 }
 
