@@ -44,7 +44,9 @@ async function deploy(project: string, greeting: string): Promise<string> {
 }
 
 async function processOf(application: string): Promise<Process | undefined> {
-  const state = (await call(node.url, 'GET', '/v1/state', { signer: admin })).body as { processes: Process[] };
+  const state = (await call(node.url, 'GET', '/v1/state', { signer: admin })).body as {
+    processes: Process[];
+  };
   return state.processes.find((p) => p.application === application);
 }
 
@@ -57,7 +59,11 @@ describe('a redeploy through the node', () => {
       return p?.ready ? p : undefined;
     }, 'hello ready');
     const body = async () => (await fetchText(`http://127.0.0.1:${first!.port}/`))?.body ?? '';
-    await waitFor(async () => (await body()).includes('first greeting'), 'the first greeting', SERVE_DEADLINE_MS);
+    await waitFor(
+      async () => (await body()).includes('first greeting'),
+      'the first greeting',
+      SERVE_DEADLINE_MS,
+    );
 
     await deploy(project, 'second greeting');
     await waitFor(
