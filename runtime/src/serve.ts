@@ -31,6 +31,8 @@ import { claimStateDir, sweepOrphans } from './orphans.ts';
 import { CELL_VERSION_LINE } from './version.ts';
 
 export const HEALTH_PATH = '/.well-known/cell/health';
+/** Health probes of svc's supervisor carry this header; they say the process is supervised. */
+const SUPERVISOR_HEADER = 'cell-supervisor';
 
 /** The longest wait before a deployment that failed to start is tried again. */
 const MAX_RETRY_MS = 300_000;
@@ -45,6 +47,11 @@ export interface ServeTuning {
   drainMs: number;
   startTimeoutMs: number;
   retryMs: number;
+  /**
+   * Once the process that started this one is gone: how long to keep serving without a
+   * supervisor's health probe before draining and exiting. Null: never (a process run by hand).
+   */
+  unsupervisedExitMs: number | null;
 }
 
 /**
@@ -71,6 +78,7 @@ export function tuningFromEnv(env: NodeJS.ProcessEnv): ServeTuning {
     drainMs: ms('CELL_DRAIN_MS', 30_000, 0),
     startTimeoutMs: ms('CELL_START_TIMEOUT_MS', 60_000, 1000),
     retryMs: ms('CELL_RETRY_MS', 10_000, 100),
+    unsupervisedExitMs: env.CELL_UNSUPERVISED_EXIT_MS ? ms('CELL_UNSUPERVISED_EXIT_MS', 0, 1000) : null,
   };
 }
 
@@ -108,6 +116,10 @@ export async function serve(env: NodeJS.ProcessEnv, log: (line: string) => void)
   // exists needs no action: the server looks at the selector as soon as it listens.
   const early = () => {};
   process.on('SIGHUP', early);
+  // The daemon reading our output may be gone (killed, or restarted keeping its applications):
+  // a broken pipe loses the output, never the process.
+  process.stdout.on('error', () => {});
+  process.stderr.on('error', () => {});
   const identity = identityFromEnv(env);
   const tuning = tuningFromEnv(env);
   const store = await openBucketFromEnv(env);
@@ -144,6 +156,9 @@ class Server {
   /** A look was asked for while one was under way: it may have read the selector too early. */
   private lookAgain = false;
   private stopping = false;
+  /** The process that started this one, and when a supervisor last probed the health. */
+  private readonly parentPid = process.ppid;
+  private supervisedAtMs = Date.now();
 
   constructor(
     id: ServeIdentity,
@@ -195,10 +210,21 @@ class Server {
     this.lease.start();
     void this.poll();
 
-    const signal = await new Promise<NodeJS.Signals>((resolveSignal) => {
+    let watch: NodeJS.Timeout | undefined;
+    const signal = await new Promise<string>((resolveSignal) => {
       process.once('SIGTERM', () => resolveSignal('SIGTERM'));
       process.once('SIGINT', () => resolveSignal('SIGINT'));
+      const bound = this.tuning.unsupervisedExitMs;
+      if (bound !== null) {
+        watch = setInterval(
+          () => {
+            if (this.unsupervisedFor() > bound) resolveSignal(`no supervisor for ${bound} ms`);
+          },
+          Math.min(10_000, Math.max(250, bound / 4)),
+        );
+      }
     });
+    clearInterval(watch);
     this.log(`cell: ${signal}: stopping ${this.id.application}`);
     this.stopping = true;
     if (this.pollTimer) clearTimeout(this.pollTimer);
@@ -215,6 +241,12 @@ class Server {
     rmSync(this.context.stateDir, { recursive: true, force: true });
     this.log(`cell: stopped ${this.id.application}`);
     return 0;
+  }
+
+  /** How long the process has gone without supervision; 0 while the process that started it lives. */
+  private unsupervisedFor(): number {
+    if (process.ppid === this.parentPid) return 0;
+    return Date.now() - this.supervisedAtMs;
   }
 
   // ---- following the selector ----
@@ -364,6 +396,7 @@ class Server {
   }
 
   private health(req: IncomingMessage, res: ServerResponse): void {
+    if (req.headers[SUPERVISOR_HEADER]) this.supervisedAtMs = Date.now();
     const ready = this.active !== null && !this.stopping;
     const body: Record<string, unknown> = {
       status: this.stopping ? 'stopping' : ready ? 'ready' : this.status,

@@ -33,6 +33,8 @@ export interface ProcessSupervisor {
   stop(): Promise<void>;
   /** The application's selector moved: its runtime process should look now. */
   notify?(application: string): void;
+  /** Stops supervising and leaves the processes running (the daemon restarts keeping them). */
+  detach?(): Promise<void>;
 }
 
 /** The last pass of the loop (spec 1 DaemonState `reconcile`). */

@@ -66,8 +66,8 @@ export function fleetService(options: FleetServiceOptions = {}): DaemonService {
     async start(ctx) {
       running = await startFleet(ctx, options);
     },
-    async stop() {
-      await running?.drain();
+    async stop(options) {
+      await (options?.keepApplications ? running?.detach() : running?.drain());
       running = null;
     },
   };
@@ -75,6 +75,8 @@ export function fleetService(options: FleetServiceOptions = {}): DaemonService {
 
 interface RunningFleet {
   drain(): Promise<void>;
+  /** Stops the fleet's work but leaves the runtime processes serving, for the next run to adopt. */
+  detach(): Promise<void>;
 }
 
 async function startFleet(ctx: NodeContext, options: FleetServiceOptions): Promise<RunningFleet> {
@@ -201,6 +203,21 @@ async function startFleet(ctx: NodeContext, options: FleetServiceOptions): Promi
       await step('recording no processes', () => registration.beat({ state: 'draining', processes: [] }));
       await step('releasing the coordinator lease', () => lease.release());
       log.info({ event: 'node.drained' }, 'drained');
+    },
+    async detach() {
+      draining = true;
+      reconciler.drain();
+      loops.stop();
+      await passing.catch(() => {});
+      // The node record keeps saying `ready` with its processes: they serve on, and the next run
+      // beats again within the liveness window.
+      await (supervisor.detach?.() ?? supervisor.stop());
+      try {
+        await lease.release();
+      } catch (err) {
+        log.warn({ err }, 'restarting: releasing the coordinator lease failed');
+      }
+      log.info({ event: 'node.detached' }, 'left the applications serving');
     },
   };
 }

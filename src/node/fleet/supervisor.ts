@@ -15,10 +15,38 @@ import { createServer } from 'node:net';
 import type { Logger } from 'pino';
 import type { ProcessStatus } from '../../registry/records.ts';
 import { OutputTail, RuntimeProbe } from '../deploys/runner.ts';
-import { readLeftovers, recordProcesses, stopLeftovers } from './process-leftovers.ts';
+import {
+  AdoptedProcess,
+  groupAlive,
+  type LeftoverEntry,
+  processAlive,
+  readLeftovers,
+  recordProcesses,
+  stopLeftovers,
+} from './process-leftovers.ts';
 import { DEFAULT_RESTART_POLICY, judgeExit, PortPool, type RestartPolicy } from './process-policy.ts';
 
 export const HEALTH_PATH = '/.well-known/cell/health';
+
+/**
+ * How long a runtime process whose daemon is gone keeps serving without a supervisor's health
+ * probe before it drains and exits (CELL_UNSUPERVISED_EXIT_MS, unless `--cell-env` names it): a
+ * restarted daemon adopts it well within this, a daemon that stays dead leaves nothing running
+ * past it.
+ */
+export const UNSUPERVISED_EXIT_MS = 300_000;
+
+/** The header the supervisor's health probes carry: the runtime counts them as "supervised". */
+export const SUPERVISOR_HEADER = 'cell-supervisor';
+
+/** A runtime process: one this daemon spawned, or one it adopted from a previous run. */
+interface RuntimeChild {
+  readonly pid?: number | undefined;
+  readonly stdout: NodeJS.ReadableStream | null;
+  readonly stderr: NodeJS.ReadableStream | null;
+  kill(signal?: NodeJS.Signals): boolean;
+  once(event: 'exit', listener: (code: number | null, signal: NodeJS.Signals | null) => void): unknown;
+}
 
 export interface SupervisorOptions {
   cellBin: string;
@@ -74,7 +102,7 @@ interface Managed {
   ready: boolean;
   restarts: number;
   fastExits: number;
-  child: ChildProcess | null;
+  child: RuntimeChild | null;
   exited: Promise<void>;
   startedAtMs: number;
   tail: OutputTail;
@@ -175,7 +203,7 @@ export class Supervisor {
 
   async #apply(names: Set<string>): Promise<void> {
     if (this.#closed) return;
-    if (!this.#sweptLeftovers) await this.#sweepLeftovers();
+    if (!this.#sweptLeftovers) await this.#sweepLeftovers(names);
     this.#desired = names;
     for (const m of this.#managed.values()) {
       if (!names.has(m.application) && !m.stopping) void this.#retire(m);
@@ -187,11 +215,22 @@ export class Supervisor {
     await Promise.all(starting);
   }
 
-  async #sweepLeftovers(): Promise<void> {
+  /**
+   * Adopts the processes a previous run left serving an application wanted now, and stops the
+   * rest, before anything is started.
+   */
+  async #sweepLeftovers(names: Set<string>): Promise<void> {
     this.#sweptLeftovers = true;
     const file = this.#options.processFile;
     if (!file) return;
-    const stopped = await stopLeftovers(readLeftovers(file), this.#options.stopGraceMs ?? 30_000);
+    const rest: LeftoverEntry[] = [];
+    for (const e of readLeftovers(file)) {
+      if (!groupAlive(e.pid)) continue;
+      if (names.has(e.application) && !this.#managed.has(e.application) && (await this.#adoptLeftover(e)))
+        continue;
+      rest.push(e);
+    }
+    const stopped = await stopLeftovers(rest, this.#options.stopGraceMs ?? 30_000);
     for (const e of stopped) {
       this.#options.log.warn(
         { application: e.application, pid: e.pid },
@@ -201,12 +240,62 @@ export class Supervisor {
     this.#noteProcesses();
   }
 
+  /**
+   * Takes over a runtime process a previous run left: only while it still runs, listens on the
+   * noted port in the range, and its health names the application (a reused pid or port does not).
+   */
+  async #adoptLeftover(e: LeftoverEntry): Promise<boolean> {
+    if (e.port === undefined || !processAlive(e.pid)) return false;
+    if ((await healthApplication(this.#options.bindHost, e.port, this.#options.nodeId)) !== e.application)
+      return false;
+    if (!this.#ports.claim(e.port, e.application)) return false;
+    const m = this.#adopt(e.application);
+    m.port = e.port;
+    m.runtimeVersion = (await this.#probe.version(this.#options.cellBin)) ?? '';
+    this.#attach(m, new AdoptedProcess(e.pid));
+    m.answered = true;
+    m.tail.push(
+      Buffer.from(
+        `[svc] adopted cell serve ${e.pid} on port ${e.port}, left running by a previous run of the daemon; its output is not captured\n`,
+      ),
+    );
+    this.#options.log.info(
+      { application: e.application, port: e.port, pid: e.pid },
+      'adopted a runtime process a previous run of the daemon left running',
+    );
+    return true;
+  }
+
+  /**
+   * Leaves every process running and stops supervising (`svc sail` restarting keeping its
+   * applications): the process file keeps naming them, so the next run adopts them.
+   */
+  async detach(): Promise<void> {
+    this.#closed = true;
+    await this.#applying;
+    this.#noteProcesses();
+    for (const m of this.#managed.values()) {
+      if (m.timer) clearTimeout(m.timer);
+      m.timer = null;
+      const child = m.child;
+      if (child instanceof AdoptedProcess) child.release();
+      else if (child) {
+        // Its output has nobody to go to now; the runtime ignores the broken pipe.
+        (child as ChildProcess).stdout?.destroy();
+        (child as ChildProcess).stderr?.destroy();
+        (child as ChildProcess).unref();
+      }
+    }
+  }
+
   /** Keeps the process file in step with the groups running now. */
   #noteProcesses(): void {
     const file = this.#options.processFile;
     if (!file) return;
     const running = [...this.#managed.values()].flatMap((m) =>
-      m.child?.pid !== undefined ? [{ application: m.application, pid: m.child.pid }] : [],
+      m.child?.pid !== undefined && m.port !== null
+        ? [{ application: m.application, pid: m.child.pid, port: m.port }]
+        : [],
     );
     try {
       recordProcesses(file, running);
@@ -279,32 +368,39 @@ export class Supervisor {
     } catch (err) {
       return this.#failedStart(m, `${cellBin}: ${(err as Error).message}`);
     }
+    const failed = this.#attach(m, child);
+    child.once('error', (err) => {
+      // A failed spawn has no pid and emits no exit.
+      if (child.pid === undefined) failed(`could not start: ${err.message}`);
+    });
+    this.#options.log.info({ application: m.application, port, pid: child.pid }, 'runtime process started');
+  }
+
+  /** Makes `child` the application's process: output, exit, health probes. Answers how to fail it. */
+  #attach(m: Managed, child: RuntimeChild): (why: string) => void {
     m.child = child;
     m.startedAtMs = Date.now();
     m.ready = false;
     m.answered = false;
     if (m.state !== 'crashloop') m.state = 'starting';
-    child.stdout!.on('data', (chunk: Buffer) => m.tail.push(chunk));
-    child.stderr!.on('data', (chunk: Buffer) => m.tail.push(chunk));
+    child.stdout?.on('data', (chunk: Buffer) => m.tail.push(chunk));
+    child.stderr?.on('data', (chunk: Buffer) => m.tail.push(chunk));
+    let finish: (why: string) => void = () => {};
     m.exited = new Promise<void>((resolve) => {
       let done = false;
-      const finish = (why: string) => {
+      finish = (why: string) => {
         if (done) return;
         done = true;
         this.#exited(m, child, why);
         resolve();
       };
       child.once('exit', (code, signal) =>
-        finish(signal ? `was killed by ${signal}` : `exited with ${code}`),
+        finish(signal ? `was killed by ${signal}` : code === null ? 'exited' : `exited with ${code}`),
       );
-      child.once('error', (err) => {
-        // A failed spawn has no pid and emits no exit.
-        if (child.pid === undefined) finish(`could not start: ${err.message}`);
-      });
     });
     this.#noteProcesses();
-    this.#options.log.info({ application: m.application, port, pid: child.pid }, 'runtime process started');
     this.#schedule(m, this.#options.healthPollMs ?? 200, () => this.#probeHealth(m, child));
+    return finish;
   }
 
   /** The application's port: its own while still bindable, else the lowest one it may take. */
@@ -329,9 +425,9 @@ export class Supervisor {
     }
   }
 
-  async #probeHealth(m: Managed, child: ChildProcess): Promise<void> {
+  async #probeHealth(m: Managed, child: RuntimeChild): Promise<void> {
     if (m.child !== child || !this.#current(m)) return;
-    const status = await healthStatus(this.#options.bindHost, m.port!);
+    const status = await healthStatus(this.#options.bindHost, m.port!, this.#options.nodeId);
     if (m.child !== child || !this.#current(m)) return;
     const ok = status === 200;
     if (status !== null && !m.answered) {
@@ -356,7 +452,7 @@ export class Supervisor {
     this.#schedule(m, every, () => this.#probeHealth(m, child));
   }
 
-  #exited(m: Managed, child: ChildProcess, why: string): void {
+  #exited(m: Managed, child: RuntimeChild, why: string): void {
     // Whatever it left behind goes with it.
     killGroup(child, 'SIGKILL');
     if (m.child !== child) return;
@@ -450,6 +546,8 @@ export function runtimeEnv(input: {
   }
   Object.assign(env, input.cellEnv);
   if (input.observability && !Object.hasOwn(input.cellEnv, 'CELL_OTEL')) env.CELL_OTEL = '1';
+  if (!Object.hasOwn(input.cellEnv, 'CELL_UNSUPERVISED_EXIT_MS'))
+    env.CELL_UNSUPERVISED_EXIT_MS = String(UNSUPERVISED_EXIT_MS);
   Object.assign(env, {
     CELL_APP: input.application,
     CELL_NODE: input.nodeId,
@@ -467,14 +565,30 @@ export function healthUrl(bindHost: string, port: number): string {
 }
 
 /** The status the health path answers with; null when nothing answers. */
-async function healthStatus(bindHost: string, port: number): Promise<number | null> {
+async function healthStatus(bindHost: string, port: number, nodeId: string): Promise<number | null> {
   try {
     const response = await fetch(healthUrl(bindHost, port), {
       signal: AbortSignal.timeout(HEALTH_TIMEOUT_MS),
       cache: 'no-store',
+      headers: { [SUPERVISOR_HEADER]: nodeId },
     });
     await response.body?.cancel();
     return response.status;
+  } catch {
+    return null;
+  }
+}
+
+/** The application a process on the port names in its health answer (any status); null if none. */
+async function healthApplication(bindHost: string, port: number, nodeId: string): Promise<string | null> {
+  try {
+    const response = await fetch(healthUrl(bindHost, port), {
+      signal: AbortSignal.timeout(HEALTH_TIMEOUT_MS),
+      cache: 'no-store',
+      headers: { [SUPERVISOR_HEADER]: nodeId },
+    });
+    const body = (await response.json()) as { application?: unknown };
+    return typeof body.application === 'string' ? body.application : null;
   } catch {
     return null;
   }
@@ -489,7 +603,7 @@ function portIsFree(host: string, port: number): Promise<boolean> {
   });
 }
 
-function signal(child: ChildProcess, name: NodeJS.Signals): void {
+function signal(child: RuntimeChild, name: NodeJS.Signals): void {
   try {
     child.kill(name);
   } catch {
@@ -497,7 +611,7 @@ function signal(child: ChildProcess, name: NodeJS.Signals): void {
   }
 }
 
-function killGroup(child: ChildProcess, name: NodeJS.Signals): void {
+function killGroup(child: RuntimeChild, name: NodeJS.Signals): void {
   if (child.pid === undefined) return;
   try {
     process.kill(-child.pid, name);
