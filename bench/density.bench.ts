@@ -4,7 +4,7 @@
 //           applications. Target: at most 25 MB PSS per application at 5 and at 50 applications.
 //   Bucket: requests under the runtime's `fleets/` prefix per replica per hour while idle.
 //           Target: at most 60, flat in the number of applications.
-// Run: scripts/with-node node bench/density.bench.ts [counts] [window seconds] [time scale]
+// Run: scripts/with-node node bench/density.bench.ts [counts] [window seconds] [time scale] [runtime]
 //   counts        comma-separated numbers of applications (default 5,10,50), each on a fresh
 //                 bucket and node
 //   window        idle seconds during which bucket requests are counted (default 60)
@@ -12,6 +12,8 @@
 //                 lifetime, from its own defaults) is run k times faster through --cell-env, so a
 //                 window of W seconds stands for k*W seconds of the default schedule; requests per
 //                 hour are scaled back. k = 1 measures the defaults as they are.
+//   runtime       checkout (default): runtime/bin/cell, the .ts sources through type stripping;
+//                 dist: dist/cell.mjs, the bundled runtime `make dist` writes (built first)
 //
 // Real parts: MinIO behind a counting proxy (test/helpers/s3-proxy.ts: every request seen), one
 // `svc sail` on it with the real runtime (runtime/bin/cell, workerd), `svc deploy` of copies of
@@ -20,6 +22,7 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { tuningFromEnv } from '../runtime/src/serve.ts';
+import { buildDist, DIST_CELL } from '../scripts/build-dist.ts';
 import { signerFor } from '../src/auth/in-process.test-helper.ts';
 import type { TrustedOperator } from '../src/auth/records.ts';
 import { keys } from '../src/registry/keys.ts';
@@ -34,11 +37,13 @@ import { runSvc, type SailProcess, startSail, waitFor } from '../test/helpers/sv
 const counts = (process.argv[2] ?? '5,10,50').split(',').map(Number);
 const windowSeconds = Number(process.argv[3] ?? 60);
 const scale = Number(process.argv[4] ?? 1);
+const runtime = process.argv[5] ?? 'checkout';
 const DEPLOY_CONCURRENCY = 3;
 const DEPLOY_DEADLINE_MS = 120_000;
 const SETTLE_MS = 15_000;
 const PORTS: [number, number] = [31_000, 31_199];
 const MB = 1024 * 1024;
+const cellBin: string[] = [];
 
 interface ProcessMemory {
   pid: number;
@@ -59,6 +64,10 @@ interface Row {
 
 async function main(): Promise<void> {
   const defaults = tuningFromEnv({});
+  if (runtime === 'dist') {
+    await buildDist();
+    cellBin.push('--cell-bin', DIST_CELL);
+  }
   const cellEnv =
     scale === 1
       ? []
@@ -70,7 +79,7 @@ async function main(): Promise<void> {
         ];
   console.log(
     `density bench: ${counts.join(', ')} applications, idle window ${windowSeconds} s, time scale ${scale} ` +
-      `(selector poll ${defaults.pollMs} ms, lease ${defaults.leaseTtlMs} ms by default), node ${process.version}`,
+      `(selector poll ${defaults.pollMs} ms, lease ${defaults.leaseTtlMs} ms by default), runtime ${runtime}, node ${process.version}`,
   );
   const minio = await startMinio();
   const rows: Row[] = [];
@@ -137,6 +146,7 @@ async function measure(
       '--port-range-end',
       String(PORTS[1]),
       ...cellEnv,
+      ...cellBin,
     ]);
     const project = copyProject(join(EXAMPLES, 'hello'));
     const names = Array.from({ length: applications }, (_, i) => `dens-${i}`);
