@@ -4,7 +4,7 @@
 SHELL := /bin/bash
 WITH_NODE := scripts/with-node
 
-.PHONY: demo test setup tools check unit integration adapter-test dist clean
+.PHONY: demo test setup tools check adapter-check unit integration adapter-test dist clean
 
 # `npm install`, not `npm ci`: the registry this project is built from serves only the
 # Linux builds of biome's and workerd's optional platform packages, so the lock file
@@ -19,9 +19,16 @@ tools: setup
 	scripts/install-minio.sh
 	scripts/build-caddy.sh
 
-check: setup
+check: setup adapter-check
 	$(WITH_NODE) npx tsc --noEmit -p .
 	$(WITH_NODE) npx biome check .
+	$(WITH_NODE) node src/routing/write-vectors.ts --check
+
+# The Go adapter's guardrails: gofmt must list no file, go vet must be silent.
+adapter-check:
+	@unformatted="$$(cd adapter && gofmt -l .)"; \
+	if [ -n "$$unformatted" ]; then echo "gofmt would change (run gofmt -w in adapter/):"; echo "$$unformatted"; exit 1; fi
+	cd adapter && go vet ./...
 
 unit: setup
 	$(WITH_NODE) node --test --test-concurrency=2 'src/**/*.test.ts' 'runtime/**/*.test.ts'

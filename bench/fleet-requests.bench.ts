@@ -20,7 +20,7 @@ import { RegistryCache } from '../src/node/fleet/cache.ts';
 import { LeaseKeeper } from '../src/node/fleet/lease.ts';
 import { listedAppsStore } from '../src/node/fleet/listed-store.ts';
 import { NodeRegistration } from '../src/node/fleet/node-record.ts';
-import { PASS_INTERVAL_MS, Reconciler } from '../src/node/fleet/reconcile.ts';
+import { PASS_INTERVAL_MS, Reconciler, type ReconcileStatus } from '../src/node/fleet/reconcile.ts';
 import { keys } from '../src/registry/keys.ts';
 import { HEARTBEAT_MS } from '../src/registry/liveness.ts';
 import type { ApplicationRecord } from '../src/registry/records.ts';
@@ -32,7 +32,7 @@ const HOUR_MS = 3600_000;
 const STEP_MS = 250;
 
 /** Counts requests per kind, listings by 1,000-key page. */
-function counting(store: Store): { store: Store; counts: Record<string, number>; reset(): void } {
+export function counting(store: Store): { store: Store; counts: Record<string, number>; reset(): void } {
   const counts: Record<string, number> = {};
   const add = (kind: string, n = 1) => {
     counts[kind] = (counts[kind] ?? 0) + n;
@@ -70,7 +70,7 @@ function counting(store: Store): { store: Store; counts: Record<string, number>;
   };
 }
 
-function application(name: string): ApplicationRecord {
+export function application(name: string): ApplicationRecord {
   const at = new Date(0).toISOString();
   return {
     v: 1,
@@ -86,8 +86,24 @@ function application(name: string): ApplicationRecord {
   };
 }
 
+/**
+ * What another bench adds to each simulated node (bench/observability-requests.bench.ts): its
+ * requests go through the node's counting store and its schedule runs on the simulated clock.
+ */
+export interface SimAddOn {
+  onPass?: (status: ReconcileStatus) => void;
+  tick(now: number): Promise<void>;
+}
+export type SimAddOnFactory = (node: {
+  id: string;
+  store: Store;
+  clock: { wall: () => number };
+  isCoordinator: () => boolean;
+}) => SimAddOn;
+
 interface SimNode {
   id: string;
+  addOn?: SimAddOn;
   counter: ReturnType<typeof counting>;
   reconciler: Reconciler;
   lease: LeaseKeeper;
@@ -95,7 +111,10 @@ interface SimNode {
   due: { pass: number; beat: number; renew: number; look: number };
 }
 
-async function simulate(apps: number): Promise<{ perNode: number[]; byKind: Record<string, number>[] }> {
+export async function simulate(
+  apps: number,
+  addOnFor?: SimAddOnFactory,
+): Promise<{ perNode: number[]; byKind: Record<string, number>[] }> {
   const settings = defaultSettings();
   const base = await openDirStore(join(mkdtempSync(join(tmpdir(), 'svc-bench-fleet-')), 'bucket'));
   for (let i = 0; i < apps; i++) await putJson(base, keys.application(`app-${i}`), application(`app-${i}`));
@@ -119,6 +138,7 @@ async function simulate(apps: number): Promise<{ perNode: number[]; byKind: Reco
       now: clock.wall,
     });
     const quiet = { warn() {}, info() {} };
+    const addOn = addOnFor?.({ id, store, clock, isCoordinator: () => lease.isCoordinator() });
     const reconciler = new Reconciler({
       store,
       nodeId: id,
@@ -133,11 +153,13 @@ async function simulate(apps: number): Promise<{ perNode: number[]; byKind: Reco
       routing: { platformDomains: ['example.test'], apiPublic: true },
       mono: clock.mono,
       wall: clock.wall,
+      ...(addOn?.onPass ? { onPass: addOn.onPass } : {}),
       log: quiet,
     });
     const offset = nodes.length * 1_700;
     nodes.push({
       id,
+      ...(addOn ? { addOn } : {}),
       counter,
       reconciler,
       lease,
@@ -169,6 +191,7 @@ async function simulate(apps: number): Promise<{ perNode: number[]; byKind: Reco
         if (node.lease.lookDue()) await node.lease.tryAcquire();
         node.due.look += Math.max(50, Math.floor(ttl / 12));
       }
+      await node.addOn?.tick(now);
     }
     now += STEP_MS;
   }
@@ -227,25 +250,29 @@ async function passCpu(apps: number): Promise<{ cpuMs: number; resyncCpuMs: numb
   return { cpuMs: total / runs, resyncCpuMs: (used.user + used.system) / 1000 };
 }
 
-const sizes = process.argv.slice(2).map(Number).filter(Number.isFinite);
-const counts = sizes.length > 0 ? sizes : [10, 100, 1000];
-const rows: string[] = [];
-let baseline = 0;
-for (const apps of counts) {
-  const { perNode, byKind } = await simulate(apps);
-  const max = Math.max(...perNode);
-  baseline ||= max;
-  rows.push(
-    `| ${apps} | ${perNode.join(' / ')} | ${max} | ${(max / baseline).toFixed(2)} | ${JSON.stringify(byKind)} |`,
+if (import.meta.main) await main();
+
+async function main(): Promise<void> {
+  const sizes = process.argv.slice(2).map(Number).filter(Number.isFinite);
+  const counts = sizes.length > 0 ? sizes : [10, 100, 1000];
+  const rows: string[] = [];
+  let baseline = 0;
+  for (const apps of counts) {
+    const { perNode, byKind } = await simulate(apps);
+    const max = Math.max(...perNode);
+    baseline ||= max;
+    rows.push(
+      `| ${apps} | ${perNode.join(' / ')} | ${max} | ${(max / baseline).toFixed(2)} | ${JSON.stringify(byKind)} |`,
+    );
+    process.stderr.write(`${apps} applications done\n`);
+  }
+  console.log(
+    '| Applications | Requests per node per hour (node-1 / node-2 / node-3) | Max | Ratio to smallest | By kind |',
   );
-  process.stderr.write(`${apps} applications done\n`);
+  console.log('| --- | --- | --- | --- | --- |');
+  for (const row of rows) console.log(row);
+  const cpu = await passCpu(1000);
+  console.log(
+    `\nCPU time of one reconcile pass, coordinator, 1,000 applications: ${cpu.cpuMs.toFixed(2)} ms (steady pass, mean of 50); ${cpu.resyncCpuMs.toFixed(1)} ms for a pass that re-lists the registry`,
+  );
 }
-console.log(
-  '| Applications | Requests per node per hour (node-1 / node-2 / node-3) | Max | Ratio to smallest | By kind |',
-);
-console.log('| --- | --- | --- | --- | --- |');
-for (const row of rows) console.log(row);
-const cpu = await passCpu(1000);
-console.log(
-  `\nCPU time of one reconcile pass, coordinator, 1,000 applications: ${cpu.cpuMs.toFixed(2)} ms (steady pass, mean of 50); ${cpu.resyncCpuMs.toFixed(1)} ms for a pass that re-lists the registry`,
-);

@@ -49,7 +49,7 @@ echo "demo: deploying examples/hello" >&2
 bin/svc deploy examples/hello --node "http://$api" --key "$state/operator.json"
 
 url="http://hello.$domain:$http_port/"
-# The body, not just a success status: a host Caddy does not route yet is redirected (308).
+# The body, not just a success status: a host Caddy does not route yet answers the 404 page.
 serves_hello() { curl -fsS --resolve "hello.$domain:$http_port:127.0.0.1" "$url" | grep -q '^Hello from svc'; }
 started=$SECONDS
 wait_for "the example through Caddy" serves_hello

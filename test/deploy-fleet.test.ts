@@ -5,7 +5,7 @@
 // killed node, restarted on its state directory, leaves nothing staged.
 
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { DeployReaper } from '../src/node/deploys/reaper.ts';
@@ -94,6 +94,12 @@ describe('kill -9 of the accepting node mid-deploy', () => {
     await waitFor(
       async () => (await getJson<{ state: string }>(bucket.store, key))?.value.state === 'uploading',
       'uploading',
+    );
+    // `uploading` is recorded when the body starts to arrive; the kill must land once the
+    // publish runs, or there is no orphaned publish for the restart to stop.
+    await waitFor(
+      () => existsSync(join(accepting.stateDir, 'deploys', id, 'publish.pid')),
+      'the publish to start',
     );
 
     accepting.child.kill('SIGKILL');

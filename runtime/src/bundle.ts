@@ -6,9 +6,10 @@
 import { createHash } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
 import { builtinModules } from 'node:module';
-import { basename, dirname, extname, join, relative, sep } from 'node:path';
+import { basename, dirname, join, matchesGlob, relative, resolve as resolvePath, sep } from 'node:path';
 import * as esbuild from 'esbuild';
 import type { ModuleType } from '../../src/runtime-tools/layout.ts';
+import type { ModuleRule } from './config.ts';
 import { CellError } from './errors.ts';
 
 /** One module ready to upload. */
@@ -26,16 +27,41 @@ export interface BuiltWorker {
 /** Upper bound on the code of one deployment (Workers' own limit for paid plans). */
 export const MAX_CODE_BYTES = 10 * 1024 * 1024;
 
-/** How no_bundle names module files by extension (wrangler's default module rules). */
-const MODULE_RULES: Record<string, ModuleType> = {
-  '.js': 'esm',
-  '.mjs': 'esm',
-  '.cjs': 'commonjs',
-  '.wasm': 'wasm',
-  '.txt': 'text',
-  '.html': 'text',
-  '.bin': 'data',
+/** What each of wrangler's rule types becomes in the manifest. */
+const RULE_MODULE_TYPE: Record<ModuleRule['type'], ModuleType> = {
+  ESModule: 'esm',
+  CommonJS: 'commonjs',
+  Text: 'text',
+  Data: 'data',
+  CompiledWasm: 'wasm',
 };
+
+/** wrangler's default module rules; the JavaScript ones apply only to no_bundle. */
+const DEFAULT_RULES: ModuleRule[] = [
+  { type: 'ESModule', globs: ['**/*.js', '**/*.mjs'], fallthrough: false },
+  { type: 'CommonJS', globs: ['**/*.cjs'], fallthrough: false },
+  { type: 'Text', globs: ['**/*.txt', '**/*.html', '**/*.sql'], fallthrough: false },
+  { type: 'Data', globs: ['**/*.bin'], fallthrough: false },
+  { type: 'CompiledWasm', globs: ['**/*.wasm', '**/*.wasm?module'], fallthrough: false },
+];
+
+/**
+ * The config's rules first, then the defaults of every type the config does not claim (a rule
+ * with `fallthrough: true` keeps the defaults of its type), as wrangler combines them.
+ */
+export function effectiveRules(rules: readonly ModuleRule[]): ModuleRule[] {
+  const closed = new Set(rules.filter((r) => !r.fallthrough).map((r) => r.type));
+  return [...rules, ...DEFAULT_RULES.filter((r) => !closed.has(r.type))];
+}
+
+/** The module type the first matching rule gives `path` (`/`-separated, relative); null: none. */
+export function ruleTypeOf(rules: readonly ModuleRule[], path: string): ModuleType | null {
+  const plain = path.replace(/^(\.\.?\/)+/, '');
+  for (const rule of rules) {
+    if (rule.globs.some((glob) => matchesGlob(plain, glob))) return RULE_MODULE_TYPE[rule.type];
+  }
+  return null;
+}
 
 /**
  * Builds the worker rooted at `mainPath`. `root` is the project root: nothing outside it is
@@ -46,6 +72,7 @@ export async function buildWorker(options: {
   mainPath: string;
   noBundle: boolean;
   compatibilityFlags: string[];
+  rules?: ModuleRule[];
   skipDirs: string[];
 }): Promise<BuiltWorker> {
   const built = options.noBundle ? await collectModules(options) : await bundle(options);
@@ -58,11 +85,22 @@ export async function buildWorker(options: {
   return built;
 }
 
-async function bundle(options: {
+/** What the bundler needs of a worker; `svc deploy` runs the same build to learn its inputs. */
+export interface BundleOptions {
   root: string;
   mainPath: string;
   compatibilityFlags: string[];
-}): Promise<BuiltWorker> {
+  rules?: ModuleRule[];
+}
+
+/**
+ * The esbuild options for a worker, as wrangler sets them, and the modules the rules plugin
+ * sets aside (filled while the build runs).
+ */
+export function bundleBuildOptions(options: BundleOptions): {
+  build: esbuild.BuildOptions & { entryPoints: Record<string, string> };
+  ruleModules: BuiltModule[];
+} {
   const nodeCompat = options.compatibilityFlags.some(
     (f) => f === 'nodejs_compat' || f === 'nodejs_compat_v2',
   );
@@ -70,9 +108,10 @@ async function bundle(options: {
   // only `node:`-prefixed ones are left alone, so a bare `fs` import fails at build time.
   const external = ['cloudflare:*', 'node:*', ...(nodeCompat ? builtinModules : [])];
   const main = basename(options.mainPath).replace(/\.(m|c)?[jt]sx?$/, '');
-  let result: esbuild.BuildResult<{ write: false; metafile: false }>;
-  try {
-    result = await esbuild.build({
+  const ruleModules: BuiltModule[] = [];
+  return {
+    ruleModules,
+    build: {
       entryPoints: { [main]: options.mainPath },
       absWorkingDir: options.root,
       bundle: true,
@@ -84,22 +123,93 @@ async function bundle(options: {
       conditions: ['workerd', 'worker', 'browser'],
       mainFields: ['browser', 'module', 'main'],
       external,
-      loader: { '.wasm': 'copy', '.txt': 'text', '.html': 'text', '.bin': 'binary' },
+      plugins: [
+        moduleRulesPlugin(effectiveRules(options.rules ?? []), ruleModules),
+        nodeRequirePlugin(nodeCompat),
+      ],
+      // Files the rules plugin does not see (imports from packages, require calls) are inlined.
+      loader: { '.wasm': 'copy', '.txt': 'text', '.html': 'text', '.sql': 'text', '.bin': 'binary' },
       assetNames: '[name]-[hash]',
       outExtension: { '.js': '.js' },
       logLevel: 'silent',
       sourcemap: false,
       legalComments: 'none',
-    });
+    },
+  };
+}
+
+/**
+ * wrangler's module rules while bundling: an import a Text, Data or CompiledWasm rule matches
+ * stays an import of a module of that type, uploaded beside the bundle under a name made from
+ * its content hash (so two files of one name never collide).
+ */
+function moduleRulesPlugin(rules: ModuleRule[], into: BuiltModule[]): esbuild.Plugin {
+  const moduleRules = rules.filter(
+    (r) => r.type === 'Text' || r.type === 'Data' || r.type === 'CompiledWasm',
+  );
+  return {
+    name: 'cell-module-rules',
+    setup(build) {
+      build.onResolve({ filter: /.*/ }, (args) => {
+        if (args.kind !== 'import-statement' && args.kind !== 'dynamic-import') return undefined;
+        if (!args.path.startsWith('.') && !args.path.startsWith('/')) return undefined;
+        const type = ruleTypeOf(moduleRules, args.path);
+        if (type === null) return undefined;
+        const file = resolvePath(args.resolveDir, args.path.replace(/\?module$/, ''));
+        let bytes: Uint8Array;
+        try {
+          bytes = readFileSync(file);
+        } catch {
+          return { errors: [{ text: `cannot read ${args.path} (a ${type} module by the module rules)` }] };
+        }
+        const name = `${sha256(bytes).slice(0, 16)}-${basename(file)}`;
+        if (!into.some((m) => m.name === name)) into.push({ name, type, bytes });
+        return { path: `./${name}`, external: true };
+      });
+    },
+  };
+}
+
+/**
+ * CommonJS code that `require()`s a Node built-in under nodejs_compat: esbuild alone leaves a
+ * `require` that throws in an ES module, so, as wrangler does, each such require becomes an
+ * import of the built-in whose default export is what `require` answers.
+ */
+function nodeRequirePlugin(nodeCompat: boolean): esbuild.Plugin {
+  const builtins = new Set(builtinModules.filter((m) => !m.startsWith('_')));
+  const isBuiltin = (path: string) =>
+    path.startsWith('node:') ? true : nodeCompat && builtins.has(path.split('/')[0]!);
+  return {
+    name: 'cell-node-require',
+    setup(build) {
+      build.onResolve({ filter: /^[a-z_:/]+$/ }, (args) => {
+        if (args.kind !== 'require-call' || !isBuiltin(args.path)) return undefined;
+        return { path: args.path.replace(/^node:/, ''), namespace: 'cell-node-require' };
+      });
+      build.onLoad({ filter: /.*/, namespace: 'cell-node-require' }, (args) => ({
+        contents: `import builtin from 'node:${args.path}';\nmodule.exports = builtin;\n`,
+        loader: 'js',
+      }));
+    },
+  };
+}
+
+async function bundle(options: BundleOptions): Promise<BuiltWorker> {
+  const { build, ruleModules } = bundleBuildOptions(options);
+  const main = Object.keys(build.entryPoints)[0]!;
+  let result: esbuild.BuildResult<{ write: false }>;
+  try {
+    result = (await esbuild.build(build)) as esbuild.BuildResult<{ write: false }>;
   } catch (err) {
     throw new CellError(`the worker does not build:\n${await describeBuildFailure(err)}`);
   }
-  const outdir = join(options.root, '.cell-out');
-  const modules: BuiltModule[] = result.outputFiles.map((file) => {
+  const outdir = build.outdir!;
+  const modules: BuiltModule[] = result.outputFiles!.map((file) => {
     const name = relative(outdir, file.path).split(sep).join('/');
     const type: ModuleType = name.endsWith('.wasm') ? 'wasm' : 'esm';
     return { name, type, bytes: file.contents };
   });
+  modules.push(...ruleModules.filter((r) => !modules.some((m) => m.name === r.name)));
   const mainModule = `${main}.js`;
   if (!modules.some((m) => m.name === mainModule)) {
     throw new CellError(`bundling ${options.mainPath} produced no ${mainModule}`);
@@ -132,23 +242,25 @@ async function describeBuildFailure(err: unknown): Promise<string> {
 async function collectModules(options: {
   root: string;
   mainPath: string;
+  rules?: ModuleRule[];
   skipDirs: string[];
 }): Promise<BuiltWorker> {
   const base = dirname(options.mainPath);
-  const mainType = MODULE_RULES[extname(options.mainPath)];
+  const rules = effectiveRules(options.rules ?? []);
+  const mainType = ruleTypeOf(rules, relative(base, options.mainPath).split(sep).join('/'));
   if (mainType !== 'esm' && mainType !== 'commonjs') {
     throw new CellError(
-      `"main" ${relative(options.root, options.mainPath)} must be a .js, .mjs or .cjs module when no_bundle is set`,
+      `"main" ${relative(options.root, options.mainPath)} must be a JavaScript module (.js, .mjs or .cjs, or an ESModule/CommonJS rule) when no_bundle is set`,
     );
   }
   const files: string[] = [];
   walk(base, options.skipDirs, files);
   const modules: BuiltModule[] = [];
   for (const file of files) {
-    const type = MODULE_RULES[extname(file)];
+    const name = relative(base, file).split(sep).join('/');
+    const type = ruleTypeOf(rules, name);
     if (!type) continue;
     const bytes = readFileSync(file);
-    const name = relative(base, file).split(sep).join('/');
     if (type === 'esm' || type === 'commonjs') await checkSyntax(bytes, type, relative(options.root, file));
     modules.push({ name, type, bytes });
   }

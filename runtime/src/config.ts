@@ -6,6 +6,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { type ParseError, parse, printParseErrorCode } from 'jsonc-parser';
 import { type AssetsConfig, isScriptName } from '../../src/runtime-tools/layout.ts';
+import { cronProblem } from './cron.ts';
 import { CellError } from './errors.ts';
 
 export const CONFIG_FILES = ['cell.jsonc', 'cell.json'] as const;
@@ -20,8 +21,20 @@ export interface WorkerConfig {
   vars: Record<string, unknown>;
   assets: (AssetsConfig & { directory: string }) | null;
   no_bundle: boolean;
+  /** wrangler's module `rules`: which files become which module type (see bundle.ts). */
+  rules: ModuleRule[];
+  /** `triggers.crons`: the schedules the worker's `scheduled` handler runs on. */
+  crons: string[];
   /** Unknown keys this runtime ignores, for one warning line each. */
   ignored: string[];
+}
+
+/** wrangler's module rule types. */
+export const RULE_TYPES = ['ESModule', 'CommonJS', 'Text', 'Data', 'CompiledWasm'] as const;
+export interface ModuleRule {
+  type: (typeof RULE_TYPES)[number];
+  globs: string[];
+  fallthrough: boolean;
 }
 
 /** Bindings of other products: refused, since a worker relying on them cannot run here. */
@@ -61,7 +74,6 @@ const IGNORED_KEYS = [
   'minify',
   'logpush',
   'tail_consumers',
-  'triggers',
   'dev',
 ];
 
@@ -130,7 +142,17 @@ export function parseWorkerConfig(
     if (key in doc)
       throw bad(key, 'declares bindings this runtime does not provide; remove the key to deploy here');
   }
-  const known = ['name', 'main', 'compatibility_date', 'compatibility_flags', 'vars', 'assets', 'no_bundle'];
+  const known = [
+    'name',
+    'main',
+    'compatibility_date',
+    'compatibility_flags',
+    'vars',
+    'assets',
+    'no_bundle',
+    'rules',
+    'triggers',
+  ];
   // Cloudflare-only keys are dropped quietly; anything else unknown gets a warning line.
   const ignored = Object.keys(doc).filter((key) => !known.includes(key) && !IGNORED_KEYS.includes(key));
 
@@ -206,6 +228,12 @@ export function parseWorkerConfig(
   if (doc.no_bundle !== undefined && typeof doc.no_bundle !== 'boolean')
     throw bad('no_bundle', 'must be true or false');
 
+  const rules = parseRules(doc.rules, bad);
+  const crons = parseCrons(doc.triggers, bad);
+  if (crons.length > 0 && main === null) {
+    throw bad('triggers.crons', 'needs a worker: set "main" to the module whose scheduled handler runs');
+  }
+
   return {
     name,
     main,
@@ -214,8 +242,56 @@ export function parseWorkerConfig(
     vars,
     assets,
     no_bundle: doc.no_bundle === true,
+    rules,
+    crons,
     ignored,
   };
+}
+
+function parseRules(value: unknown, bad: (key: string, why: string) => CellError): ModuleRule[] {
+  if (value === undefined) return [];
+  if (!Array.isArray(value)) {
+    throw bad('rules', 'must be a list such as [{ "type": "Text", "globs": ["**/*.sql"] }]');
+  }
+  return value.map((rule, i) => {
+    const r = (rule ?? {}) as Record<string, unknown>;
+    if (typeof rule !== 'object' || Array.isArray(rule) || !RULE_TYPES.includes(r.type as never)) {
+      throw bad(`rules[${i}].type`, `must be one of ${RULE_TYPES.join(', ')}`);
+    }
+    if (
+      !Array.isArray(r.globs) ||
+      r.globs.length === 0 ||
+      !r.globs.every((g) => typeof g === 'string' && g !== '')
+    ) {
+      throw bad(`rules[${i}].globs`, 'must be a non-empty list of glob patterns such as "**/*.sql"');
+    }
+    if (r.fallthrough !== undefined && typeof r.fallthrough !== 'boolean') {
+      throw bad(`rules[${i}].fallthrough`, 'must be true or false');
+    }
+    return {
+      type: r.type as ModuleRule['type'],
+      globs: r.globs as string[],
+      fallthrough: r.fallthrough === true,
+    };
+  });
+}
+
+/** `triggers: { crons: [...] }`; each expression is checked by the scheduler's own parser. */
+function parseCrons(value: unknown, bad: (key: string, why: string) => CellError): string[] {
+  if (value === undefined) return [];
+  if (!value || typeof value !== 'object' || Array.isArray(value)) {
+    throw bad('triggers', 'must be an object such as { "crons": ["0 * * * *"] }');
+  }
+  const crons = (value as { crons?: unknown }).crons;
+  if (crons === undefined) return [];
+  if (!Array.isArray(crons) || !crons.every((c) => typeof c === 'string')) {
+    throw bad('triggers.crons', 'must be a list of cron expressions such as "*/5 * * * *"');
+  }
+  for (const cron of crons) {
+    const why = cronProblem(cron);
+    if (why) throw bad('triggers.crons', `${JSON.stringify(cron)} is no cron expression: ${why}`);
+  }
+  return [...new Set(crons.map((c) => c.trim()))];
 }
 
 function parseAssets(value: unknown, bad: (key: string, why: string) => CellError): WorkerConfig['assets'] {

@@ -15,7 +15,7 @@ import type { Store } from '../../src/store/store.ts';
 import { CellError } from './errors.ts';
 import { recordWorkerd } from './orphans.ts';
 import { ROUTER_MODULE, ROUTER_SOURCE } from './router-worker.ts';
-import { renderWorkerdConfig, type WorkerdPlan, workerdBinary } from './workerd.ts';
+import { CRON_MODULE, CRON_SOURCE, renderWorkerdConfig, type WorkerdPlan, workerdBinary } from './workerd.ts';
 
 /** The path the probe asks the worker for; any HTTP answer means the deployment answers. */
 export const PROBE_PATH = '/.well-known/cell/health';
@@ -34,6 +34,14 @@ export interface InstanceContext {
   startTimeoutMs: number;
 }
 
+/** The secrets a deployment is started with, and a digest that changes when any of them does. */
+export interface Secrets {
+  values: Record<string, string>;
+  digest: string;
+}
+
+export const NO_SECRETS: Secrets = { values: {}, digest: '' };
+
 let sequence = 0;
 
 /** Every workerd this process started and has not seen exit: killed on the way out, never orphaned. */
@@ -47,6 +55,8 @@ export function killAllWorkerd(): void {
 export class Instance {
   readonly manifest: Manifest;
   readonly socketPath: string;
+  /** The trigger worker's socket, when the deployment has cron triggers. */
+  readonly cronSocketPath: string | null;
   readonly agent: Agent;
   /** Requests proxied to this instance that have not finished yet. */
   inflight = 0;
@@ -59,10 +69,16 @@ export class Instance {
   private startupOutput = '';
   private idleWaiters: (() => void)[] = [];
 
-  private constructor(manifest: Manifest, dir: string, socketPath: string) {
+  /** The secrets this instance was started with (never their values): a change restarts it. */
+  readonly secretsDigest: string;
+
+  private constructor(manifest: Manifest, secretsDigest: string, dir: string, socketPath: string) {
     this.manifest = manifest;
+    this.secretsDigest = secretsDigest;
     this.dir = dir;
     this.socketPath = socketPath;
+    this.cronSocketPath =
+      (manifest.crons ?? []).length > 0 ? socketPath.replace(/\.sock$/, '-cron.sock') : null;
     this.agent = new Agent({ keepAlive: true, maxSockets: 256 });
   }
 
@@ -74,13 +90,14 @@ export class Instance {
   static async start(
     context: InstanceContext,
     manifest: Manifest,
+    secrets: Secrets,
     onExit: (instance: Instance) => void,
   ): Promise<Instance> {
     const n = ++sequence;
     const dir = join(context.stateDir, `d${n}`);
-    const instance = new Instance(manifest, dir, join(context.stateDir, `w${n}.sock`));
+    const instance = new Instance(manifest, secrets.digest, dir, join(context.stateDir, `w${n}.sock`));
     try {
-      await instance.materialize(context);
+      await instance.materialize(context, secrets);
       await instance.spawn(context, onExit);
       await instance.probe(context);
       return instance;
@@ -91,7 +108,7 @@ export class Instance {
   }
 
   /** Writes modules, vars, assets and the workerd config into the instance's folder. */
-  private async materialize(context: InstanceContext): Promise<void> {
+  private async materialize(context: InstanceContext, secrets: Secrets): Promise<void> {
     const { store, application } = context;
     const m = this.manifest;
     await mkdir(this.dir, { recursive: true });
@@ -126,6 +143,19 @@ export class Instance {
       await writeFile(join(this.dir, file), text ? value : JSON.stringify(value));
       plan.vars.push({ name, kind: text ? 'text' : 'json', file });
     }
+    // Secrets are text bindings like wrangler's; each value sits in an owner-only file.
+    const clash = Object.keys(secrets.values).filter((name) => Object.hasOwn(m.vars, name));
+    if (clash.length > 0) {
+      throw new CellError(
+        `${clash.join(', ')} is both a var of ${this.label} and a secret; remove the secret (svc app secret remove) or the var, then deploy again`,
+      );
+    }
+    await mkdir(join(this.dir, 'secrets'), { mode: 0o700 });
+    for (const [i, [name, value]] of Object.entries(secrets.values).entries()) {
+      const file = join('secrets', `${i}.txt`);
+      await writeFile(join(this.dir, file), value, { mode: 0o600 });
+      plan.vars.push({ name, kind: 'text', file });
+    }
 
     if (m.assets) {
       const key = keys.runtimeAssetsIndex(application, m.script, m.deployment);
@@ -153,12 +183,19 @@ export class Instance {
         binding: m.assets.binding,
       };
     }
+    if (this.cronSocketPath) {
+      await writeFile(join(this.dir, CRON_MODULE), CRON_SOURCE);
+      plan.cronAddress = `unix:${this.cronSocketPath}`;
+    }
     await writeFile(join(this.dir, 'config.capnp'), renderWorkerdConfig(plan));
   }
 
   private async spawn(context: InstanceContext, onExit: (instance: Instance) => void): Promise<void> {
     await rm(this.socketPath, { force: true });
-    const child = spawn(workerdBinary(context.env), ['serve', 'config.capnp'], {
+    if (this.cronSocketPath) await rm(this.cronSocketPath, { force: true });
+    // The trigger worker's flag is experimental in workerd; only a deployment with crons needs it.
+    const args = ['serve', ...(this.cronSocketPath ? ['--experimental'] : []), 'config.capnp'];
+    const child = spawn(workerdBinary(context.env), args, {
       cwd: this.dir,
       stdio: ['ignore', 'pipe', 'pipe'],
       env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '' },
@@ -233,6 +270,40 @@ export class Instance {
     });
   }
 
+  /** Runs the worker's `scheduled` handler once, through the trigger worker. */
+  runScheduled(cron: string, scheduledMs: number): Promise<{ outcome: string; error?: string }> {
+    const socketPath = this.cronSocketPath;
+    if (!socketPath)
+      return Promise.resolve({ outcome: 'exception', error: 'the deployment has no cron triggers' });
+    const query = new URLSearchParams({ cron, time: String(scheduledMs) });
+    this.enter();
+    return new Promise<{ outcome: string; error?: string }>((resolveRun, reject) => {
+      const call = request(
+        { socketPath, path: `/?${query}`, method: 'POST', headers: { host: 'localhost' } },
+        (response) => {
+          let body = '';
+          response.setEncoding('utf8');
+          response.on('data', (c) => {
+            body += c;
+          });
+          response.on('end', () => {
+            try {
+              const parsed = JSON.parse(body) as { outcome?: unknown; error?: unknown };
+              resolveRun({
+                outcome: typeof parsed.outcome === 'string' ? parsed.outcome : 'unknown',
+                ...(typeof parsed.error === 'string' ? { error: parsed.error.slice(0, 2000) } : {}),
+              });
+            } catch {
+              resolveRun({ outcome: 'exception', error: `the trigger answered ${response.statusCode}` });
+            }
+          });
+        },
+      );
+      call.on('error', reject);
+      call.end();
+    }).finally(() => this.leave());
+  }
+
   /** One more request in flight. */
   enter(): void {
     this.inflight++;
@@ -279,6 +350,7 @@ export class Instance {
     }
     await rm(this.dir, { recursive: true, force: true });
     await rm(this.socketPath, { force: true });
+    if (this.cronSocketPath) await rm(this.cronSocketPath, { force: true });
   }
 }
 

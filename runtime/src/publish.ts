@@ -25,6 +25,7 @@ import { openBucketFromEnv } from './bucket.ts';
 import { buildWorker, isInside, sha256 } from './bundle.ts';
 import { findConfig, readWorkerConfig } from './config.ts';
 import { CellError } from './errors.ts';
+import { ASSETS_ONLY_MODULE } from './router-worker.ts';
 import { CELL_VERSION_LINE } from './version.ts';
 import { maxCompatibilityDate } from './workerd.ts';
 
@@ -62,6 +63,14 @@ export async function publish(options: {
   for (const key of config.ignored)
     options.log(`cell: warning: ignoring "${key}" in ${configPath}: this runtime does not use it`);
   const script = config.name ?? application;
+  // svc names the application's secrets (never their values): a var may not shadow one.
+  const secretNames = (options.env.CELL_SECRET_NAMES ?? '').split(',').filter(Boolean);
+  const clash = Object.keys(config.vars).filter((name) => secretNames.includes(name));
+  if (clash.length > 0) {
+    throw new CellError(
+      `${clash.join(', ')} is both a var in ${configPath} and a secret of ${application}; drop the var, or remove the secret with svc app secret remove`,
+    );
+  }
 
   const assetsDir = config.assets ? resolve(root, config.assets.directory) : null;
   let mainPath: string | null = null;
@@ -84,6 +93,7 @@ export async function publish(options: {
         mainPath,
         noBundle: config.no_bundle,
         compatibilityFlags: config.compatibility_flags,
+        rules: config.rules,
         skipDirs: assetsDir ? [assetsDir] : [],
       })
     : assetsOnlyWorker();
@@ -118,6 +128,7 @@ export async function publish(options: {
           not_found_handling: config.assets.not_found_handling,
         }
       : null,
+    ...(config.crons.length > 0 ? { crons: config.crons } : {}),
   };
 
   const store = await openBucketFromEnv(options.env);
@@ -237,8 +248,8 @@ async function uploadBlobs(
 function assetsOnlyWorker() {
   const source = "export default { fetch() { return new Response('Not Found', { status: 404 }); } };\n";
   return {
-    mainModule: 'cell-assets-only.js',
-    modules: [{ name: 'cell-assets-only.js', type: 'esm' as const, bytes: new TextEncoder().encode(source) }],
+    mainModule: ASSETS_ONLY_MODULE,
+    modules: [{ name: ASSETS_ONLY_MODULE, type: 'esm' as const, bytes: new TextEncoder().encode(source) }],
   };
 }
 

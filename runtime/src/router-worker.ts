@@ -8,6 +8,12 @@
 
 export const ROUTER_MODULE = 'cell-asset-router.js';
 
+/**
+ * The module of a deployment of assets alone (no `main`). The router then has no worker to hand
+ * unmatched requests to, so `not_found_handling` applies to them, as on Workers.
+ */
+export const ASSETS_ONLY_MODULE = 'cell-assets-only.js';
+
 export const ROUTER_SOURCE = `
 
 export default {

@@ -24,10 +24,12 @@ import {
 } from '../../src/runtime-tools/layout.ts';
 import type { Store } from '../../src/store/store.ts';
 import { openBucketFromEnv } from './bucket.ts';
+import { CronScheduler } from './cron.ts';
 import { CellError } from './errors.ts';
 import { Instance, type InstanceContext, killAllWorkerd } from './instance.ts';
 import { NodeLease } from './lease.ts';
 import { claimStateDir, sweepOrphans } from './orphans.ts';
+import { SecretsFile } from './secrets.ts';
 import { CELL_VERSION_LINE } from './version.ts';
 
 export const HEALTH_PATH = '/.well-known/cell/health';
@@ -139,6 +141,8 @@ class Server {
   private readonly log: (line: string) => void;
   private readonly context: InstanceContext;
   private readonly lease: NodeLease;
+  /** Cron triggers of the serving deployment (cron.ts); follows every switch. */
+  private readonly crons: CronScheduler;
   private readonly otel: boolean;
   private active: Instance | null = null;
   private readonly draining = new Set<Instance>();
@@ -147,8 +151,9 @@ class Server {
   /** The selector's ETag once acted on; a different one means the selector moved. */
   private seenEtag: string | null = null;
   private retryAtMs = 0;
-  /** The selector ETag whose deployment failed to start, and how many times in a row. */
-  private failedEtag: string | null = null;
+  /** The selection (selector ETag and secrets) that failed to start, and how many times in a row. */
+  private failedSelection: string | null = null;
+  private readonly secretsFile: SecretsFile;
   private failures = 0;
   private lastLogged = '';
   private pollTimer: NodeJS.Timeout | null = null;
@@ -172,6 +177,7 @@ class Server {
     this.store = store;
     this.log = log;
     this.otel = env.CELL_OTEL === '1';
+    this.secretsFile = new SecretsFile(env.CELL_SECRETS_FILE);
     this.context = {
       store,
       application: id.application,
@@ -190,6 +196,20 @@ class Server {
         this.active
           ? { script: this.active.manifest.script, deployment: this.active.manifest.deployment }
           : {},
+    });
+    this.crons = new CronScheduler({
+      store,
+      application: id.application,
+      node: id.node,
+      log,
+      target: () => {
+        const active = this.active;
+        if (!active || this.stopping) return null;
+        return {
+          deployment: active.manifest.deployment,
+          run: (cron, scheduledMs) => active.runScheduled(cron, scheduledMs),
+        };
+      },
     });
   }
 
@@ -227,6 +247,7 @@ class Server {
     clearInterval(watch);
     this.log(`cell: ${signal}: stopping ${this.id.application}`);
     this.stopping = true;
+    this.crons.stop();
     if (this.pollTimer) clearTimeout(this.pollTimer);
     const closed = new Promise<void>((r) => http.close(() => r()));
     http.closeIdleConnections();
@@ -285,49 +306,50 @@ class Server {
   private async checkOnce(): Promise<void> {
     if (this.stopping) return;
     const key = keys.runtimeSelector(this.id.application);
-    let etag: string | null = null;
+    let selection: string | null = null;
     try {
-      // A HEAD per poll; the body is read only when the ETag moved.
+      // One stat of the secrets file and a HEAD per poll; bodies are read only when they moved.
+      const secrets = this.secretsFile.read();
       const info = await this.store.stat(key);
       if (!info) return;
-      if (info.etag === this.seenEtag && this.active) return;
+      const current = this.active?.secretsDigest === secrets.digest;
+      if (info.etag === this.seenEtag && current) return;
       // A selection that failed to start is tried again after a growing wait, or as soon as it moves.
-      if (info.etag === this.failedEtag && Date.now() < this.retryAtMs) return;
+      if (`${info.etag}|${secrets.digest}` === this.failedSelection && Date.now() < this.retryAtMs) return;
       const object = await this.store.get(key);
       if (!object) return;
-      etag = object.etag;
+      selection = `${object.etag}|${secrets.digest}`;
       const pointer = parsePointer(object.body);
       if (!pointer.ok) throw new CellError(`${key} cannot be read: ${pointer.why}`);
       const { script, deployment } = pointer.value;
-      if (
-        this.active &&
-        this.active.manifest.script === script &&
-        this.active.manifest.deployment === deployment
-      ) {
+      const same = this.active?.manifest.script === script && this.active.manifest.deployment === deployment;
+      if (same && current) {
         this.seenEtag = object.etag;
         return;
       }
-      const manifest = await this.readManifest(script, deployment);
+      // Only the secrets changed: the serving deployment starts again beside itself and takes over.
+      const manifest =
+        same && this.active ? this.active.manifest : await this.readManifest(script, deployment);
       if (this.stopping) return;
       if (!this.active) this.status = 'starting';
-      this.log(`cell: starting ${script}/${deployment}`);
-      const next = await Instance.start(this.context, manifest, (gone) => this.lost(gone));
+      this.log(`cell: starting ${script}/${deployment}${same ? ' (its secrets changed)' : ''}`);
+      const next = await Instance.start(this.context, manifest, secrets, (gone) => this.lost(gone));
       if (this.stopping) {
         await next.stop();
         return;
       }
       this.seenEtag = object.etag;
-      this.failedEtag = null;
+      this.failedSelection = null;
       this.failures = 0;
       this.lastLogged = '';
       this.promote(next);
     } catch (err) {
       const message = err instanceof CellError ? err.message : (err as Error).message;
-      if (etag !== null) {
+      if (selection !== null) {
         this.lastError = message;
         if (!this.active) this.status = 'failed';
-        this.failures = etag === this.failedEtag ? this.failures + 1 : 1;
-        this.failedEtag = etag;
+        this.failures = selection === this.failedSelection ? this.failures + 1 : 1;
+        this.failedSelection = selection;
         this.retryAtMs = Date.now() + Math.min(this.tuning.retryMs * 2 ** (this.failures - 1), MAX_RETRY_MS);
       }
       // The same failure once, not once a poll.
@@ -361,6 +383,7 @@ class Server {
     this.status = 'ready';
     this.lastError = undefined;
     this.log(`cell: serving ${next.label}${previous ? ` (was ${previous.label})` : ''}`);
+    this.crons.setSchedules(next.manifest.crons ?? []);
     void this.lease.renew();
     if (previous) {
       this.draining.add(previous);
@@ -378,7 +401,7 @@ class Server {
       this.active = null;
       this.status = 'starting';
       this.seenEtag = null;
-      this.failedEtag = null;
+      this.failedSelection = null;
       this.retryAtMs = 0;
       void instance.stop();
       void this.check();

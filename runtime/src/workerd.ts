@@ -5,7 +5,7 @@
 // is ever parsed as configuration.
 
 import { createRequire } from 'node:module';
-import { ROUTER_MODULE } from './router-worker.ts';
+import { ASSETS_ONLY_MODULE, ROUTER_MODULE } from './router-worker.ts';
 
 const require = createRequire(import.meta.url);
 
@@ -49,7 +49,31 @@ export interface WorkerdPlan {
     /** The worker's binding to the assets, when the config names one. */
     binding: string | null;
   } | null;
+  /** With cron triggers: where the trigger worker listens (`unix:/path`), else null. */
+  cronAddress?: string | null;
 }
+
+/**
+ * The trigger worker: cell asks it over its own socket to run one scheduled event, and it calls
+ * the user worker's `scheduled` handler through a service binding (which needs workerd's
+ * `service_binding_extra_handlers`, an experimental flag: workerd then runs with
+ * `--experimental`). It answers the handler's outcome as JSON.
+ */
+export const CRON_MODULE = 'cell-cron-trigger.js';
+export const CRON_SOURCE = `export default {
+  async fetch(request, env) {
+    const url = new URL(request.url);
+    const cron = url.searchParams.get('cron') ?? '';
+    const scheduledTime = new Date(Number(url.searchParams.get('time')));
+    try {
+      const result = await env.USER.scheduled({ scheduledTime, cron });
+      return Response.json({ outcome: result.outcome });
+    } catch (err) {
+      return Response.json({ outcome: 'exception', error: String(err && err.stack || err) });
+    }
+  },
+};
+`;
 
 /** The router's own compatibility date: fixed, since its code is ours. */
 const ROUTER_COMPATIBILITY_DATE = '2024-09-23';
@@ -81,6 +105,7 @@ export function renderWorkerdConfig(plan: WorkerdPlan): string {
       `(name = "cell-blobs", disk = (path = ${q(a.blobsDir)}, writable = false, allowDotfiles = false))`,
     );
     entry = 'cell-router';
+    const assetsOnly = plan.modules.length === 1 && plan.modules[0]!.name === ASSETS_ONLY_MODULE;
     const routerBindings = [
       `(name = "MANIFEST", json = embed ${q(a.filesJson)})`,
       `(name = "CONFIG", json = embed ${q(a.configJson)})`,
@@ -90,13 +115,27 @@ export function renderWorkerdConfig(plan: WorkerdPlan): string {
 const routerWorker :Workerd.Worker = (
   modules = [ (name = ${q(ROUTER_MODULE)}, esModule = embed ${q(ROUTER_MODULE)}) ],
   compatibilityDate = ${q(ROUTER_COMPATIBILITY_DATE)},
-  bindings = [ ${[...routerBindings, '(name = "FALLBACK", service = "cell-user")'].join(', ')} ],
+  bindings = [ ${[...routerBindings, ...(assetsOnly ? [] : ['(name = "FALLBACK", service = "cell-user")'])].join(', ')} ],
 );
 
 const assetsWorker :Workerd.Worker = (
   modules = [ (name = ${q(ROUTER_MODULE)}, esModule = embed ${q(ROUTER_MODULE)}) ],
   compatibilityDate = ${q(ROUTER_COMPATIBILITY_DATE)},
   bindings = [ ${routerBindings.join(', ')} ],
+);
+`;
+  }
+  const sockets = [`(name = "http", address = ${q(plan.address)}, http = (), service = ${q(entry)})`];
+  let cronWorker = '';
+  if (plan.cronAddress) {
+    services.push('(name = "cell-cron", worker = .cronWorker)');
+    sockets.push(`(name = "cron", address = ${q(plan.cronAddress)}, http = (), service = "cell-cron")`);
+    cronWorker = `
+const cronWorker :Workerd.Worker = (
+  modules = [ (name = ${q(CRON_MODULE)}, esModule = embed ${q(CRON_MODULE)}) ],
+  compatibilityDate = ${q(ROUTER_COMPATIBILITY_DATE)},
+  compatibilityFlags = [ "service_binding_extra_handlers" ],
+  bindings = [ (name = "USER", service = "cell-user") ],
 );
 `;
   }
@@ -108,7 +147,7 @@ using Workerd = import "/workerd/workerd.capnp";
 
 const config :Workerd.Config = (
   services = [ ${services.join(', ')} ],
-  sockets = [ (name = "http", address = ${q(plan.address)}, http = (), service = ${q(entry)}) ],
+  sockets = [ ${sockets.join(', ')} ],
 );
 
 const userWorker :Workerd.Worker = (
@@ -117,5 +156,5 @@ const userWorker :Workerd.Worker = (
   compatibilityFlags = [ ${plan.compatibilityFlags.map(q).join(', ')} ],
   bindings = [ ${userBindings.join(', ')} ],
 );
-${routerWorkers}`;
+${routerWorkers}${cronWorker}`;
 }

@@ -18,6 +18,7 @@ import {
   domainRemove,
 } from './app-actions.ts';
 import { addBucketFlags, addNameFlags, addRemoteFlags, repeatable } from './flags.ts';
+import { type SecretFlags, secretListAction, secretRemoveAction, secretSetAction } from './secret-actions.ts';
 
 /** An app subcommand: remote flags, --name and --env; bucket flags when it has a bucket path. */
 function appCommand(parent: Command, name: string, description: string, bucketPath: boolean): Command {
@@ -30,7 +31,7 @@ function appCommand(parent: Command, name: string, description: string, bucketPa
 export function registerApp(program: Command): void {
   const app = program
     .command('app')
-    .description('Applications: show, block, label, retire, place, domains, delete');
+    .description('Applications: show, block, label, retire, place, domains, secrets, delete');
   appCommand(app, 'list', 'List applications', false)
     .option('--json', 'Print JSON')
     .action((flags: AppFlags) => appList(flags));
@@ -73,6 +74,22 @@ export function registerApp(program: Command): void {
   appCommand(app, 'delete', 'Delete a retired application', true)
     .option('--force', 'Skip the retirement and grace requirements')
     .action((flags: Parameters<typeof appDelete>[0]) => appDelete(flags));
+  const secret = app
+    .command('secret')
+    .description('Encrypted secrets, bound on the worker env (bucket path)');
+  addNameFlags(
+    addBucketFlags(secret.command('set').description('Set a secret from a file or standard input')),
+    true,
+  )
+    .argument('<NAME>', 'Binding name')
+    .option('--secret-file <file>', 'Read the value from this file instead of standard input')
+    .action((name: string, flags: SecretFlags) => secretSetAction(name, flags));
+  addNameFlags(addBucketFlags(secret.command('list').description('Secret names and when they changed')), true)
+    .option('--json', 'Print JSON')
+    .action((flags: SecretFlags) => secretListAction(flags));
+  addNameFlags(addBucketFlags(secret.command('remove').description('Remove a secret')), true)
+    .argument('<NAME>', 'Binding name')
+    .action((name: string, flags: SecretFlags) => secretRemoveAction(name, flags));
   const lease = app.command('lease').description("The runtime's node leases (internal tooling, unstable)");
   addNameFlags(addBucketFlags(lease.command('show').description('Read node leases')), true)
     .option('--node <id>', 'One node')

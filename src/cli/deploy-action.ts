@@ -19,6 +19,7 @@ import type { DeployStatus } from '../node/deploys/records.ts';
 import { PROBLEM_CONTENT_TYPE, Problem, type ProblemCode } from '../problem.ts';
 import { parseReplicas } from '../registry/applications.ts';
 import { resolveApplicationName } from '../registry/names.ts';
+import { buildDependencies } from './build-inputs.ts';
 import { hasNode, requestNode, resolveTarget, type Target } from './client.ts';
 import { say } from './output.ts';
 import { configName, editConfig, packProject, parseVars, readProjectConfig, shown } from './pack.ts';
@@ -65,10 +66,15 @@ export async function deployAction(dirArg: string | undefined, flags: DeployFlag
     throw new Problem(
       'invalid-input',
       'No worker config',
-      `${shown(dir)} has no cell.jsonc or cell.json; deploy the directory that holds the worker config`,
+      `${shown(dir)} has no cell.jsonc, cell.json or wrangler config (wrangler.jsonc, wrangler.json, wrangler.toml); deploy the directory that holds the worker config`,
     );
   }
-  const application = applicationName(flags, configName(config), config.file);
+  if (config.convertedFrom) {
+    progress(
+      `svc: no cell.jsonc in ${shown(dir)}; using ${config.convertedFrom}, converted to cell.jsonc in the artifact (the project is not changed)`,
+    );
+  }
+  const application = applicationName(flags, configName(config), config.convertedFrom ?? config.file);
 
   const target = await resolveTarget(flags);
   if (!hasNode(target)) {
@@ -86,7 +92,9 @@ export async function deployAction(dirArg: string | undefined, flags: DeployFlag
     );
   }
 
-  const packed = await packProject(dir, config, editConfig(config, { vars, noBundle }));
+  const configBytes = editConfig(config, { vars, noBundle });
+  const dependencies = await buildDependencies(dir, configBytes);
+  const packed = await packProject(dir, config, configBytes, dependencies);
   try {
     progress(
       `svc: packed ${packed.files} files (${formatBytes(packed.bytes)}) from ${shown(dir)} for ${application}`,

@@ -1,9 +1,11 @@
-// `svc deploy` and `svc deployment prune` (spec 3 "svc deploy", "svc deployment prune").
+// `svc deploy` and `svc deployment prune|list|rollback` (spec 3 "svc deploy", "svc deployment prune";
+// history and rollback in docs/deploys.md).
 
 import type { Command } from 'commander';
 import { pruneAction } from '../runtime-tools/commands.ts';
 import { type DeployFlags, deployAction } from './deploy-action.ts';
-import { addBucketFlags, addNameFlags, repeatable } from './flags.ts';
+import { deploymentListAction, deploymentRollbackAction } from './deployment-actions.ts';
+import { addBucketFlags, addNameFlags, addRemoteFlags, repeatable } from './flags.ts';
 
 export function registerDeploy(program: Command): void {
   program
@@ -38,4 +40,19 @@ export function registerDeployment(program: Command): void {
     .option('--yes', 'Delete without asking')
     .option('--dry-run', 'Print the plan, delete nothing')
     .action((flags: Parameters<typeof pruneAction>[0]) => pruneAction(flags));
+  addNameFlags(
+    addBucketFlags(
+      deployment.command('list').description('Every deployment, newest first, and which one serves'),
+    ),
+    true,
+  )
+    .option('--json', 'Print JSON')
+    .action((flags: Parameters<typeof deploymentListAction>[0]) => deploymentListAction(flags));
+  const rollback = deployment
+    .command('rollback')
+    .description('Serve an earlier deployment again (through a node, else the bucket)');
+  addRemoteFlags(rollback, { config: false });
+  addNameFlags(addBucketFlags(rollback), true)
+    .option('--to <deployment>', 'Deployment version or deploy id (default: the one before the serving one)')
+    .action((flags: Parameters<typeof deploymentRollbackAction>[0]) => deploymentRollbackAction(flags));
 }

@@ -12,7 +12,12 @@
 //
 // The worker config (`cell.jsonc`, else `cell.json`) goes in byte for byte, unless `--var` or
 // `--no-bundle` edit it; the edit is made in memory with jsonc-parser (comments and layout kept)
-// and the project file is never written.
+// and the project file is never written. A project with neither but a wrangler config
+// (`wrangler.jsonc`, `wrangler.json`, `wrangler.toml`) gets it as `cell.jsonc` in the artifact:
+// JSON forms as they are, TOML converted to JSON.
+//
+// `node_modules/` goes in only as far as the build reads it (build-inputs.ts): the files the
+// bundler's metafile names and the `package.json` files that resolve them.
 
 import { createReadStream, createWriteStream } from 'node:fs';
 import { lstat, mkdtemp, readdir, readFile, realpath, rm, stat } from 'node:fs/promises';
@@ -22,11 +27,15 @@ import { PassThrough } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { createGzip } from 'node:zlib';
 import { applyEdits, modify, type ParseError, parse } from 'jsonc-parser';
+import { parse as parseToml } from 'smol-toml';
 import { Header, Pax } from 'tar';
 import { isApplicationName } from '../auth/names.ts';
 import { invalidInput, Problem } from '../problem.ts';
+import { BINDING_NAME_RULE, isBindingName } from '../registry/names.ts';
 
 export const WORKER_CONFIGS = ['cell.jsonc', 'cell.json'] as const;
+/** wrangler's config files, read when a project has no worker config of its own. */
+export const WRANGLER_CONFIGS = ['wrangler.jsonc', 'wrangler.json', 'wrangler.toml'] as const;
 export const IGNORE_FILE = '.svcignore';
 
 /** Left out of every artifact, whatever `.svcignore` says (documented in docs/deploys.md). */
@@ -47,18 +56,49 @@ export const ALWAYS_LEFT_OUT = [
 
 /** The worker config of a project directory. */
 export interface ProjectConfig {
+  /** Its name in the artifact. */
   file: (typeof WORKER_CONFIGS)[number];
   bytes: Buffer;
+  /** The wrangler file it was converted from, when the project has no worker config. */
+  convertedFrom?: (typeof WRANGLER_CONFIGS)[number];
 }
 
-/** Reads `cell.jsonc`, else `cell.json`, at the project root; null when neither is there. */
+/**
+ * Reads `cell.jsonc`, else `cell.json`, else a wrangler config converted to `cell.jsonc`, at the
+ * project root; null when there is none.
+ */
 export async function readProjectConfig(dir: string): Promise<ProjectConfig | null> {
   for (const file of WORKER_CONFIGS) {
     const path = join(dir, file);
     const info = await stat(path).catch(() => null);
     if (info?.isFile()) return { file, bytes: await readFile(path) };
   }
+  for (const file of WRANGLER_CONFIGS) {
+    const path = join(dir, file);
+    const info = await stat(path).catch(() => null);
+    if (!info?.isFile()) continue;
+    const bytes = await readFile(path);
+    return {
+      file: 'cell.jsonc',
+      bytes: file.endsWith('.toml') ? tomlToJson(bytes, file) : bytes,
+      convertedFrom: file,
+    };
+  }
   return null;
+}
+
+/** A wrangler.toml as the equivalent JSON (TOML dates written as their text). */
+export function tomlToJson(bytes: Buffer, file: string): Buffer {
+  let value: unknown;
+  try {
+    value = parseToml(bytes.toString('utf8'));
+  } catch (err) {
+    const e = err as Error & { line?: number; column?: number };
+    const at = e.line ? `:${e.line}:${e.column ?? 1}` : '';
+    throw invalidInput('Invalid worker config', `${file}${at}: ${e.message.split('\n')[0]}; fix the TOML`);
+  }
+  const text = JSON.stringify(value, (_key, v) => (v instanceof Date ? v.toISOString().slice(0, 10) : v), 2);
+  return Buffer.from(`// Converted by svc deploy from ${file}.\n${text}\n`, 'utf8');
 }
 
 /** The config's `name` when it is an application name; null otherwise (missing, blank, invalid). */
@@ -75,10 +115,6 @@ function parseConfig(config: ProjectConfig): unknown {
   return errors.length === 0 ? value : undefined;
 }
 
-/** `--var` names: letters, digits, underscores, not starting with a digit, never a prototype key. */
-const VAR_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
-const REFUSED_VAR_NAMES = ['__proto__', 'constructor', 'prototype'];
-
 /** Parses `--var KEY:VALUE` flags (split at the first colon) into ordered pairs. */
 export function parseVars(flags: readonly string[]): [string, string][] {
   const seen = new Set<string>();
@@ -92,10 +128,10 @@ export function parseVars(flags: readonly string[]): [string, string][] {
       );
     }
     const name = flag.slice(0, colon);
-    if (!VAR_NAME.test(name) || REFUSED_VAR_NAMES.includes(name)) {
+    if (!isBindingName(name)) {
       throw invalidInput(
         'Invalid --var',
-        `${JSON.stringify(name)} is not a variable name: letters, digits and underscores, not starting with a digit, never __proto__, constructor or prototype`,
+        `${JSON.stringify(name)} is not a variable name: ${BINDING_NAME_RULE}`,
       );
     }
     if (seen.has(name)) throw invalidInput('Invalid --var', `${name} is given more than once`);
@@ -166,9 +202,10 @@ export async function packProject(
   dir: string,
   config: ProjectConfig,
   configBytes: Buffer,
+  dependencies: ReadonlySet<string> = new Set(),
 ): Promise<PackedArtifact> {
   const ignore = await loadIgnore(dir);
-  const entries = await collectFiles(dir, ignore);
+  const entries = await collectFiles(dir, ignore, dependencies);
   const rest = entries.filter((entry) => entry.path !== config.file);
   const files: FileEntry[] = [{ path: config.file, source: null, size: configBytes.length }, ...rest];
   const out = await mkdtemp(join(tmpdir(), 'svc-deploy-'));
@@ -301,8 +338,26 @@ export function matchesIgnore(rules: readonly IgnoreRule[], path: string, isDir:
   return ignored;
 }
 
-async function collectFiles(root: string, rules: IgnoreRule[]): Promise<FileEntry[]> {
+/** Whether a path lies in a `node_modules` folder. */
+function inNodeModules(path: string): boolean {
+  return path === 'node_modules' || path.startsWith('node_modules/') || path.includes('/node_modules/');
+}
+
+/**
+ * Every file the ignore rules keep; below `node_modules` only the paths in `dependencies` (the
+ * build's own reads) and the folders leading to them.
+ */
+async function collectFiles(
+  root: string,
+  rules: IgnoreRule[],
+  dependencies: ReadonlySet<string>,
+): Promise<FileEntry[]> {
   const rootReal = await realpath(root);
+  const leading = new Set<string>();
+  for (const path of dependencies) {
+    for (let at = path.lastIndexOf('/'); at > 0; at = path.lastIndexOf('/', at - 1))
+      leading.add(path.slice(0, at));
+  }
   const files: FileEntry[] = [];
   const walk = async (dir: string, rel: string, ancestors: Set<string>) => {
     const names = (await readdir(dir)).sort();
@@ -325,11 +380,13 @@ async function collectFiles(root: string, rules: IgnoreRule[]): Promise<FileEntr
       }
       if (info.isDirectory()) {
         if (matchesIgnore(rules, path, true)) continue;
+        if (inNodeModules(path) && !leading.has(path)) continue;
         const real = await realpath(full);
         if (ancestors.has(real)) continue; // a link cycle
         await walk(full, path, new Set([...ancestors, real]));
       } else if (info.isFile()) {
         if (matchesIgnore(rules, path, false)) continue;
+        if (inNodeModules(path) && !dependencies.has(path)) continue;
         files.push({ path, source: full, size: info.size });
       }
       // Sockets, fifos and devices are not project files: skipped.

@@ -8,6 +8,7 @@ import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { Problem } from '../problem.ts';
 import { PACKAGE_ROOT } from '../version.ts';
+import { hostPart, parseEndpoint, parseTunnelAddress, type TunnelAddress } from '../wireguard/address.ts';
 
 export type SettingKind = 'string' | 'count' | 'bool' | 'list' | 'pairs';
 
@@ -63,7 +64,13 @@ export const settingSpecs: readonly SettingSpec[] = [
   s('node.advertise', 'advertise', 'string', 'node', 'host:port other nodes reach this one at'),
   s('network.transport', 'transport', 'string', 'wg', '`wireguard` or `none`'),
   s('network.wgAddress', 'wg-address', 'string', 'wg', 'Tunnel address with prefix length'),
-  s('network.wgEndpoint', 'wg-endpoint', 'string', 'wg', 'host:port peers send tunnel traffic to'),
+  s(
+    'network.wgEndpoint',
+    'wg-endpoint',
+    'string',
+    'wg',
+    'host:port peers send tunnel traffic to (port defaults to --wg-port)',
+  ),
   s('network.wgPort', 'wg-port', 'count', 'wg', 'UDP port of the tunnel interface'),
   s('platform.domains', 'platform-domains', 'list', 'api', 'Apex domain to serve; repeatable'),
   s(
@@ -91,7 +98,13 @@ export const settingSpecs: readonly SettingSpec[] = [
     'How long a released port is kept from a different application',
   ),
   s('runtime.bindHost', 'bind-host', 'string', 'runtime', 'Address runtime processes bind to'),
-  s('registry.resyncMs', 'registry-resync-ms', 'count', 'registry', 'Full registry re-read interval'),
+  s(
+    'registry.resyncMs',
+    'registry-resync-ms',
+    'count',
+    'registry',
+    'Full registry re-read interval (a safety net: changes announce themselves through the change marker)',
+  ),
   s(
     'registry.nodeRefreshMs',
     'registry-node-refresh-ms',
@@ -168,7 +181,14 @@ export const settingSpecs: readonly SettingSpec[] = [
     'ingress-access-log',
     'string',
     'api',
-    'File the ingress writes its JSON access log to',
+    'File the ingress writes its JSON access log to; followed to count requests per application; needs --observability',
+  ),
+  s(
+    'observability.flushMs',
+    'observability-flush-ms',
+    'count',
+    'api',
+    'How often events and metric snapshots are written to the bucket',
   ),
   s('api.public', 'api-public', 'bool', 'api', 'Serve the fleet API at each platform apex'),
   s('api.jsonBytes', 'json-bytes', 'count', 'api', 'Max bytes of a JSON control request'),
@@ -220,7 +240,7 @@ export interface Settings {
     taskTimeoutMs: number;
     outputBytes: number;
   };
-  observability: { enabled: boolean; ingressAccessLog?: string };
+  observability: { enabled: boolean; ingressAccessLog?: string; flushMs: number };
   api: { public: boolean; jsonBytes: number };
 }
 
@@ -243,7 +263,7 @@ export function defaultSettings(): Settings {
       portQuarantineMs: 600_000,
       bindHost: '127.0.0.1',
     },
-    registry: { resyncMs: 60_000, nodeRefreshMs: 30_000 },
+    registry: { resyncMs: 300_000, nodeRefreshMs: 30_000 },
     coordinator: { leaseTtlMs: 45_000, reapIntervalMs: 600_000 },
     applications: { retireGraceMs: 7 * 24 * 3600_000 },
     deploy: {
@@ -260,7 +280,7 @@ export function defaultSettings(): Settings {
       taskTimeoutMs: 300_000,
       outputBytes: 64 * 1024,
     },
-    observability: { enabled: false },
+    observability: { enabled: false, flushMs: 60_000 },
     api: { public: true, jsonBytes: 65_536 },
   };
 }
@@ -387,14 +407,62 @@ function pick(spec: SettingSpec, sources: SettingSources): RawValue | undefined 
 /** Resolves every setting from flags, environment and config file, then validates the result. */
 export function resolveSettings(sources: SettingSources, only?: readonly SettingSpec[]): Settings {
   const settings = defaultSettings();
+  /** Where each setting that was given came from, by path; absent means the default. */
+  const given = new Map<string, string>();
   for (const spec of only ?? settingSpecs) {
     const raw = pick(spec, sources);
-    if (raw !== undefined)
-      setPath(settings as unknown as Record<string, unknown>, spec.path, coerceSetting(spec, raw));
+    if (raw === undefined) continue;
+    setPath(settings as unknown as Record<string, unknown>, spec.path, coerceSetting(spec, raw));
+    given.set(spec.path, raw.source);
   }
   validateSettings(settings);
+  validateWireguard(settings, given);
+  applyTransport(settings, given);
   settings.node.stateDir = resolve(settings.node.stateDir);
   return settings;
+}
+
+/**
+ * Checks the WireGuard settings (each refusal names where the bad value came from): with
+ * `--transport wireguard` a tunnel address is required; any given form is checked either way.
+ * The endpoint is stored as `host:port`, its port defaulting to `--wg-port`.
+ */
+function validateWireguard(settings: Settings, given: Map<string, string>): void {
+  const network = settings.network;
+  const bad = (path: string, why: string) =>
+    new Problem('invalid-input', `Invalid setting ${path}`, `${given.get(path) ?? path}: ${why}`);
+  if (network.wgPort < 1 || network.wgPort > 65535)
+    throw bad('network.wgPort', `the UDP port must be 1-65535, got ${network.wgPort}`);
+  if (network.wgAddress !== undefined) {
+    const address = parseTunnelAddress(network.wgAddress);
+    if (typeof address === 'string') throw bad('network.wgAddress', address);
+  } else if (network.transport === 'wireguard') {
+    throw new Problem(
+      'invalid-input',
+      'Invalid setting network.wgAddress',
+      '--wg-address (or SVC_WG_ADDRESS, or network.wgAddress in the config file) is required with --transport wireguard: the tunnel address with prefix length, such as 10.44.0.1/24',
+    );
+  }
+  if (network.wgEndpoint !== undefined) {
+    const endpoint = parseEndpoint(network.wgEndpoint, network.wgPort);
+    if (typeof endpoint === 'string') throw bad('network.wgEndpoint', endpoint);
+    network.wgEndpoint = endpoint.endpoint;
+  }
+}
+
+/**
+ * Over WireGuard the node is reached at its tunnel address: unless given, the node API listens
+ * there (same port), advertises it, and runtime processes bind to it, so routing documents name
+ * tunnel addresses. `svc health` resolves `node.listen` through the same rule.
+ */
+function applyTransport(settings: Settings, given: Map<string, string>): void {
+  if (settings.network.transport !== 'wireguard') return;
+  const tunnel = parseTunnelAddress(settings.network.wgAddress as string) as TunnelAddress;
+  const port = (hostPort: string) => hostPort.slice(hostPort.lastIndexOf(':') + 1);
+  if (!given.has('node.listen')) settings.node.listen = `${hostPart(tunnel)}:${port(settings.node.listen)}`;
+  if (!given.has('node.advertise'))
+    settings.node.advertise = `${hostPart(tunnel)}:${port(settings.node.listen)}`;
+  if (!given.has('runtime.bindHost')) settings.runtime.bindHost = tunnel.ip;
 }
 
 const hostPort = /^(\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]+):(\d{1,5})$/;

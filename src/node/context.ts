@@ -5,6 +5,7 @@ import type { SigningKeyPair } from '../auth/ed25519.ts';
 import type { AuthState } from '../auth/state.ts';
 import type { Settings } from '../config/settings.ts';
 import type { RoutingSource } from '../ingress/routes.ts';
+import type { EventSink } from '../observability/events.ts';
 import type { Store } from '../store/store.ts';
 import type { DeployService } from './deploys/service.ts';
 import type { LeaseKeeper } from './fleet/lease.ts';
@@ -29,6 +30,11 @@ export interface NodeContext {
   lease?: LeaseKeeper;
   /** What GET /v1/state reports of the fleet (src/node/fleet/service.ts); set by the fleet service. */
   fleet?: FleetView;
+  /**
+   * Where this node's parts record fleet events (src/observability/); set by the observability
+   * service at boot, a sink that does nothing when observability is off.
+   */
+  events?: EventSink;
   /** A fresh single-use node token (src/auth/node-key.ts), for forwarding to the coordinator. */
   mintNodeToken?: () => Promise<string>;
 }

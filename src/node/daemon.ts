@@ -6,6 +6,7 @@ import type { FastifyInstance } from 'fastify';
 import { pino } from 'pino';
 import { identityService } from '../auth/identity-service.ts';
 import type { Settings } from '../config/settings.ts';
+import { checkObservabilitySettings, observabilityService } from '../observability/service.ts';
 import { openStore } from '../store/open.ts';
 import { selfTestStore } from '../store/selftest.ts';
 import { SVC_VERSION } from '../version.ts';
@@ -32,9 +33,10 @@ export interface StopOptions {
 
 /** Builds the daemon's services for one context; each concern adds its own here. */
 function buildServices(_ctx: NodeContext): DaemonService[] {
-  // Identity first: every later service may sign node tokens or need the ingress tokens.
-  // The fleet last, so it stops (drains) first.
-  return [identityService(), deployService(), fleetService()];
+  // Observability first, so every later service has its event sink, and it stops last, writing
+  // the events of the drain. Identity next: every later service may sign node tokens or need the
+  // ingress tokens. The fleet last, so it stops (drains) first.
+  return [observabilityService(), identityService(), deployService(), fleetService()];
 }
 
 /** A started daemon. */
@@ -47,6 +49,7 @@ export interface Daemon {
 
 /** Starts every part of the daemon and answers once the API is serving. */
 export async function startDaemon(settings: Settings): Promise<Daemon> {
+  checkObservabilitySettings(settings);
   const log = pino({ name: 'svc', level: process.env.SVC_LOG_LEVEL ?? 'info' }, pino.destination(2));
   await mkdir(settings.node.stateDir, { recursive: true, mode: 0o700 });
   const nodeId = await ensureNodeId(settings.node.stateDir, settings.node.id);

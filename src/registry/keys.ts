@@ -2,6 +2,9 @@
 // spec 1 "Identifiers and name rules" fixes the key and runtime prefixes).
 // The layout is documented in docs/bucket-layout.md; change both together.
 
+/** Where a long host's claim key is split (see `keys.domainClaim`). */
+const CLAIM_SEGMENT_CHARS = 200;
+
 export const keys = {
   /** Operator public key and grant. */
   operator: (kid: string) => `_svc/operators/${kid}.json`,
@@ -10,6 +13,10 @@ export const keys = {
   nodeKey: (kid: string) => `_svc/nodes/${kid}.json`,
   nodeKeysPrefix: '_svc/nodes/',
 
+  /** A node's WireGuard public key, tunnel address and endpoint (never a private key). */
+  wireguardPeer: (id: string) => `_svc/wireguard/${id}.json`,
+  wireguardPeersPrefix: '_svc/wireguard/',
+
   /** Node record: addresses, labels, versions, heartbeat, processes. */
   nodeRecord: (id: string) => `_svc/fleet/nodes/${id}.json`,
   nodeRecordsPrefix: '_svc/fleet/nodes/',
@@ -17,8 +24,21 @@ export const keys = {
   coordinatorLease: '_svc/fleet/coordinator.json',
   /** The fleet freeze record. */
   freeze: '_svc/fleet/freeze.json',
+  /**
+   * The fleet change marker: rewritten (new ETag) after every registry change, so every node's
+   * reconcile pass learns of a change with one HEAD instead of re-listing (docs/fleet.md).
+   */
+  fleetChanged: '_svc/fleet/changed.json',
   /** Runtime versions declared compatible while a fleet rolls from one to the other (docs/deploys.md). */
   runtimePairs: '_svc/fleet/runtime-pairs.json',
+  /**
+   * A node or operator token's `jti`, recorded fleet-wide on acceptance (docs/identity.md
+   * "Single use across the fleet"); grouped by the minute after which the token is dead anyway,
+   * so reaping drops whole old minutes.
+   */
+  tokenUse: (minute: number, jti: string) => `_svc/tokens/${minute}/${jti}`,
+  tokenUseMinute: (minute: number) => `_svc/tokens/${minute}/`,
+  tokenUsesPrefix: '_svc/tokens/',
   /** The bucket self-test's scratch object. */
   selfTest: (nonce: string) => `_svc/selftest/${nonce}`,
 
@@ -32,18 +52,47 @@ export const keys = {
   deploysPrefix: (name: string) => `_svc/apps/${name}/deploys/`,
   deployment: (name: string, version: string) => `_svc/apps/${name}/deployments/${version}.json`,
   deploymentsPrefix: (name: string) => `_svc/apps/${name}/deployments/`,
+  /** The application's secrets, each sealed to every node's key (docs/decisions.md "Secrets"). */
+  appSecrets: (name: string) => `_svc/apps/${name}/secrets.json`,
 
-  /** A custom domain claim; its referent is the application. */
-  domainClaim: (host: string) => `_svc/domains/${host}.json`,
+  /**
+   * A custom domain claim; its referent is the application. A host past 200 characters is split
+   * after its 200th into two segments (hosts hold no `/`, so the split reads back unambiguously):
+   * every backend, the local directory with its file-name limit among them, holds every host the
+   * claim rule allows (253 characters).
+   */
+  domainClaim: (host: string) =>
+    `_svc/domains/${host.length > CLAIM_SEGMENT_CHARS ? `${host.slice(0, CLAIM_SEGMENT_CHARS)}/${host.slice(CLAIM_SEGMENT_CHARS)}` : host}.json`,
+  /** The host a claim key holds; null for a key that is no claim. */
+  hostOfClaim: (key: string): string | null =>
+    key.startsWith('_svc/domains/') && key.endsWith('.json')
+      ? key.slice('_svc/domains/'.length, -'.json'.length).replace('/', '')
+      : null,
   domainClaimsPrefix: '_svc/domains/',
 
-  /** Observability, batched per node to keep request counts low. */
+  /**
+   * Observability, batched per node to keep request counts low (docs/observability.md). Keys are
+   * sharded by UTC hour (`yyyy-mm-dd-hh`, see src/observability/hours.ts) so a reader lists only
+   * the hours of its window and the reaper drops whole hours; `ms` and `seq` are zero-padded so
+   * key order is time order.
+   */
   eventsPrefix: '_svc/events/',
+  eventsHourPrefix: (hour: string) => `_svc/events/${hour}/`,
+  eventBatch: (hour: string, node: string, ms: number, seq: number) =>
+    `_svc/events/${hour}/${node}/${String(ms).padStart(13, '0')}-${String(seq).padStart(6, '0')}.json`,
   metricsPrefix: '_svc/metrics/',
+  metricsHourPrefix: (hour: string) => `_svc/metrics/${hour}/`,
+  metricsSnapshot: (hour: string, node: string, ms: number) =>
+    `_svc/metrics/${hour}/${node}/${String(ms).padStart(13, '0')}.json`,
 
   /** The storage protocol's keyspace: nothing else is reachable with an ingress token. */
-  ingressObject: (key: string) => `_svc/ingress/objects/${key}`,
+  // A value is kept one level below its key, under a segment no storage key can hold (storage
+  // keys are printable ASCII): no stored object is ever a prefix of another, which some S3
+  // servers (MinIO) cannot list beneath (docs/adapter.md "Storage layout").
+  ingressObject: (key: string) => `_svc/ingress/objects/${key}/\u00b7`,
+  ingressObjectDir: (key: string) => `_svc/ingress/objects/${key}/`,
   ingressObjectsPrefix: '_svc/ingress/objects/',
+  ingressValueSegment: '\u00b7',
   ingressLock: (name: string) => `_svc/ingress/locks/${name}.json`,
 
   /** The runtime's data for one application (spec 1: `fleets/<name>/`). */
@@ -72,4 +121,11 @@ export const keys = {
   runtimeImage: (name: string, key: string) => `fleets/${name}/deploy/images/${key}.tar`,
   runtimeImagesPrefix: (name: string) => `fleets/${name}/deploy/images/`,
   runtimeQueuesPrefix: (name: string) => `fleets/${name}/deploy/queues/`,
+  /**
+   * The claim of one scheduled time of one cron schedule (docs/runtime.md "Cron triggers"): the
+   * node whose `If-None-Match: *` write lands runs it. `cron` is a hash of the expression.
+   */
+  runtimeCronClaim: (name: string, cron: string, scheduledMs: number) =>
+    `fleets/${name}/crons/${cron}/${scheduledMs}.json`,
+  runtimeCronClaimsPrefix: (name: string) => `fleets/${name}/crons/`,
 } as const;

@@ -28,3 +28,17 @@ export function resolveApplicationName(name: string | undefined, env?: string | 
     `--name ${JSON.stringify(name ?? '')} and --env ${JSON.stringify(env)} must each be 1-63 lowercase letters or digits with single hyphens, and so must the joined ${JSON.stringify(joined)}`,
   );
 }
+
+/**
+ * A binding name (`svc deploy --var`, `svc app secret`): letters, digits and underscores, not
+ * starting with a digit, never a key that would reach an object's prototype.
+ */
+const BINDING_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
+const REFUSED_BINDING_NAMES = ['__proto__', 'constructor', 'prototype'];
+
+export function isBindingName(name: string): boolean {
+  return BINDING_NAME.test(name) && !REFUSED_BINDING_NAMES.includes(name);
+}
+
+export const BINDING_NAME_RULE =
+  'letters, digits and underscores, not starting with a digit, never __proto__, constructor or prototype';

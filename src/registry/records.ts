@@ -60,11 +60,40 @@ export interface NodeRecord {
   listen: string;
   labels: Record<string, string>;
   versions: { svc: string; cell?: string };
+  /**
+   * The node's platform domains (`--platform-domains`), so the CLI's bucket path can refuse a
+   * claim under one as the node would. Absent on records of older versions.
+   */
+  platformDomains?: string[];
   state: 'starting' | 'ready' | 'draining';
   /** Wall-clock time of the last heartbeat, ms since the epoch. */
   beatMs: number;
   startedAt: string;
   processes: ProcessStatus[];
+  /** Raw X25519 public key (base64url) secrets are sealed to (docs/decisions.md "Secrets"). */
+  sealKey?: string;
+  /** Present when the node runs with `--transport wireguard`: what peers need to reach it. */
+  wireguard?: WireguardTunnel;
+}
+
+/** The public side of a node's WireGuard tunnel; the private key never leaves the node's disk. */
+export interface WireguardTunnel {
+  /** Base64 X25519 public key, as `wg pubkey` prints it. */
+  publicKey: string;
+  /** Tunnel address with prefix length (`--wg-address`). */
+  address: string;
+  /** `host:port` peers send tunnel traffic to (`--wg-endpoint`); absent when peers cannot reach it first. */
+  endpoint?: string;
+}
+
+/**
+ * A node's published WireGuard public half at `_svc/wireguard/<id>.json`, written by `svc wg init`
+ * and by `svc sail`, so a node is a peer before its first heartbeat.
+ */
+export interface WireguardPeerRecord extends WireguardTunnel {
+  v: 1;
+  node: string;
+  publishedAt: string;
 }
 
 /** The coordinator lease at `_svc/fleet/coordinator.json` (spec 1 "CoordinatorLease"). */

@@ -76,6 +76,8 @@ export interface Manifest {
   assets: AssetsConfig | null;
   containers?: { image: string }[];
   fence_image?: string;
+  /** Cron schedules (five fields, UTC) the worker's `scheduled` handler runs on; absent: none. */
+  crons?: string[];
 }
 
 /** One static file: its request path maps to a blob in `deploy-blobs/`. */
@@ -187,6 +189,8 @@ export function parseManifest(body: Uint8Array | string): ParsedVersioned<Manife
   if (!doc.vars || typeof doc.vars !== 'object' || Array.isArray(doc.vars))
     return fail('vars is not an object');
   if (doc.assets !== null && !isAssetsConfig(doc.assets)) return fail('assets is malformed');
+  if (doc.crons !== undefined && !(Array.isArray(doc.crons) && doc.crons.every(isString)))
+    return fail('crons is malformed');
   const images = imageReferences(doc);
   if (!images.ok) return images;
   return { ok: true, value: doc as unknown as Manifest };

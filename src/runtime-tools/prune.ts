@@ -72,6 +72,8 @@ export interface DeploymentEntry {
   /** From the record; null when there is none. */
   createdMs: number | null;
   hasRecord: boolean;
+  /** The record's `bytes`; null when there is no record or it says none. */
+  bytes: number | null;
 }
 
 export interface Layout {
@@ -128,6 +130,7 @@ export async function readLayout(store: Store, application: string): Promise<Lay
         hasAssetsIndex: false,
         createdMs: null,
         hasRecord: false,
+        bytes: null,
       };
       byFolder.set(folder, entry);
     }
@@ -167,6 +170,7 @@ export async function readLayout(store: Store, application: string): Promise<Lay
     }
     entry.hasRecord = true;
     entry.createdMs = record.created_ms;
+    entry.bytes = Number.isSafeInteger(record.bytes) && record.bytes >= 0 ? record.bytes : null;
   }
 
   return {
@@ -201,6 +205,15 @@ export interface PruneOptions {
   nowMs: number;
 }
 
+/** Deployments newest first by record time; no record counts as the oldest (rule 1). */
+export function newestFirst(deployments: readonly DeploymentEntry[]): DeploymentEntry[] {
+  return [...deployments].sort((a, b) => {
+    if (a.hasRecord !== b.hasRecord) return a.hasRecord ? -1 : 1;
+    if (a.hasRecord && b.hasRecord && a.createdMs !== b.createdMs) return b.createdMs! - a.createdMs!;
+    return a.version < b.version ? 1 : a.version > b.version ? -1 : 0;
+  });
+}
+
 /**
  * Orders deployments newest first (by record time; no record counts as the oldest) and weighs
  * each against the pointers (absolute), the count gate and the age gate (rules 1, 2, 5).
@@ -208,11 +221,7 @@ export interface PruneOptions {
 export function planDeployments(layout: Layout, options: PruneOptions): Plan {
   const { keep, windowMs, nowMs } = options;
   const window = describeWindow(windowMs);
-  const ordered = [...layout.deployments].sort((a, b) => {
-    if (a.hasRecord !== b.hasRecord) return a.hasRecord ? -1 : 1;
-    if (a.hasRecord && b.hasRecord && a.createdMs !== b.createdMs) return b.createdMs! - a.createdMs!;
-    return a.version < b.version ? 1 : a.version > b.version ? -1 : 0;
-  });
+  const ordered = newestFirst(layout.deployments);
   const verdicts = ordered.map((entry, index): Verdict => {
     const reasons: string[] = [];
     if (layout.selector?.script === entry.script && layout.selector.deployment === entry.version) {

@@ -1,7 +1,8 @@
 // STAND-IN for `cell serve` (DESIGN.md "The runtime contract (`cell`)"), loaded by
 // test/helpers/cell-standin.ts: takes CELL_APP, CELL_NODE, CELL_PORT and CELL_BIND_HOST from the
 // environment, listens there, answers `/.well-known/cell/health` with 200 once ready and stops on
-// SIGTERM. It runs no worker: every other path answers `standin <application>`, and `/env`
+// SIGTERM. It runs no worker: `/status/NNN` answers status NNN with body `status NNN`, every other
+// path answers `standin <application>`, and `/env`
 // answers what it was started with (CELL_*, SVC_S3_*, the names of other SVC_* variables that
 // leaked, how many health probes it saw, and how many SIGHUPs: "the selector moved").
 //
@@ -56,6 +57,10 @@ export function serveStandin(env: NodeJS.ProcessEnv = process.env): void {
     } else if (path === '/env') {
       res.writeHead(200, { 'content-type': 'application/json' });
       res.end(JSON.stringify({ env: contractEnv(env), healthProbes, hups, pid: process.pid }));
+    } else if (/^\/status\/[1-5]\d\d$/.test(path)) {
+      // A known status with a known body (`status NNN`), for counting tests.
+      res.writeHead(Number(path.slice(8)), { 'content-type': 'text/plain' });
+      res.end(`status ${path.slice(8)}`);
     } else {
       res.writeHead(200, { 'content-type': 'text/plain' });
       res.end(`standin ${application}`);

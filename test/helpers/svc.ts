@@ -88,14 +88,25 @@ export interface SailProcess {
  */
 export async function startSail(
   flags: string[] = [],
-  options: { env?: NodeJS.ProcessEnv; stateDir?: string; port?: number; timeoutMs?: number } = {},
+  options: {
+    env?: NodeJS.ProcessEnv;
+    stateDir?: string;
+    port?: number;
+    timeoutMs?: number;
+    /** A listen address instead of a free loopback port; null leaves it to the node's settings. */
+    listen?: string | null;
+    /** A command the daemon runs under, e.g. `ip netns exec <ns>`; it must exec the daemon in place. */
+    under?: string[];
+  } = {},
 ): Promise<SailProcess> {
-  const port = options.port ?? (await freePort());
+  const listen =
+    options.listen === undefined ? `127.0.0.1:${options.port ?? (await freePort())}` : options.listen;
   const stateDir = options.stateDir ?? tempDir('svc-node-');
-  const listen = `127.0.0.1:${port}`;
+  const [command, ...prefix] = [...(options.under ?? []), process.execPath];
+  const listenFlags = listen === null ? [] : ['--listen', listen];
   const child = spawn(
-    process.execPath,
-    [SVC_BIN, 'sail', '--listen', listen, '--state-dir', stateDir, ...flags],
+    command as string,
+    [...prefix, SVC_BIN, 'sail', ...listenFlags, '--state-dir', stateDir, ...flags],
     {
       env: { ...process.env, SVC_LOG_LEVEL: process.env.SVC_LOG_LEVEL ?? 'warn', ...options.env },
       stdio: ['ignore', 'pipe', 'pipe'],
@@ -129,7 +140,7 @@ export async function startSail(
   return {
     url: url!,
     nodeId: nodeId!,
-    listen,
+    listen: listen ?? new URL(url!).host,
     stateDir,
     child,
     log: () => stderr,

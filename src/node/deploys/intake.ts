@@ -105,6 +105,7 @@ export async function acceptDeploy(ctx: NodeContext, request: DeployRequest): Pr
     const writer = new DeployRecordWriter(ctx.store, record);
     await writer.create();
     ctx.log.info({ deploy: id, application, by, bytes: received }, `deploy ${id} accepted`);
+    ctx.events?.emit({ kind: 'deploy.accepted', application, actor: by, deploy: id, bytes: received });
     return service.enqueue({ id, application, dir, root, config: unpacked.config, ticket, writer });
   } catch (err) {
     await discard(dir, ticket);

@@ -12,6 +12,8 @@ import { mkdir, readdir, readFile, realpath, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { isProblem, Problem } from '../../problem.ts';
 import { updateApplication } from '../../registry/applications.ts';
+import { writeDeploymentNote } from '../../registry/deployments.ts';
+import { readSecrets } from '../../secrets/secrets.ts';
 import type { NodeContext } from '../context.ts';
 import type { DaemonService } from '../daemon.ts';
 import { DeployLimits, type DeployTicket } from './limits.ts';
@@ -196,7 +198,10 @@ export class DeployService implements DaemonService {
         cellBin: ctx.settings.runtime.cellBin,
         cwd: task.root,
         config: task.config,
-        env: publishEnv(ctx, task.application),
+        env: {
+          ...publishEnv(ctx, task.application),
+          CELL_SECRET_NAMES: await secretNames(ctx, task.application),
+        },
         timeoutMs: ctx.settings.deploy.taskTimeoutMs,
         outputBytes: ctx.settings.deploy.outputBytes,
         signal: task.abort.signal,
@@ -210,6 +215,18 @@ export class DeployService implements DaemonService {
       await recordDeployment(ctx, task.application, published.deployment).catch((err) =>
         ctx.log.warn({ err, deploy: task.id }, 'could not note the deployment on the application record'),
       );
+      // Its provenance outlives the deploy record (reaped after 7 days): history reads it.
+      const { by, source } = task.writer.record;
+      await writeDeploymentNote(ctx.store, {
+        v: 1,
+        application: task.application,
+        script: published.script,
+        deployment: published.deployment,
+        deploy: task.id,
+        by,
+        deployedAt: new Date().toISOString(),
+        ...(source ? { source } : {}),
+      }).catch((err) => ctx.log.warn({ err, deploy: task.id }, 'could not note who made the deployment'));
       // A first deploy should answer through the ingress within a poll, not a resync interval.
       ctx.fleet?.changed();
       outcome = published;
@@ -248,6 +265,17 @@ export class DeployService implements DaemonService {
       }
     } catch (err) {
       ctx.log.error({ err, deploy: task.id }, 'could not record the end of a deploy');
+    }
+    const ended = task.writer.record;
+    if (ended.state === 'deployed' || ended.state === 'failed') {
+      ctx.events?.emit({
+        kind: `deploy.${ended.state}`,
+        application: task.application,
+        actor: ended.by,
+        deploy: task.id,
+        ...(ended.deployment ? { deployment: ended.deployment } : {}),
+        ...(ended.code ? { code: ended.code, detail: ended.detail } : {}),
+      });
     }
     ctx.log.info(
       {
@@ -363,6 +391,12 @@ async function stopLeftoverPublish(entry: string): Promise<void> {
 }
 
 /** The application record names the deployment the last successful deploy produced. */
+/** The application's secret names, for the runtime to refuse a var of the same name. */
+async function secretNames(ctx: NodeContext, application: string): Promise<string> {
+  const found = await readSecrets(ctx.store, application);
+  return Object.keys(found?.doc.secrets ?? {}).join(',');
+}
+
 async function recordDeployment(ctx: NodeContext, application: string, deployment: string): Promise<void> {
   try {
     await updateApplication(ctx.store, application, (current) =>

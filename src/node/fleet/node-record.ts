@@ -14,6 +14,9 @@ export interface NodeIdentity {
   listen: string;
   labels: Record<string, string>;
   versions: NodeRecord['versions'];
+  platformDomains?: string[];
+  sealKey?: string;
+  wireguard?: NodeRecord['wireguard'];
 }
 
 export class NodeRegistration {

@@ -6,11 +6,19 @@
 
 import { join } from 'node:path';
 import { mintNodeToken } from '../../auth/node-key.ts';
-import { HEARTBEAT_MS } from '../../registry/liveness.ts';
+import { reapTokenUses } from '../../auth/token-uses.ts';
+import { type EventInput, noEvents, RECONCILE_PASS } from '../../observability/events.ts';
+import { onFleetChanged } from '../../registry/changes.ts';
+import { HEARTBEAT_MS, isNodeLive } from '../../registry/liveness.ts';
 import type { CoordinatorLease, NodeRecord, ProcessStatus } from '../../registry/records.ts';
+import { SecretsKeeper } from '../../secrets/keeper.ts';
+import { ensureSealKey } from '../../secrets/node-key.ts';
+import { ensureKeypair } from '../../wireguard/keypair.ts';
+import { publishTunnel, tunnelOf } from '../../wireguard/publication.ts';
 import type { NodeContext } from '../context.ts';
 import type { DaemonService } from '../daemon.ts';
 import { deployReaperFor } from '../deploys/reaper.ts';
+import { applicationOfDeployId } from '../deploys/records.ts';
 import { RuntimeProbe } from '../deploys/runner.ts';
 import { RegistryCache } from './cache.ts';
 import { LeaseKeeper, systemClock } from './lease.ts';
@@ -18,6 +26,7 @@ import { listedAppsStore } from './listed-store.ts';
 import { NodeRegistration } from './node-record.ts';
 import type { Unplaced } from './placement.ts';
 import {
+  CHANGE_WATCH_EVERY_MS,
   PASS_INTERVAL_MS,
   type PlacementView,
   type ProcessSupervisor,
@@ -56,7 +65,11 @@ export interface FleetView {
 
 export interface FleetServiceOptions {
   /** The supervisor to run; the default starts `--cell-bin` processes. */
-  supervisor?: (ctx: NodeContext, onReadinessChange: () => void) => ProcessSupervisor;
+  supervisor?: (
+    ctx: NodeContext,
+    onReadinessChange: () => void,
+    secretsFile: (application: string) => string,
+  ) => ProcessSupervisor;
 }
 
 export function fleetService(options: FleetServiceOptions = {}): DaemonService {
@@ -73,6 +86,18 @@ export function fleetService(options: FleetServiceOptions = {}): DaemonService {
   };
 }
 
+/**
+ * Over WireGuard the record carries the tunnel's public side, and the node (re)publishes it, so
+ * peers re-rendering their configuration find it (docs/wireguard.md). The keypair is the one
+ * `svc wg init` made, or a new one it will reuse.
+ */
+async function wireguardIdentity(ctx: NodeContext): Promise<Pick<NodeRecord, 'wireguard'>> {
+  if (ctx.settings.network.transport !== 'wireguard') return {};
+  const tunnel = tunnelOf(ctx.settings, await ensureKeypair(ctx.settings.node.stateDir));
+  await publishTunnel(ctx.store, ctx.nodeId, tunnel);
+  return { wireguard: tunnel };
+}
+
 interface RunningFleet {
   drain(): Promise<void>;
   /** Stops the fleet's work but leaves the runtime processes serving, for the next run to adopt. */
@@ -83,22 +108,50 @@ async function startFleet(ctx: NodeContext, options: FleetServiceOptions): Promi
   const { settings, store, nodeId, log } = ctx;
   const clock = systemClock;
   const cell = (await new RuntimeProbe().version(settings.runtime.cellBin)) ?? undefined;
+  const sealKey = await ensureSealKey(settings.node.stateDir);
+  const secrets = new SecretsKeeper({
+    store,
+    nodeId,
+    pair: sealKey,
+    dir: join(settings.node.stateDir, 'secrets'),
+    resealEveryMs: settings.registry.resyncMs,
+    mono: clock.mono,
+    log,
+  });
   const registration = new NodeRegistration(store, {
     id: nodeId,
+    sealKey: sealKey.publicKey,
     advertise: settings.node.advertise ?? settings.node.listen,
     listen: settings.node.listen,
     labels: settings.node.labels,
+    platformDomains: settings.platform.domains,
     versions: cell ? { svc: ctx.version, cell } : { svc: ctx.version },
+    ...(await wireguardIdentity(ctx)),
   });
   await registration.beat({ state: 'starting' });
+  const events = ctx.events ?? noEvents;
+  events.emit({
+    kind: 'node.joined',
+    advertise: settings.node.advertise ?? settings.node.listen,
+    svc: ctx.version,
+    ...(cell ? { cell } : {}),
+  });
+  let heldFence: number | null = null;
 
   const lease = new LeaseKeeper({
     store,
     nodeId,
     ttlMs: settings.coordinator.leaseTtlMs,
     clock,
-    onAcquired: (fence) => log.info({ event: 'coordinator.acquired', fence }, 'this node coordinates'),
-    onLost: (why) => log.warn({ event: 'coordinator.lost', why }, 'coordinator lease lost'),
+    onAcquired: (fence) => {
+      heldFence = fence;
+      events.emit({ kind: 'coordinator.acquired', fence });
+      log.info({ event: 'coordinator.acquired', fence }, 'this node coordinates');
+    },
+    onLost: (why) => {
+      events.emit({ kind: 'coordinator.lost', why, ...(heldFence !== null ? { fence: heldFence } : {}) });
+      log.warn({ event: 'coordinator.lost', why }, 'coordinator lease lost');
+    },
   });
   const cache = new RegistryCache({
     store,
@@ -120,7 +173,10 @@ async function startFleet(ctx: NodeContext, options: FleetServiceOptions): Promi
       return draining ? undefined : runPass();
     });
   };
-  const supervisor = (options.supervisor ?? defaultSupervisor)(ctx, passSoon);
+  const deaths = new DeathWatch();
+  const supervisor = (options.supervisor ?? defaultSupervisor)(ctx, passSoon, (application) =>
+    secrets.fileFor(application),
+  );
   // The reaper reads listings from the cache's last full listing (src/node/fleet/listed-store.ts).
   const reaper = deployReaperFor({ ...ctx, store: listedAppsStore(store, () => cache.appsListing) });
   const reconciler = new Reconciler({
@@ -135,13 +191,33 @@ async function startFleet(ctx: NodeContext, options: FleetServiceOptions): Promi
     reapIntervalMs: settings.coordinator.reapIntervalMs,
     reap: async () => {
       const result = await reaper.reap();
+      // A deploy whose node stopped answering is failed here, not by the node that accepted it.
+      for (const deploy of result.failed) {
+        const application = applicationOfDeployId(deploy);
+        events.emit({
+          kind: 'deploy.failed',
+          ...(application ? { application } : {}),
+          deploy,
+          code: 'deploy-timeout',
+          by: 'reaper',
+        });
+      }
       if (result.failed.length || result.deleted.length)
         log.info({ event: 'deploys.reaped', ...result }, 'reaped');
+      await reapTokenUses(store, clock.wall());
     },
     routing: { platformDomains: settings.platform.domains, apiPublic: settings.api.public },
     mono: clock.mono,
     wall: clock.wall,
-    onPass: (status) => log.debug({ event: 'reconcile.pass', ...status }, 'reconcile pass'),
+    onPass: (status) => {
+      log.debug({ event: 'reconcile.pass', ...status }, 'reconcile pass');
+      events.emit(passEvent(status));
+      if (lease.isCoordinator())
+        for (const dead of deaths.seen(cache.nodes.values(), clock.wall())) events.emit(dead);
+    },
+    // An operator key registered or revoked elsewhere takes effect here at once.
+    onRegistryChanged: () => ctx.auth?.verifier.forgetAll(),
+    secrets,
     log,
   });
 
@@ -172,6 +248,8 @@ async function startFleet(ctx: NodeContext, options: FleetServiceOptions): Promi
     selectorMoved: (application) => supervisor.notify?.(application),
   };
 
+  // A registry change made in this process (an API call this node answered) acts here at once.
+  const unsubscribe = onFleetChanged(() => ctx.fleet?.changed());
   const loops = new Loops(log);
   loops.every(PASS_INTERVAL_MS, runPass);
   loops.every(HEARTBEAT_MS, () => registration.beat({ processes: supervisor.statuses() }), false);
@@ -179,6 +257,9 @@ async function startFleet(ctx: NodeContext, options: FleetServiceOptions): Promi
   // A follower reads the lease once a lifetime, just before its copy runs out, and takes it at
   // expiry: takeover does not wait for a pass, and the view of who coordinates stays current.
   let draining = false;
+  loops.every(CHANGE_WATCH_EVERY_MS, async () => {
+    if (!draining && (await reconciler.markerMoved())) passSoon();
+  });
   loops.every(
     Math.max(50, Math.floor(settings.coordinator.leaseTtlMs / 12)),
     () => (!draining && lease.lookDue() ? lease.tryAcquire() : Promise.resolve()),
@@ -188,6 +269,8 @@ async function startFleet(ctx: NodeContext, options: FleetServiceOptions): Promi
   return {
     async drain() {
       draining = true;
+      unsubscribe();
+      events.emit({ kind: 'node.draining' });
       reconciler.drain();
       loops.stop();
       await passing.catch(() => {});
@@ -202,6 +285,7 @@ async function startFleet(ctx: NodeContext, options: FleetServiceOptions): Promi
       await step('stopping processes', () => supervisor.stop());
       await step('recording no processes', () => registration.beat({ state: 'draining', processes: [] }));
       await step('releasing the coordinator lease', () => lease.release());
+      events.emit({ kind: 'node.drained' });
       log.info({ event: 'node.drained' }, 'drained');
     },
     async detach() {
@@ -222,7 +306,11 @@ async function startFleet(ctx: NodeContext, options: FleetServiceOptions): Promi
   };
 }
 
-function defaultSupervisor(ctx: NodeContext, onReadinessChange: () => void): ProcessSupervisor {
+function defaultSupervisor(
+  ctx: NodeContext,
+  onReadinessChange: () => void,
+  secretsFile: (application: string) => string,
+): ProcessSupervisor {
   const { runtime, deploy, bucket } = ctx.settings;
   const endpoint =
     bucket.endpoint ?? (ctx.store.description.startsWith('file://') ? ctx.store.description : undefined);
@@ -244,8 +332,10 @@ function defaultSupervisor(ctx: NodeContext, onReadinessChange: () => void): Pro
     },
     log: ctx.log,
     observability: ctx.settings.observability.enabled,
+    events: ctx.events,
     processFile: join(ctx.settings.node.stateDir, 'processes.json'),
     onReadinessChange,
+    secretsFile,
   });
 }
 
@@ -285,5 +375,42 @@ class Loops {
     this.#stopped = true;
     for (const timer of this.#timers) clearTimeout(timer);
     this.#timers.clear();
+  }
+}
+
+/** The reconcile loop's own event: compact, since every node emits one every 5 s. */
+export function passEvent(status: ReconcileStatus): EventInput {
+  return {
+    kind: RECONCILE_PASS,
+    ms: status.lastPassMs,
+    ok: status.ok,
+    ...(status.error ? { error: status.error } : {}),
+    ...(status.coordinator ? { coordinator: true } : {}),
+    desired: status.desired.length,
+    ...(status.placementsWritten ? { placed: status.placementsWritten } : {}),
+  };
+}
+
+/**
+ * The coordinator's view of which nodes stopped beating: a node seen live and then past the
+ * liveness window is declared dead once (and again only after it beat again).
+ */
+export class DeathWatch {
+  readonly #live = new Map<string, boolean>();
+
+  seen(nodes: Iterable<{ value: NodeRecord }>, nowMs: number): EventInput[] {
+    const out: EventInput[] = [];
+    for (const { value: node } of nodes) {
+      const live = isNodeLive(node, nowMs);
+      if (this.#live.get(node.id) === true && !live) {
+        out.push({
+          kind: 'node.declared-dead',
+          peer: node.id,
+          lastBeat: new Date(node.beatMs).toISOString(),
+        });
+      }
+      this.#live.set(node.id, live);
+    }
+    return out;
   }
 }

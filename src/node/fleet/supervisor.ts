@@ -13,6 +13,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { createServer } from 'node:net';
 import type { Logger } from 'pino';
+import { type EventSink, eventTail } from '../../observability/events.ts';
 import type { ProcessStatus } from '../../registry/records.ts';
 import { OutputTail, RuntimeProbe } from '../deploys/runner.ts';
 import {
@@ -62,6 +63,10 @@ export interface SupervisorOptions {
   log: Pick<Logger, 'info' | 'warn' | 'error'>;
   /** Gives each process `CELL_OTEL=1` unless `cellEnv` states `CELL_OTEL`. */
   observability?: boolean;
+  /** Where process started / ready / exited / crash-looping / never-ready events go. */
+  events?: EventSink;
+  /** How long after a start without a healthy answer `process.never-ready` is reported (30 s). */
+  neverReadyMs?: number;
   restart?: Partial<RestartPolicy>;
   /** Health probe interval while a process is not ready. */
   healthPollMs?: number;
@@ -79,6 +84,8 @@ export interface SupervisorOptions {
    * once rather than at its next pass (DESIGN.md "Targets": first deploy).
    */
   onReadinessChange?: (application: string, ready: boolean) => void;
+  /** Where each application's secrets file is (src/secrets/keeper.ts); handed over as a path only. */
+  secretsFile?: (application: string) => string;
 }
 
 export interface DesiredProcess {
@@ -117,7 +124,12 @@ interface Managed {
   answered: boolean;
   /** A notify waits for the process to answer before it is signalled. */
   notifyPending: boolean;
+  /** The current child was reported as never turning ready. */
+  notReadyReported: boolean;
 }
+
+/** A process not ready this long after it started is reported, with its output. */
+export const NEVER_READY_MS = 30_000;
 
 export class Supervisor {
   readonly #options: SupervisorOptions;
@@ -263,6 +275,12 @@ export class Supervisor {
       { application: e.application, port: e.port, pid: e.pid },
       'adopted a runtime process a previous run of the daemon left running',
     );
+    this.#options.events?.emit({
+      kind: 'process.adopted',
+      application: e.application,
+      port: e.port,
+      pid: e.pid,
+    });
     return true;
   }
 
@@ -323,6 +341,7 @@ export class Supervisor {
       deployment: undefined,
       answered: false,
       notifyPending: false,
+      notReadyReported: false,
     };
     this.#managed.set(application, m);
     return m;
@@ -360,7 +379,12 @@ export class Supervisor {
     let child: ChildProcess;
     try {
       child = spawn(cellBin, ['serve'], {
-        env: runtimeEnv({ ...this.#options, application: m.application, port }),
+        env: runtimeEnv({
+          ...this.#options,
+          application: m.application,
+          port,
+          secretsFile: this.#options.secretsFile?.(m.application),
+        }),
         stdio: ['ignore', 'pipe', 'pipe'],
         // Its own process group, so a kill reaches the workerd processes it starts.
         detached: true,
@@ -374,6 +398,13 @@ export class Supervisor {
       if (child.pid === undefined) failed(`could not start: ${err.message}`);
     });
     this.#options.log.info({ application: m.application, port, pid: child.pid }, 'runtime process started');
+    this.#options.events?.emit({
+      kind: 'process.started',
+      application: m.application,
+      port,
+      ...(child.pid !== undefined ? { pid: child.pid } : {}),
+      restarts: m.restarts,
+    });
   }
 
   /** Makes `child` the application's process: output, exit, health probes. Answers how to fail it. */
@@ -382,6 +413,7 @@ export class Supervisor {
     m.startedAtMs = Date.now();
     m.ready = false;
     m.answered = false;
+    m.notReadyReported = false;
     if (m.state !== 'crashloop') m.state = 'starting';
     child.stdout?.on('data', (chunk: Buffer) => m.tail.push(chunk));
     child.stderr?.on('data', (chunk: Buffer) => m.tail.push(chunk));
@@ -441,12 +473,25 @@ export class Supervisor {
       m.ready = true;
       m.state = 'ready';
       this.#options.log.info({ application: m.application, port: m.port }, 'runtime process ready');
+      this.#options.events?.emit({ kind: 'process.ready', application: m.application, port: m.port });
       this.#options.onReadinessChange?.(m.application, true);
     } else if (!ok && m.ready) {
       m.ready = false;
       m.state = 'starting';
       this.#options.log.warn({ application: m.application, port: m.port }, 'runtime process not ready');
+      this.#options.events?.emit({ kind: 'process.unready', application: m.application, port: m.port });
       this.#options.onReadinessChange?.(m.application, false);
+    }
+    const neverReadyMs = this.#options.neverReadyMs ?? NEVER_READY_MS;
+    if (!m.ready && !m.notReadyReported && Date.now() - m.startedAtMs >= neverReadyMs) {
+      m.notReadyReported = true;
+      this.#options.events?.emit({
+        kind: 'process.never-ready',
+        application: m.application,
+        port: m.port,
+        afterMs: Date.now() - m.startedAtMs,
+        tail: eventTail(m.tail.text()),
+      });
     }
     const every = m.ready ? (this.#options.healthCheckMs ?? 2_000) : (this.#options.healthPollMs ?? 200);
     this.#schedule(m, every, () => this.#probeHealth(m, child));
@@ -483,6 +528,14 @@ export class Supervisor {
       },
       judged.crashloop ? 'runtime process crash-looping' : 'runtime process exited; restarting',
     );
+    this.#options.events?.emit({
+      kind: judged.crashloop ? 'process.crash-looping' : 'process.exited',
+      application: m.application,
+      why,
+      restarts: m.restarts,
+      delayMs: judged.delayMs,
+      tail: eventTail(m.tail.text()),
+    });
     this.#schedule(m, judged.delayMs, () => {
       if (!this.#current(m)) return;
       m.restarts += 1;
@@ -514,6 +567,7 @@ export class Supervisor {
         await m.exited;
         clearTimeout(hard);
         this.#options.log.info({ application: m.application }, 'runtime process stopped');
+        this.#options.events?.emit({ kind: 'process.stopped', application: m.application });
       }
       if (m.port !== null) this.#ports.release(m.port, Date.now());
       this.#managed.delete(m.application);
@@ -538,6 +592,7 @@ export function runtimeEnv(input: {
   nodeId: string;
   port: number;
   bindHost: string;
+  secretsFile?: string;
   base?: NodeJS.ProcessEnv;
 }): Record<string, string> {
   const env: Record<string, string> = {};
@@ -554,6 +609,7 @@ export function runtimeEnv(input: {
     CELL_PORT: String(input.port),
     CELL_BIND_HOST: input.bindHost,
   });
+  if (input.secretsFile) env.CELL_SECRETS_FILE = input.secretsFile;
   Object.assign(env, input.bucketEnv);
   return env;
 }

@@ -31,6 +31,7 @@ import { checkClaimHost, claimDomain, releaseDomain } from '../../registry/domai
 import type { ApplicationRecord } from '../../registry/records.ts';
 import type { NodeContext } from '../context.ts';
 import { deleteApplicationRoute } from './delete-application.ts';
+import { rollbackRoute } from './rollback.ts';
 
 const operator = { config: { auth: 'operator' as const } };
 const admin = { config: { auth: 'admin' as const } };
@@ -60,7 +61,13 @@ export async function applicationRoutes(app: FastifyInstance, ctx: NodeContext):
     app.post<NameParams>(`/v1/applications/:name/${action}`, admin, async (request) => {
       const { caller, name } = target(request);
       const { application, changed } = await setBlocked(ctx.store, name, blocked);
-      // Spec 1 "Events": each block and unblock emits one event naming the actor.
+      // Each block and unblock emits one event naming the actor.
+      ctx.events?.emit({
+        kind: `application.${action}ed`,
+        application: name,
+        actor: describeCaller(caller),
+        changed,
+      });
       ctx.log.info(
         { event: `application.${action}ed`, application: name, actor: describeCaller(caller), changed },
         `application ${name} ${action}ed by ${describeCaller(caller)}`,
@@ -72,30 +79,55 @@ export async function applicationRoutes(app: FastifyInstance, ctx: NodeContext):
   app.post<NameParams>('/v1/applications/:name/labels', admin, async (request) => {
     const { caller, name } = target(request);
     const labels = parseLabelsBody(request.body);
-    return answer(caller, await setLabels(ctx.store, name, labels));
+    const record = await setLabels(ctx.store, name, labels);
+    ctx.events?.emit({
+      kind: 'application.labels',
+      application: name,
+      actor: describeCaller(caller),
+      labels,
+    });
+    return answer(caller, record);
   });
 
   app.post<NameParams>('/v1/applications/:name/retire', nodeOrOperator, async (request) => {
     const { caller, name } = target(request);
     const grace = ctx.settings.applications.retireGraceMs;
-    return answer(caller, await retireApplication(ctx.store, name, describeCaller(caller), grace));
+    const record = await retireApplication(ctx.store, name, describeCaller(caller), grace);
+    ctx.events?.emit({ kind: 'application.retired', application: name, actor: describeCaller(caller) });
+    return answer(caller, record);
   });
 
   app.post<NameParams>('/v1/applications/:name/unretire', nodeOrOperator, async (request) => {
     const { caller, name } = target(request);
-    return answer(caller, await unretireApplication(ctx.store, name));
+    const record = await unretireApplication(ctx.store, name);
+    ctx.events?.emit({ kind: 'application.unretired', application: name, actor: describeCaller(caller) });
+    return answer(caller, record);
   });
 
   app.post<NameParams>('/v1/applications/:name/selector', nodeOrOperator, async (request) => {
     const { caller, name } = target(request);
     const selector = parseSelectorBody(request.body);
-    return answer(caller, await setSelector(ctx.store, name, selector));
+    const record = await setSelector(ctx.store, name, selector);
+    ctx.events?.emit({
+      kind: 'application.selector',
+      application: name,
+      actor: describeCaller(caller),
+      selector,
+    });
+    return answer(caller, record);
   });
 
   app.post<NameParams>('/v1/applications/:name/replicas', nodeOrOperator, async (request) => {
     const { caller, name } = target(request);
     const replicas = parseReplicasBody(request.body);
-    return answer(caller, await setReplicas(ctx.store, name, replicas));
+    const record = await setReplicas(ctx.store, name, replicas);
+    ctx.events?.emit({
+      kind: 'application.replicas',
+      application: name,
+      actor: describeCaller(caller),
+      replicas,
+    });
+    return answer(caller, record);
   });
 
   app.post<HostParams>('/v1/applications/:name/domains/:host', operator, async (request) => {
@@ -112,6 +144,13 @@ export async function applicationRoutes(app: FastifyInstance, ctx: NodeContext):
       reaches: (holder) => readView(caller).reaches(holder),
       platformDomains: ctx.settings.platform.domains,
     });
+    ctx.events?.emit({
+      kind: 'domain.claimed',
+      application: name,
+      actor: describeCaller(caller),
+      host,
+      wildcard,
+    });
     return { ...claimed, application: redactFor(caller, claimed.application) };
   });
 
@@ -121,10 +160,12 @@ export async function applicationRoutes(app: FastifyInstance, ctx: NodeContext):
     // must still be releasable.
     const host = checkClaimHost(request.params.host, []);
     const released = await releaseDomain(ctx.store, name, host, ctx.settings.platform.domains);
+    ctx.events?.emit({ kind: 'domain.released', application: name, actor: describeCaller(caller), host });
     return { ...released, application: redactFor(caller, released.application) };
   });
 
   await deleteApplicationRoute(app, ctx);
+  await rollbackRoute(app, ctx);
 }
 
 /** The verified caller the guard attached. */

@@ -4,7 +4,7 @@
 // is forwarded once under a fresh node token and the coordinator's answer returned verbatim.
 
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import type { Caller } from '../../auth/caller.ts';
+import { type Caller, describeCaller } from '../../auth/caller.ts';
 import { Problem } from '../../problem.ts';
 import { checkDeletable, deleteApplicationData, getApplication } from '../../registry/applications.ts';
 import { keys } from '../../registry/keys.ts';
@@ -50,7 +50,17 @@ export async function deleteApplicationRoute(
     async (request, reply) => {
       const caller = (request as FastifyRequest & { caller?: Caller }).caller;
       const forwarded = caller?.kind === 'node' && request.headers[FORWARDED_HEADER] === '1';
-      return deleteThroughCoordinator(ctx, deps ?? defaultDeps(ctx), request, reply, forwarded);
+      const answer = await deleteThroughCoordinator(ctx, deps ?? defaultDeps(ctx), request, reply, forwarded);
+      // Recorded by the node the caller reached, naming the caller (not the forwarding node).
+      if (!forwarded && reply.statusCode < 300) {
+        ctx.events?.emit({
+          kind: 'application.deleted',
+          application: request.params.name,
+          ...(caller ? { actor: describeCaller(caller) } : {}),
+          force: isForced(request.query.force),
+        });
+      }
+      return answer;
     },
   );
 }

@@ -18,6 +18,7 @@ export async function freezeRoutes(app: FastifyInstance, ctx: NodeContext): Prom
     const reason = parseFreezeBody(request.body);
     const by = describeCaller(callerOf(request));
     const answer = await freezeDeploys(ctx.store, by, reason);
+    if (answer.created) ctx.events?.emit({ kind: 'fleet.frozen', actor: by, by, reason });
     if (answer.created) ctx.log.info({ event: 'fleet.frozen', actor: by, reason }, `deploys frozen by ${by}`);
     return answer;
   });
@@ -25,6 +26,7 @@ export async function freezeRoutes(app: FastifyInstance, ctx: NodeContext): Prom
   app.delete('/v1/fleet/freeze', { config: { auth: 'admin' as const } }, async (request) => {
     const answer = await unfreezeDeploys(ctx.store);
     const by = describeCaller(callerOf(request));
+    if (answer.lifted) ctx.events?.emit({ kind: 'fleet.unfrozen', actor: by, by });
     if (answer.lifted) ctx.log.info({ event: 'fleet.unfrozen', actor: by }, `deploys unfrozen by ${by}`);
     return answer;
   });

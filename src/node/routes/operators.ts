@@ -34,6 +34,12 @@ export function operatorRoutes(app: FastifyInstance, ctx: NodeContext): void {
     const operator = await writeOperator(ctx.store, decided);
     // A kid this node remembered as unknown becomes usable at once here.
     authState(ctx).verifier.forget(operator.id);
+    ctx.events?.emit({
+      kind: 'operator.registered',
+      actor: caller.id,
+      operator: operator.id,
+      role: operator.role,
+    });
     ctx.log.info(
       { event: 'operator.registered', operator: operator.id, role: operator.role, by: caller.id },
       `operator key ${operator.id} registered by ${caller.id}`,
@@ -46,6 +52,7 @@ export function operatorRoutes(app: FastifyInstance, ctx: NodeContext): void {
     const id = checkOperatorId(request.params.id);
     await revokeOperator(ctx.store, caller, record, id);
     authState(ctx).verifier.forget(id);
+    ctx.events?.emit({ kind: 'operator.revoked', actor: caller.id, operator: id });
     ctx.log.info(
       { event: 'operator.revoked', operator: id, by: caller.id },
       `operator key ${id} revoked by ${caller.id}`,
