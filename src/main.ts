@@ -65,8 +65,20 @@ export function rewriteAliases(args: string[]): string[] {
   return [...replacement, ...args.slice(1)];
 }
 
+/**
+ * A reader that closed our stdout (`svc app show shop | head -1`) ends the command quietly, as
+ * it ends any Unix tool: nothing more can be said to it, and it asked for no more.
+ */
+function endQuietlyOnClosedStdout(): void {
+  process.stdout.on('error', (err: NodeJS.ErrnoException) => {
+    if (err.code === 'EPIPE') process.exit(process.exitCode ?? 0);
+    throw err;
+  });
+}
+
 /** Runs the CLI and answers the process exit code. */
 export async function main(argv: string[]): Promise<number> {
+  endQuietlyOnClosedStdout();
   const program = buildProgram();
   try {
     await program.parseAsync(rewriteAliases(argv), { from: 'user' });

@@ -183,8 +183,11 @@ describe('retire, unretire, selector, replicas: node, else bucket', () => {
       assert.ok(record.retired);
       assert.equal(record.retired.by, way === 'node' ? 'op-admin' : record.retired.by);
       if (way === 'bucket') assert.match(record.retired.by, /^bucket:/);
-      ok(await svc(['app', 'unretire', '--name', 'bucketed', ...args()]));
+      const back = ok(await svc(['app', 'unretire', '--name', 'bucketed', ...args()]));
+      assert.equal(back.stdout, 'Unretired bucketed: it is served again\n');
       assert.equal((await getApplication(bucket.store, 'bucketed')).retired, undefined);
+      const again = ok(await svc(['app', 'unretire', '--name', 'bucketed', ...args()]));
+      assert.equal(again.stdout, 'bucketed was not retired: nothing changed, it is served as before\n');
     });
 
     test(`selector through the ${way}`, async () => {
@@ -399,6 +402,19 @@ describe('domains', () => {
       shown.stdout,
       /domains\s+shop\.example \(\+subdomains\)\n\s+wild\.example \(\+subdomains\)\n\s+www\.shop\.example\n/,
     );
+  });
+
+  test('add through the bucket under a platform domain only the nodes know is invalid-input naming it', async () => {
+    // Nothing here names a platform domain: the node's record in the bucket does.
+    fails(
+      await svc(['app', 'domain', 'add', 'www.apps.test', '--name', 'bucketed', ...viaBucket()], {
+        SVC_PLATFORM_DOMAINS: '',
+      }),
+      'Host is under a platform domain',
+      'invalid-input',
+      /under the platform domain apps\.test/,
+    );
+    assert.deepEqual((await getApplication(bucket.store, 'bucketed')).domains, []);
   });
 
   test('add and remove through the bucket', async () => {

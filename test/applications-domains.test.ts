@@ -61,6 +61,21 @@ describe('claiming', () => {
     assert.deepEqual(plain.body.application.domains, ['shop.example']);
   });
 
+  test('hosts of 236 to 253 characters are claimed and released on a directory bucket', async () => {
+    const label = (n: number) => 'a'.repeat(n);
+    // 63-character labels and a shorter last one, up to the 253-character limit.
+    for (const length of [236, 240, 253]) {
+      const host = `${[label(63), label(63), label(63)].join('.')}.${label(length - 3 * 64 - 8)}.example`;
+      assert.equal(host.length, length);
+      const claimed = await claim('blog', host, admin);
+      assert.equal(claimed.status, 200, JSON.stringify(claimed.body));
+      assert.equal((await getJson<DomainClaim>(bucket.store, keys.domainClaim(host)))?.value.host, host);
+      const released = await release('blog', host, admin);
+      assert.equal(released.status, 200, JSON.stringify(released.body));
+      assert.equal(await getJson(bucket.store, keys.domainClaim(host)), null);
+    }
+  });
+
   test('only wildcard=1 counts', async () => {
     for (const value of ['true', 'yes', '0', '']) {
       const answer = await claim(

@@ -253,6 +253,12 @@ describe('remotes and keys on the command line', () => {
       ]),
     );
     refused(await m.run(['operator', 'list']), 'invalid-input', 'Several remotes');
+    // show is local: a key given needs no remote, however many there are.
+    const shown = ok(await m.run(['operator', 'show', '--key', 'k.json']));
+    assert.equal(JSON.parse(shown.stdout).id, JSON.parse(readFileSync(join(m.cwd, 'k.json'), 'utf8')).id);
+    const rotateWithKey = await m.run(['operator', 'rotate', '--remote', 'a', '--key', 'k.json']);
+    refused(rotateWithKey, 'invalid-input', 'Rotate acts on a remote');
+    assert.match(rotateWithKey.stderr, /remote a signs with; drop --key/);
     ok(await m.run(['operator', 'list', '--remote', 'a']));
     ok(await m.run(['operator', 'list'], { SVC_REMOTE: 'a' }));
     writeFileSync(join(m.cwd, 'pin.jsonc'), '{ "remote": "a" }');
@@ -288,6 +294,33 @@ describe('remotes and keys on the command line', () => {
     ok(await m.run(['operator', 'keygen']));
     assert.equal(mode(join(m.cwd, 'svc-operator.json')), 0o600);
     refused(await m.run(['operator', 'keygen']), 'invalid-input', 'File exists');
+    // A refused registration leaves no key file behind: the id is held by another key.
+    ok(
+      await m.run([
+        'operator',
+        'keygen',
+        '--out',
+        'held.json',
+        '--id',
+        'op-held',
+        '--register',
+        '--endpoint',
+        endpoint,
+      ]),
+    );
+    const taken = await m.run([
+      'operator',
+      'keygen',
+      '--out',
+      'again.json',
+      '--id',
+      'op-held',
+      '--register',
+      '--endpoint',
+      endpoint,
+    ]);
+    refused(taken, 'reference-held', 'Operator id taken');
+    assert.throws(() => statSync(join(m.cwd, 'again.json')), 'the refused key file is gone');
     refused(
       await m.run(['operator', 'enroll', 'svc-operator.json', '--endpoint', endpoint, '--apps', 'shop']),
       'invalid-input',

@@ -379,6 +379,7 @@ describe('refusals', () => {
       '%00',
       'a%0Ab',
       'caf%C3%A9',
+      'a%zzb',
     ];
     const paths = [
       ...badKeys.flatMap((k) => [

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { keys } from '../src/registry/keys.ts';
 import { getJson } from '../src/store/store.ts';
-import { assertProblem, type Bucket, openBucket, type Signer } from './helpers/applications.ts';
+import { assertProblem, type Bucket, call, openBucket, type Signer } from './helpers/applications.ts';
 import { projectDir, standinArtifact } from './helpers/artifacts.ts';
 import { CELL_STANDIN, getDeploy, postDeploy, settledDeploy } from './helpers/deploys.ts';
 import { hs256Token, startTestIssuer, type TestIssuer } from './helpers/oidc-issuer.ts';
@@ -156,6 +156,22 @@ describe('workload tokens on the deploy routes', () => {
     assert.equal(record?.value.by, `${issuer.issuer}#${SUBJECT}`);
     const app = await getJson<{ createdBy: string }>(bucket.store, keys.application('ci-app'));
     assert.equal(app?.value.createdBy, `${issuer.issuer}#${SUBJECT}`);
+  });
+
+  test('403 auth-scope: a verified workload token on the domain routes', async () => {
+    for (const method of ['POST', 'DELETE']) {
+      const token = await issuer.sign({ sub: SUBJECT, aud: 'svc' });
+      const answer = await call(node.url, method, '/v1/applications/ci-app/domains/shop.example.com', {
+        headers: { authorization: `Bearer ${token}` },
+      });
+      assertProblem(
+        answer,
+        403,
+        'auth-scope',
+        'Operator key required',
+        /workload tokens reach the deploy routes only/,
+      );
+    }
   });
 
   test('403 trust-mismatch: another subject or audience, ending with the svc trust add command', async () => {

@@ -22,6 +22,7 @@ import { checkApplicationName, isApplicationName } from './names.ts';
 import { asTrustedOperator, type TrustedOperator } from './records.ts';
 import { authState } from './state.ts';
 import { authInvalid, bearerToken } from './token.ts';
+import { isReadMethod, recordTokenUse } from './token-uses.ts';
 import { readJson } from './verifier.ts';
 import { isWorkloadToken, verifyWorkloadToken } from './workload.ts';
 
@@ -113,11 +114,16 @@ async function authenticateSigned(
   const name = nameParam(request);
 
   let caller: Caller;
-  if (level === 'deploy' && isWorkloadToken(token)) {
+  let used: { jti: string; exp: number } | null = null;
+  if (isWorkloadToken(token)) {
     caller = await verifyWorkloadToken(ctx, token, applicationOf(request));
+    // Verified, but workload tokens reach the deploy routes only (spec 1): like a node token on
+    // an operator route, the answer is auth-scope, not auth-invalid.
+    if (level !== 'deploy') throw workloadOutOfReach();
   } else {
     const verifier = authState(ctx).verifier;
     const signer = await verifier.verify(token);
+    used = signer.token;
     if (signer.kind === 'node') {
       if (level === 'operator' || level === 'admin') throw operatorRequired();
       caller = { kind: 'node', id: signer.id };
@@ -145,7 +151,19 @@ async function authenticateSigned(
   if (level === 'admin' && !(caller.kind === 'operator' && caller.role === 'admin')) {
     throw new Problem('auth-scope', 'Admin key required', 'this route answers admin operator keys only');
   }
+  if (used && (await recordTokenUse(ctx.store, used, !isReadMethod(request.method))) === 'replayed') {
+    ctx.log.debug({ reason: 'jti recorded by another request of the fleet' }, 'token rejected');
+    throw authInvalid();
+  }
   return caller;
+}
+
+function workloadOutOfReach(): Problem {
+  return new Problem(
+    'auth-scope',
+    'Operator key required',
+    'workload tokens reach the deploy routes only; sign with an operator key',
+  );
 }
 
 function operatorRequired(): Problem {

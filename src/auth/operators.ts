@@ -4,6 +4,7 @@
 // `_svc/operators/<id>.json` and every write to them is conditional.
 
 import { Problem } from '../problem.ts';
+import { markFleetChanged } from '../registry/changes.ts';
 import { keys } from '../registry/keys.ts';
 import { isCasConflict, type Store } from '../store/store.ts';
 import { type OperatorCaller, type Role, scopeWithin } from './caller.ts';
@@ -198,6 +199,7 @@ export async function writeOperator(store: Store, record: TrustedOperator): Prom
   }
   try {
     await store.put(keys.operator(record.id), JSON.stringify(record), { ifNoneMatch: '*' });
+    await markFleetChanged(store, `operator ${record.id}`);
     return record;
   } catch (err) {
     if (!isCasConflict(err)) throw err;
@@ -289,6 +291,7 @@ export async function revokeOperator(
     }
     try {
       await store.delete(keys.operator(id), { ifMatch: target.etag });
+      await markFleetChanged(store, `operator ${id}`);
       return;
     } catch (err) {
       if (!isCasConflict(err) || attempt >= 2) throw err;
@@ -337,6 +340,7 @@ export async function registerThroughBucket(
         JSON.stringify(record),
         existing ? { ifMatch: existing.etag } : { ifNoneMatch: '*' },
       );
+      await markFleetChanged(store, `operator ${id}`);
       return record;
     } catch (err) {
       if (!isCasConflict(err) || attempt >= 2) throw err;

@@ -27,9 +27,13 @@ export const MAX_CACHED_KEYS = 10_000;
 export const MAX_REPLAY_ENTRIES = 500_000;
 
 /** Who a verified token was signed by. */
-export type VerifiedSigner =
+export type VerifiedSigner = (
   | { kind: 'node'; id: string; record: NodeKeyRecord }
-  | { kind: 'operator'; id: string; record: TrustedOperator };
+  | { kind: 'operator'; id: string; record: TrustedOperator }
+) & {
+  /** The token's single-use id and expiry, for recording it fleet-wide (token-uses.ts). */
+  token: { jti: string; exp: number };
+};
 
 type KeyEntry =
   | { kind: 'node'; key: KeyObject; record: NodeKeyRecord }
@@ -82,9 +86,10 @@ export class TokenVerifier {
       if (!this.#replay.add(parsed.jti, parsed.exp + CLOCK_SKEW_S, nowMs / 1000)) {
         throw new TokenRejected('replay set full');
       }
+      const used = { jti: parsed.jti, exp: parsed.exp };
       return entry.kind === 'node'
-        ? { kind: 'node', id: parsed.kid, record: entry.record }
-        : { kind: 'operator', id: parsed.kid, record: entry.record };
+        ? { kind: 'node', id: parsed.kid, record: entry.record, token: used }
+        : { kind: 'operator', id: parsed.kid, record: entry.record, token: used };
     } catch (err) {
       if (err instanceof TokenRejected) {
         this.#onReject(err.message);
@@ -97,6 +102,11 @@ export class TokenVerifier {
   /** Drops a kid from the cache: this node just wrote or removed its record. */
   forget(kid: string): void {
     this.#cache.delete(kid);
+  }
+
+  /** Drops every cached key: the registry changed somewhere (src/registry/changes.ts). */
+  forgetAll(): void {
+    this.#cache.clear();
   }
 
   /** The number of single-use ids currently remembered (for tests and metrics). */

@@ -22,13 +22,15 @@ import {
   domainsOf,
   releaseDomain,
 } from '../registry/domains.ts';
+import { isNodeLive } from '../registry/liveness.ts';
 import { resolveApplicationName } from '../registry/names.ts';
 import type { ApplicationRecord } from '../registry/records.ts';
 import type { Store } from '../store/store.ts';
 import { withCliCoordinatorLease } from './cli-lease.ts';
 import { callNode, hasNode, resolveTarget, type Target } from './client.ts';
 import { checkDns, type DnsCheck, dnsLookups, probeLabel } from './domain-dns.ts';
-import { settingsFromCommand } from './flags.ts';
+import { openCommandBucket, settingsFromCommand } from './flags.ts';
+import { readNodeRecords } from './fleet.ts';
 import { say, warn } from './output.ts';
 
 /** Flags every app subcommand may carry (commander's camelCase keys). */
@@ -69,9 +71,7 @@ async function nodeOrBucket(flags: AppFlags): Promise<Way> {
     if (flags.node !== undefined || hasNode(target)) return { node: target };
   }
   const settings = settingsFromCommand(flags);
-  // Loaded only on the bucket path: node calls never need the bucket clients.
-  const { openStore } = await import('../store/open.ts');
-  const store = await openStore({ ...settings.bucket, stateDir: settings.node.stateDir });
+  const store = await openCommandBucket(settings);
   return { bucket: { store, settings, by: bucketActor() } };
 }
 
@@ -213,13 +213,26 @@ export async function appRetire(flags: AppFlags): Promise<void> {
 
 export async function appUnretire(flags: AppFlags): Promise<void> {
   const name = resolveApplicationName(flags.name, flags.env);
-  await onWay(
+  // The answer is the record after the call, which looks the same whether or not it was
+  // retired: read it first, so the line says which of the two happened.
+  const wasRetired = await onWay(
     flags,
-    async (target) =>
-      (await call<{ application: Redacted }>(target, 'POST', appPath(name, '/unretire'))).application,
-    ({ store }) => unretireApplication(store, name),
+    async (target) => {
+      const before = (await call<{ application: Redacted }>(target, 'GET', appPath(name))).application;
+      if (before.retired) await call(target, 'POST', appPath(name, '/unretire'));
+      return before.retired !== undefined;
+    },
+    async ({ store }) => {
+      const before = await getApplication(store, name);
+      if (before.retired) await unretireApplication(store, name);
+      return before.retired !== undefined;
+    },
   );
-  say(`${name} is not retired: it is served as before`);
+  say(
+    wasRetired
+      ? `Unretired ${name}: it is served again`
+      : `${name} was not retired: nothing changed, it is served as before`,
+  );
 }
 
 export async function appSelector(flags: AppFlags & { set?: string[]; clear?: boolean }): Promise<void> {
@@ -282,16 +295,20 @@ export async function domainAdd(hostGiven: string, flags: AppFlags & { wildcard?
         'POST',
         appPath(name, `/domains/${encodeURIComponent(host)}${wildcard ? '?wildcard=1' : ''}`),
       ),
-    ({ store, settings, by }) =>
-      claimDomain(store, {
+    async ({ store, settings, by }) => {
+      // The fleet's platform domains are what its live nodes say, besides any given here.
+      const platformDomains = await fleetPlatformDomains(store, settings.platform.domains);
+      checkClaimHost(host, platformDomains);
+      return claimDomain(store, {
         application: name,
         host,
         wildcard,
         by,
         // The bucket credential reaches every application.
         reaches: () => true,
-        platformDomains: settings.platform.domains,
-      }),
+        platformDomains,
+      });
+    },
   );
   const lookups = dnsLookups();
   const dns = await checkDns(lookups, host, answer.platformHosts);
@@ -312,6 +329,12 @@ export async function domainAdd(hostGiven: string, flags: AppFlags & { wildcard?
   }
   reportDns(host, dns, answer.platformHosts, flags.json === true);
   if (wildcardDns) reportDns(`*.${host}`, wildcardDns, answer.platformHosts, flags.json === true);
+}
+
+async function fleetPlatformDomains(store: Store, given: readonly string[]): Promise<string[]> {
+  const nowMs = Date.now();
+  const live = (await readNodeRecords(store)).filter((record) => isNodeLive(record, nowMs));
+  return [...new Set([...given, ...live.flatMap((record) => record.platformDomains ?? [])])].sort();
 }
 
 /** A match is acknowledged on stdout; anything else is one warning naming a platform host for a CNAME. */

@@ -203,3 +203,56 @@ describe('calls', () => {
     });
   });
 });
+
+describe('what a node call reaches and reads', () => {
+  const key = generateOperatorKey();
+
+  /** A loopback server on the first free port of `ports`, answering every request with `answer`. */
+  async function serveOn(ports: number[], answer: { type: string; body: string }) {
+    const { createServer } = await import('node:http');
+    for (const port of ports) {
+      const server = createServer((_request, response) => {
+        response.writeHead(200, { 'content-type': answer.type }).end(answer.body);
+      });
+      const listening = await new Promise<boolean>((resolve) => {
+        server.once('error', () => resolve(false));
+        server.listen(port, '127.0.0.1', () => resolve(true));
+      });
+      if (listening) return { server, url: `http://127.0.0.1:${port}` };
+    }
+    throw new Error(`none of ${ports.join(', ')} is free`);
+  }
+
+  test('a node on a port fetch refuses (6000, 6665-6669) is reached', async () => {
+    const { server, url } = await serveOn([6665, 6666, 6667, 6668, 6669, 6000], {
+      type: 'application/json',
+      body: '{"operators":[]}',
+    });
+    try {
+      const body = await callNode({ endpoints: [url], key, home: tempDir() }, 'GET', '/v1/operators');
+      assert.deepEqual(body, { operators: [] });
+    } finally {
+      server.close();
+    }
+  });
+
+  test('a 200 that is not JSON (a login page) is refused, saying what came back and from where', async () => {
+    const { server } = await serveOn([0], {
+      type: 'text/html',
+      body: '<html><title>Proxy login</title></html>',
+    });
+    const port = (server.address() as { port: number }).port;
+    const base = `http://127.0.0.1:${port}`;
+    try {
+      await assert.rejects(callNode({ endpoints: [base], key, home: tempDir() }, 'GET', '/v1/operators'), {
+        code: 'invalid-input',
+        title: 'Not a node API answer',
+        detail: new RegExp(
+          `^GET ${base}/v1/operators answered 200 with text/html \\("<html><title>Proxy login</title></html>"\\), not JSON; check the node URL`,
+        ),
+      });
+    } finally {
+      server.close();
+    }
+  });
+});

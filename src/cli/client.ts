@@ -13,8 +13,20 @@ import { loadOperatorKey, type OperatorKey } from '../auth/key-file.ts';
 import { signToken } from '../auth/token.ts';
 import { loadConfigFile } from '../config/file.ts';
 import { PROBLEM_CONTENT_TYPE, Problem } from '../problem.ts';
+import { type HttpAnswer, httpExchange } from './http.ts';
 import { checkRemoteName, loadHomeKey, loadRemotes, operatorHome } from './operator-home.ts';
 import { warn } from './output.ts';
+
+/** A 2xx answer that is not the node API's JSON: say what came back, and from where. */
+function notNodeAnswer(response: HttpAnswer, asked: string): Problem {
+  const type = response.headers.get('content-type') || 'no content type';
+  const start = response.text.replace(/\s+/g, ' ').trim().slice(0, 60);
+  return new Problem(
+    'invalid-input',
+    'Not a node API answer',
+    `${asked} answered ${response.status} with ${type} (${JSON.stringify(start)}${response.text.length > 60 ? '...' : ''}), not JSON; check the node URL (--node or the remote's endpoint)`,
+  );
+}
 
 /** The remote flags as commander parses them. */
 export interface RemoteFlags {
@@ -174,8 +186,8 @@ export interface CallOptions {
   body?: unknown;
   /** Query parameters; undefined values are left out. */
   query?: Record<string, string | number | boolean | undefined>;
-  /** A raw request body (deploy artifacts) instead of JSON; sent as application/octet-stream unless told. */
-  raw?: { body: BodyInit; contentType?: string };
+  /** A raw request body instead of JSON; sent as application/octet-stream unless told. */
+  raw?: { body: string | Uint8Array; contentType?: string };
   /** Extra request headers. */
   headers?: Record<string, string>;
   /** A bearer token to present instead of signing (`svc deploy --token`). */
@@ -236,7 +248,7 @@ export async function requestNode(
       if (value !== undefined) url.searchParams.set(name, String(value));
     }
     const headers: Record<string, string> = { accept: 'application/json', ...options.headers };
-    let body: BodyInit | undefined;
+    let body: string | Uint8Array | undefined;
     if (options.raw) {
       body = options.raw.body;
       headers['content-type'] = options.raw.contentType ?? 'application/octet-stream';
@@ -248,35 +260,25 @@ export async function requestNode(
       options.token ?? (await signToken({ id: target.key!.id, privateKey: target.key!.pair.privateKey }));
     headers.authorization = `Bearer ${token}`;
     const timeoutMs = options.timeoutMs ?? (options.raw ? undefined : 60_000);
-    let response: Response;
+    let response: HttpAnswer;
     try {
-      response = await fetch(url, {
+      response = await httpExchange(url, {
         method,
         headers,
-        body,
-        ...(body instanceof ReadableStream ? { duplex: 'half' } : {}),
-        ...(timeoutMs ? { signal: AbortSignal.timeout(timeoutMs) } : {}),
-      } as RequestInit);
+        ...(body === undefined ? {} : { body }),
+        timeoutMs,
+      });
     } catch (err) {
-      failures.push(`${endpoint}: ${causeOf(err)}`);
-      // A streamed body cannot be sent twice.
-      if (body instanceof ReadableStream) break;
+      failures.push(`${endpoint}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
       continue;
     }
-    return readAnswer(response);
+    return readAnswer(response, `${method} ${url.href}`);
   }
   throw new Problem('not-found', 'Node is not answering', failures.join('; '));
 }
 
-function causeOf(err: unknown): string {
-  const cause = (err as { cause?: { code?: string; message?: string } }).cause;
-  if (cause?.code) return cause.code;
-  if ((err as Error).name === 'TimeoutError') return 'timed out';
-  return cause?.message ?? (err as Error).message;
-}
-
-async function readAnswer(response: Response): Promise<NodeAnswer> {
-  const text = await response.text();
+function readAnswer(response: HttpAnswer, asked: string): NodeAnswer {
+  const { text, status } = response;
   const type = response.headers.get('content-type') ?? '';
   let body: unknown = text === '' ? undefined : text;
   if (text !== '' && (type.startsWith('application/json') || type.startsWith(PROBLEM_CONTENT_TYPE))) {
@@ -286,8 +288,12 @@ async function readAnswer(response: Response): Promise<NodeAnswer> {
       body = text;
     }
   }
-  if (response.ok) return { status: response.status, headers: response.headers, body };
-  const problem = Problem.fromDocument(typeof body === 'object' ? body : {}, response.status);
+  const ok = status >= 200 && status < 300;
+  // A wrong URL or a proxy's login page answers 200 too: every node answer is a JSON document.
+  if (ok && body !== undefined && (typeof body !== 'object' || body === null))
+    throw notNodeAnswer(response, asked);
+  if (ok) return { status, headers: response.headers, body };
+  const problem = Problem.fromDocument(typeof body === 'object' ? body : {}, status);
   const retryAfter = response.headers.get('retry-after');
   if (retryAfter !== null)
     (problem as { headers: Record<string, string> }).headers = { 'retry-after': retryAfter };

@@ -2,10 +2,12 @@
 // from the one settings table so a flag, its environment variable and its config path
 // never drift apart.
 
+import { join } from 'node:path';
 import { type Command, Option } from 'commander';
 import { loadConfigFile } from '../config/file.ts';
 import { resolveSettings, type SettingSpec, type Settings, settingSpecs } from '../config/settings.ts';
 import { Problem } from '../problem.ts';
+import type { Store } from '../store/store.ts';
 
 /** Collector for repeatable flags: each occurrence appends. */
 export function repeatable(value: string, previous: string[] | undefined): string[] {
@@ -31,6 +33,22 @@ export function settingFor(flag: string): SettingSpec {
   const spec = byFlag.get(flag);
   if (!spec) throw new Error(`no setting has the flag --${flag}`);
   return spec;
+}
+
+/**
+ * Opens the bucket a command's settings name. With none named anywhere, the command reads the
+ * embedded bucket under the state directory, as a one-machine `svc sail` does; it says so on
+ * stderr, since an empty answer from a bucket nobody meant is easy to take for the fleet's.
+ */
+export async function openCommandBucket(settings: Settings): Promise<Store> {
+  // Loaded on use: commands that never touch the bucket do not load its clients.
+  const { openStore } = await import('../store/open.ts');
+  if (!settings.bucket.endpoint?.trim()) {
+    process.stderr.write(
+      `svc: no bucket named (--endpoint, SVC_S3_ENDPOINT or svc.config.jsonc): using the embedded bucket ${join(settings.node.stateDir, 'bucket')}\n`,
+    );
+  }
+  return openStore({ ...settings.bucket, stateDir: settings.node.stateDir });
 }
 
 /** Declares `--config` and the bucket flags (spec 3 "Bucket flags"). */

@@ -7,7 +7,7 @@ import { keys } from '../registry/keys.ts';
 import { isNodeLive } from '../registry/liveness.ts';
 import type { FreezeRecord, NodeRecord } from '../registry/records.ts';
 import { getJson, type Store } from '../store/store.ts';
-import { addBucketFlags, addRemoteFlags, settingsFromCommand } from './flags.ts';
+import { addBucketFlags, addRemoteFlags, openCommandBucket, settingsFromCommand } from './flags.ts';
 import { fleetFreeze, fleetUnfreeze } from './freeze.ts';
 import { say } from './output.ts';
 
@@ -38,8 +38,7 @@ export interface NodeRow {
 
 async function fleetNodes(flags: Record<string, unknown>): Promise<void> {
   const settings = settingsFromCommand(flags);
-  const { openStore } = await import('../store/open.ts');
-  const store = await openStore({ ...settings.bucket, stateDir: settings.node.stateDir });
+  const store = await openCommandBucket(settings);
   try {
     const [records, freeze] = await Promise.all([
       readNodeRecords(store),
@@ -56,7 +55,8 @@ async function fleetNodes(flags: Record<string, unknown>): Promise<void> {
   }
 }
 
-async function readNodeRecords(store: Store): Promise<NodeRecord[]> {
+/** Every node record in the bucket (unreadable ones left out). */
+export async function readNodeRecords(store: Store): Promise<NodeRecord[]> {
   const listing = await store.list(keys.nodeRecordsPrefix, { recursive: false });
   const found = await Promise.all(
     listing.objects

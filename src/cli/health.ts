@@ -3,6 +3,7 @@
 import type { Command } from 'commander';
 import { Problem } from '../problem.ts';
 import { addBucketFlags, addSettingFlags, settingsFromCommand } from './flags.ts';
+import { type HttpAnswer, httpExchange } from './http.ts';
 import { say } from './output.ts';
 
 const HEALTH_DEADLINE_MS = 2000;
@@ -31,23 +32,21 @@ export function healthUrl(listen: string): string {
 
 /** Fetches and checks the health document; refuses with the spec's two titles. */
 export async function checkHealth(url: string): Promise<unknown> {
-  let response: Response;
-  let text: string;
+  let response: HttpAnswer;
   try {
-    response = await fetch(url, { signal: AbortSignal.timeout(HEALTH_DEADLINE_MS) });
-    text = await response.text();
+    response = await httpExchange(new URL(url), { method: 'GET', timeoutMs: HEALTH_DEADLINE_MS });
   } catch {
     throw new Problem('not-found', 'Node is not answering', `nothing answered at ${url} within 2 s`);
   }
   let body: unknown;
   try {
-    body = JSON.parse(text);
+    body = JSON.parse(response.text);
   } catch {
     body = undefined;
   }
   const doc = body as { ok?: unknown; version?: unknown; node?: unknown } | undefined;
   if (
-    !response.ok ||
+    response.status !== 200 ||
     !doc ||
     doc.ok !== true ||
     typeof doc.version !== 'string' ||

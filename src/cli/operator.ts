@@ -3,11 +3,13 @@
 // `--register` and enroll with bucket flags write `_svc/operators/<id>.json` straight to the
 // bucket, authorized by the bucket credential (admins only, never scoped).
 
+import { rm } from 'node:fs/promises';
 import type { Command } from 'commander';
 import {
   DEFAULT_KEY_FILE,
   generateOperatorKey,
   keyFileDocument,
+  loadOperatorKey,
   loadPublicDocument,
   newOperatorId,
   publicDocument,
@@ -19,9 +21,15 @@ import type { TrustedOperator } from '../auth/records.ts';
 import { Problem } from '../problem.ts';
 import type { Store } from '../store/store.ts';
 import { callNode, type RemoteFlags, resolveTarget, type Target } from './client.ts';
-import { addBucketFlags, addRemoteFlags, repeatable, settingsFromCommand } from './flags.ts';
+import {
+  addBucketFlags,
+  addRemoteFlags,
+  openCommandBucket,
+  repeatable,
+  settingsFromCommand,
+} from './flags.ts';
 import { loadRemotes, removeHomeKey, saveHomeKey, saveRemotes } from './operator-home.ts';
-import { say } from './output.ts';
+import { say, warn } from './output.ts';
 import { table } from './remote.ts';
 
 export function registerOperator(program: Command): void {
@@ -65,9 +73,7 @@ export async function withBucket<T>(
   work: (store: Store) => Promise<T>,
 ): Promise<T> {
   const settings = settingsFromCommand(flags);
-  // Loaded on use: commands that never touch the bucket do not load its clients.
-  const { openStore } = await import('../store/open.ts');
-  const store = await openStore({ ...settings.bucket, stateDir: settings.node.stateDir });
+  const store = await openCommandBucket(settings);
   try {
     return await work(store);
   } finally {
@@ -97,20 +103,31 @@ async function keygen(
   const key = generateOperatorKey(
     flags.id === undefined ? newOperatorId() : checkOperatorId(flags.id, '--id'),
   );
-  // The private key is on disk before anything trusts it, so a failed registration loses nothing.
+  // The private key is on disk before anything trusts it, so a registration that lands is never
+  // without its key. A refused one trusts nothing: its file goes, so a rerun starts clean.
   await writeSecretFile(flags.out, `${JSON.stringify(keyFileDocument(key), null, 2)}\n`);
   process.stderr.write(`wrote ${flags.out} (owner-readable only) for operator ${key.id}\n`);
   if (flags.register) {
-    await withBucket(flags, async (store) => {
-      await registerThroughBucket(store, key.id, key.pair.publicJwk);
-      process.stderr.write(`registered ${key.id} as an admin key in ${store.description}\n`);
-    });
+    try {
+      await withBucket(flags, async (store) => {
+        await registerThroughBucket(store, key.id, key.pair.publicJwk);
+        process.stderr.write(`registered ${key.id} as an admin key in ${store.description}\n`);
+      });
+    } catch (err) {
+      await rm(flags.out, { force: true });
+      process.stderr.write(`removed ${flags.out}: the key was not registered\n`);
+      throw err;
+    }
   }
   say(JSON.stringify(publicDocument(key)));
 }
 
 async function show(flags: RemoteFlags) {
-  const target = await resolveTarget(flags);
+  // Local only: a key named here needs no remote, so none is chosen (or asked for).
+  const key = flags.key ?? process.env.SVC_OPERATOR_KEY;
+  const target = key
+    ? { key: await loadOperatorKey(key, flags.key ? '--key' : 'SVC_OPERATOR_KEY', warn) }
+    : await resolveTarget(flags);
   if (!target.key) {
     throw new Problem(
       'invalid-input',
@@ -180,6 +197,13 @@ async function rotate(flags: RemoteFlags & { keepOld?: boolean; purgeOld?: boole
       'invalid-input',
       'Rotate acts on a remote',
       'rotate replaces the key a remote of this home signs with; unset SVC_OPERATOR_KEY',
+    );
+  }
+  if (flags.key !== undefined) {
+    throw new Problem(
+      'invalid-input',
+      'Rotate acts on a remote',
+      `rotate replaces the key ${flags.remote ? `remote ${flags.remote}` : 'a remote of this home'} signs with; drop --key`,
     );
   }
   const target = await resolveTarget(flags);
@@ -265,7 +289,7 @@ async function revoke(flags: RemoteFlags & { id: string }): Promise<void> {
   };
   say(`revoked ${removed}`);
   process.stderr.write(
-    'nodes that cached the key may still accept its tokens on some routes for up to 60 s\n',
+    'every node drops the key within one reconcile pass (about 5 s; at most 60 s if the bucket misses the change marker)\n',
   );
 }
 

@@ -13,7 +13,7 @@ import {
   type TrustPolicy,
 } from '../registry/trust.ts';
 import type { Store } from '../store/store.ts';
-import { addBucketFlags, addNameFlags, repeatable, settingsFromCommand } from './flags.ts';
+import { addBucketFlags, addNameFlags, openCommandBucket, repeatable, settingsFromCommand } from './flags.ts';
 import { say } from './output.ts';
 
 interface TrustFlags extends Record<string, unknown> {
@@ -52,8 +52,7 @@ async function withBucket<T>(
   // The name is checked before the bucket is opened.
   const application = resolveApplicationName(flags.name, flags.env);
   const settings = settingsFromCommand(flags);
-  const { openStore } = await import('../store/open.ts');
-  const store = await openStore({ ...settings.bucket, stateDir: settings.node.stateDir });
+  const store = await openCommandBucket(settings);
   try {
     return await work(store, application);
   } finally {

@@ -98,7 +98,13 @@ export const settingSpecs: readonly SettingSpec[] = [
     'How long a released port is kept from a different application',
   ),
   s('runtime.bindHost', 'bind-host', 'string', 'runtime', 'Address runtime processes bind to'),
-  s('registry.resyncMs', 'registry-resync-ms', 'count', 'registry', 'Full registry re-read interval'),
+  s(
+    'registry.resyncMs',
+    'registry-resync-ms',
+    'count',
+    'registry',
+    'Full registry re-read interval (a safety net: changes announce themselves through the change marker)',
+  ),
   s(
     'registry.nodeRefreshMs',
     'registry-node-refresh-ms',
@@ -257,7 +263,7 @@ export function defaultSettings(): Settings {
       portQuarantineMs: 600_000,
       bindHost: '127.0.0.1',
     },
-    registry: { resyncMs: 60_000, nodeRefreshMs: 30_000 },
+    registry: { resyncMs: 300_000, nodeRefreshMs: 30_000 },
     coordinator: { leaseTtlMs: 45_000, reapIntervalMs: 600_000 },
     applications: { retireGraceMs: 7 * 24 * 3600_000 },
     deploy: {

@@ -35,6 +35,7 @@ function parseLock(body: Uint8Array): LockRecord | null {
 }
 
 const objectsRoot = keys.ingressObjectsPrefix;
+const VALUE_SUFFIX = `/${keys.ingressValueSegment}`;
 
 /** Storage protocol operations over the bucket's ingress keyspace. Keys are already validated. */
 export class IngressStorage {
@@ -56,12 +57,12 @@ export class IngressStorage {
     return object ? object.body : null;
   }
 
-  /** Removes the key and its subtree; false when nothing was there. */
+  /** Removes the key and its subtree (the value is one level below the key); false when nothing was there. */
   async delete(key: string): Promise<boolean> {
-    const below = await this.store.list(keys.ingressObject(`${key}/`), { recursive: true });
+    const below = await this.store.list(keys.ingressObjectDir(key), { recursive: true });
     let removed = false;
     for (const object of below.objects) removed = (await this.store.delete(object.key)) || removed;
-    return (await this.store.delete(keys.ingressObject(key))) || removed;
+    return removed;
   }
 
   /**
@@ -69,12 +70,18 @@ export class IngressStorage {
    * (terminal keys and "directories"). Empty when nothing exists at or under the prefix.
    */
   async list(prefix: string, recursive: boolean): Promise<string[]> {
-    const base = prefix === '' ? objectsRoot : keys.ingressObject(`${prefix}/`);
+    const base = prefix === '' ? objectsRoot : keys.ingressObjectDir(prefix);
     const listing = await this.store.list(base, { recursive });
+    const own = prefix === '' ? null : keys.ingressObject(prefix);
     const found = new Set<string>();
-    for (const object of listing.objects) found.add(object.key.slice(objectsRoot.length));
+    // Recursive: every value below (its key is its object's key less the value segment).
+    // Non-recursive: the child "directories" are the children, values or not.
+    for (const object of listing.objects) {
+      if (object.key !== own && object.key.endsWith(VALUE_SUFFIX))
+        found.add(object.key.slice(objectsRoot.length, -VALUE_SUFFIX.length));
+    }
     for (const child of listing.prefixes) found.add(child.slice(objectsRoot.length).replace(/\/$/, ''));
-    if (found.size === 0 && prefix !== '' && (await this.store.stat(keys.ingressObject(prefix))))
+    if (found.size === 0 && own !== null && listing.objects.some((object) => object.key === own))
       found.add(prefix);
     return [...found].sort();
   }
@@ -83,9 +90,8 @@ export class IngressStorage {
   async stat(key: string): Promise<StorageStat | null> {
     const info = await this.store.stat(keys.ingressObject(key));
     if (info) return { key, modified: info.modified.toISOString(), size: info.size, isTerminal: true };
-    const below = await this.store.list(keys.ingressObject(`${key}/`), { recursive: false });
-    if (below.objects.length > 0 || below.prefixes.length > 0)
-      return { key, modified: null, size: 0, isTerminal: false };
+    const below = await this.store.list(keys.ingressObjectDir(key), { recursive: false });
+    if (below.prefixes.length > 0) return { key, modified: null, size: 0, isTerminal: false };
     return null;
   }
 

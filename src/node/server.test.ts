@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { createServer } from 'node:net';
+import { connect, createServer } from 'node:net';
 import { Readable } from 'node:stream';
 import { after, before, test } from 'node:test';
 import fc from 'fast-check';
@@ -131,4 +131,35 @@ test('property: no body or content type makes the parser answer 500', async () =
 // Keeps the import of node:net meaningful for readers: the frame must bind like sail does.
 test('the frame binds on loopback', () => {
   assert.ok(typeof createServer === 'function' && url().startsWith('http://127.0.0.1:'));
+});
+
+test('an Authorization header over the header limit is a 401 auth-invalid problem document', async () => {
+  const response = await fetch(`${url()}/echo`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${'a'.repeat(20_000)}` },
+  });
+  assert.equal(response.status, 401);
+  const problem = await problemOf(response);
+  assert.equal(problem.type, 'urn:svc:auth-invalid');
+  assert.equal(problem.title, 'Token rejected');
+  assert.equal(problem.status, 401);
+});
+
+test('a request Node cannot parse is a 400 invalid-input problem document', async () => {
+  const address = app.server.address();
+  const port = typeof address === 'object' && address ? address.port : 0;
+  const raw = await new Promise<string>((resolve, reject) => {
+    let text = '';
+    const socket = connect(port, '127.0.0.1', () => socket.write('NOT HTTP AT ALL\r\n\r\n'));
+    socket.on('data', (chunk) => {
+      text += chunk;
+    });
+    socket.on('close', () => resolve(text));
+    socket.on('error', reject);
+  });
+  assert.match(raw, /^HTTP\/1\.1 400 Bad Request\r\n/);
+  assert.match(raw, /content-type: application\/problem\+json/i);
+  const body = JSON.parse(raw.slice(raw.indexOf('\r\n\r\n') + 4));
+  assert.equal(body.type, 'urn:svc:invalid-input');
+  assert.equal(body.title, 'Malformed request');
 });

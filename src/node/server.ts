@@ -2,6 +2,8 @@
 // with one JSON parser bounded by `api.jsonBytes`, every failure a problem document, and
 // route plugins registered per concern.
 
+import http from 'node:http';
+import type { Duplex } from 'node:stream';
 import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply } from 'fastify';
 import { authGuard } from '../auth/guard.ts';
 import { ingressRoutes } from '../ingress/routes.ts';
@@ -37,15 +39,22 @@ export async function buildServer(
     bodyLimit: ctx.settings.api.jsonBytes,
     forceCloseConnections: true,
     return503OnClosing: true,
+    // Requests Node's parser refuses before Fastify sees them answer problem documents too.
+    clientErrorHandler: answerClientError,
     // A path parameter may be a custom host (253 characters, more once percent-encoded).
     routerOptions: { maxParamLength: 1024 },
     // Router failures (a parameter over that, bad percent-encoding) answer problem documents too.
-    frameworkErrors: (err, _request, reply) =>
+    frameworkErrors: (err, request, reply) =>
       sendProblem(
         reply,
         err.code === 'FST_ERR_MAX_PARAM_LENGTH'
           ? new Problem('invalid-input', 'Malformed request', 'a path segment is over 1024 characters')
-          : new Problem('invalid-input', 'Malformed request', 'the path is not valid percent-encoding'),
+          : // On the storage protocol the path is a key: its refusal is the key's (spec 2).
+            new Problem(
+              'invalid-input',
+              isStorageKeyPath(request.url) ? 'Invalid storage key' : 'Malformed request',
+              'the path is not valid percent-encoding',
+            ),
       ),
   });
   installJsonParser(app, ctx.settings.api.jsonBytes);
@@ -66,6 +75,38 @@ export async function buildServer(
   authGuard(app, ctx);
   for (const plugin of plugins) await plugin(app, ctx);
   return app;
+}
+
+function isStorageKeyPath(url: string): boolean {
+  return url.startsWith('/v1/storage/objects/') || url.startsWith('/v1/storage/locks/');
+}
+
+/**
+ * Node's HTTP parser refused a request (headers over its limit, a malformed request line). The
+ * answer is a problem document like every other: headers over the limit are almost always an
+ * oversized bearer token, so that is `auth-invalid`; anything else is `invalid-input`.
+ */
+function answerClientError(err: NodeJS.ErrnoException, socket: Duplex): void {
+  if (err.code === 'ECONNRESET' || socket.destroyed) return;
+  const problem =
+    err.code === 'HPE_HEADER_OVERFLOW'
+      ? new Problem(
+          'auth-invalid',
+          'Token rejected',
+          `the request headers are over ${http.maxHeaderSize} bytes; a bearer token is far shorter`,
+        )
+      : err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+        ? new Problem('invalid-input', 'Request timed out', 'the request was not received in time')
+        : new Problem('invalid-input', 'Malformed request', 'the request is not valid HTTP/1.1');
+  if (socket.writable) {
+    const body = JSON.stringify(problem);
+    socket.write(
+      `HTTP/1.1 ${problem.status} ${http.STATUS_CODES[problem.status]}\r\n` +
+        `Content-Type: ${PROBLEM_CONTENT_TYPE}\r\nContent-Length: ${Buffer.byteLength(body)}\r\n` +
+        `Connection: close\r\n\r\n${body}`,
+    );
+  }
+  socket.destroy(err);
 }
 
 /** Answers a problem document with exactly `application/problem+json` (a Buffer keeps Fastify from adding a charset). */

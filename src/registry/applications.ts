@@ -5,6 +5,7 @@
 
 import { invalidInput, Problem } from '../problem.ts';
 import { getJson, isCasConflict, putJson, type Store } from '../store/store.ts';
+import { markFleetChanged } from './changes.ts';
 import { keys } from './keys.ts';
 import type { ApplicationRecord, DomainClaim, Replicas } from './records.ts';
 
@@ -67,6 +68,7 @@ export async function updateApplication(
     const written: ApplicationRecord = { ...next, updatedAt: now().toISOString() };
     try {
       await putJson(store, keys.application(name), written, { ifMatch: found.etag });
+      await markFleetChanged(store, `application ${name}`);
       return written;
     } catch (err) {
       if (!isCasConflict(err)) throw err;
@@ -114,6 +116,7 @@ export async function ensureApplicationForDeploy(
       };
       try {
         await putJson(store, keys.application(name), record, { ifNoneMatch: '*' });
+        await markFleetChanged(store, `application ${name}`);
         return record;
       } catch (err) {
         if (!isCasConflict(err)) throw err;
@@ -127,6 +130,7 @@ export async function ensureApplicationForDeploy(
     const written = { ...next, updatedAt: now().toISOString() };
     try {
       await putJson(store, keys.application(name), written, { ifMatch: found.etag });
+      await markFleetChanged(store, `application ${name}`);
       return written;
     } catch (err) {
       if (!isCasConflict(err)) throw err;
@@ -310,6 +314,7 @@ export async function deleteApplicationData(store: Store, name: string): Promise
   const recordKey = keys.application(name);
   for (const object of own.objects) if (object.key !== recordKey) await remove(object.key);
   await remove(recordKey);
+  await markFleetChanged(store, `application ${name}`);
   return deleted.sort();
 }
 

@@ -4,6 +4,7 @@
 
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import fc from 'fast-check';
 import { routingInputFromRegistry } from '../routing/input.ts';
 import type { Store } from '../store/store.ts';
 import { getJson } from '../store/store.ts';
@@ -252,4 +253,16 @@ describe('domain claims', () => {
     await releaseDomain(store, 'secret', 'leftover.example', platformDomains);
     assert.equal(await store.stat(keys.domainClaim('leftover.example')), null);
   });
+});
+
+test('every host reads back from its claim key, long ones split into two segments', () => {
+  const ofLength = (n: number) => Array.from({ length: n }, (_, i) => (i % 64 === 63 ? '.' : 'a')).join('');
+  const hosts = fc.oneof(fc.domain({ size: 'large' }), fc.integer({ min: 1, max: 253 }).map(ofLength));
+  fc.assert(
+    fc.property(hosts, (host) => {
+      const key = keys.domainClaim(host);
+      assert.equal(keys.hostOfClaim(key), host);
+      for (const segment of key.split('/')) assert.ok(Buffer.byteLength(segment) <= 240, segment);
+    }),
+  );
 });

@@ -13,6 +13,7 @@ import {
   readApplication,
   updateApplication,
 } from './applications.ts';
+import { markFleetChanged } from './changes.ts';
 import { keys } from './keys.ts';
 import type { ApplicationRecord, DomainClaim } from './records.ts';
 
@@ -171,6 +172,8 @@ export async function claimDomain(store: Store, request: ClaimRequest): Promise<
     if (created.fresh) await undoClaim(store, created);
     throw err;
   }
+  // An upgrade may change only the claim record, which no application write announced.
+  if (created.changed) await markFleetChanged(store, `domain ${host}`);
   return { application, host, platformHosts: platformHostsOf(application, request.platformDomains) };
 }
 
@@ -209,6 +212,7 @@ export async function releaseDomain(
       if (again?.value.application === name)
         await store.delete(keys.domainClaim(host), { ifMatch: again.etag });
     }
+    await markFleetChanged(store, `domain ${host}`);
   }
   return { application, host, platformHosts: platformHostsOf(application, platformDomains) };
 }
@@ -263,11 +267,11 @@ async function refuseConflicts(store: Store, request: ClaimRequest): Promise<voi
 /** Hosts claimed exactly one label under `base`; one listing, no reads. */
 async function claimsOneLabelUnder(store: Store, base: string): Promise<string[]> {
   const listing = await store.list(keys.domainClaimsPrefix, { recursive: true });
-  const suffix = `.${base}.json`;
+  const suffix = `.${base}`;
   return listing.objects
-    .map((object) => object.key)
-    .filter((key) => key.endsWith(suffix))
-    .map((key) => key.slice(keys.domainClaimsPrefix.length, -'.json'.length))
+    .map((object) => keys.hostOfClaim(object.key))
+    .filter((host) => host !== null && host.endsWith(suffix))
+    .map((host) => host!)
     .filter((child) => !child.slice(0, -base.length - 1).includes('.'));
 }
 

@@ -4,6 +4,7 @@
 
 import { invalidInput, Problem } from '../problem.ts';
 import { getJson, isCasConflict, putJson, type Store } from '../store/store.ts';
+import { markFleetChanged } from './changes.ts';
 import { keys } from './keys.ts';
 import type { FreezeRecord } from './records.ts';
 
@@ -68,6 +69,7 @@ export async function freezeDeploys(
     if (reason !== undefined) freeze.reason = reason;
     try {
       await putJson(store, keys.freeze, freeze, { ifNoneMatch: '*' });
+      await markFleetChanged(store, 'freeze');
       return { freeze, created: true };
     } catch (err) {
       if (!isCasConflict(err)) throw err;
@@ -81,7 +83,9 @@ export async function freezeDeploys(
 
 /** Lifts the freeze; answers whether there was one. */
 export async function unfreezeDeploys(store: Store): Promise<{ lifted: boolean }> {
-  return { lifted: await store.delete(keys.freeze) };
+  const lifted = await store.delete(keys.freeze);
+  if (lifted) await markFleetChanged(store, 'freeze');
+  return { lifted };
 }
 
 /** The deploy intake's first check: `deploys-frozen` while a freeze stands. */

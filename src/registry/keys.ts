@@ -2,6 +2,9 @@
 // spec 1 "Identifiers and name rules" fixes the key and runtime prefixes).
 // The layout is documented in docs/bucket-layout.md; change both together.
 
+/** Where a long host's claim key is split (see `keys.domainClaim`). */
+const CLAIM_SEGMENT_CHARS = 200;
+
 export const keys = {
   /** Operator public key and grant. */
   operator: (kid: string) => `_svc/operators/${kid}.json`,
@@ -21,8 +24,21 @@ export const keys = {
   coordinatorLease: '_svc/fleet/coordinator.json',
   /** The fleet freeze record. */
   freeze: '_svc/fleet/freeze.json',
+  /**
+   * The fleet change marker: rewritten (new ETag) after every registry change, so every node's
+   * reconcile pass learns of a change with one HEAD instead of re-listing (docs/fleet.md).
+   */
+  fleetChanged: '_svc/fleet/changed.json',
   /** Runtime versions declared compatible while a fleet rolls from one to the other (docs/deploys.md). */
   runtimePairs: '_svc/fleet/runtime-pairs.json',
+  /**
+   * A node or operator token's `jti`, recorded fleet-wide on acceptance (docs/identity.md
+   * "Single use across the fleet"); grouped by the minute after which the token is dead anyway,
+   * so reaping drops whole old minutes.
+   */
+  tokenUse: (minute: number, jti: string) => `_svc/tokens/${minute}/${jti}`,
+  tokenUseMinute: (minute: number) => `_svc/tokens/${minute}/`,
+  tokenUsesPrefix: '_svc/tokens/',
   /** The bucket self-test's scratch object. */
   selfTest: (nonce: string) => `_svc/selftest/${nonce}`,
 
@@ -39,8 +55,19 @@ export const keys = {
   /** The application's secrets, each sealed to every node's key (docs/decisions.md "Secrets"). */
   appSecrets: (name: string) => `_svc/apps/${name}/secrets.json`,
 
-  /** A custom domain claim; its referent is the application. */
-  domainClaim: (host: string) => `_svc/domains/${host}.json`,
+  /**
+   * A custom domain claim; its referent is the application. A host past 200 characters is split
+   * after its 200th into two segments (hosts hold no `/`, so the split reads back unambiguously):
+   * every backend, the local directory with its file-name limit among them, holds every host the
+   * claim rule allows (253 characters).
+   */
+  domainClaim: (host: string) =>
+    `_svc/domains/${host.length > CLAIM_SEGMENT_CHARS ? `${host.slice(0, CLAIM_SEGMENT_CHARS)}/${host.slice(CLAIM_SEGMENT_CHARS)}` : host}.json`,
+  /** The host a claim key holds; null for a key that is no claim. */
+  hostOfClaim: (key: string): string | null =>
+    key.startsWith('_svc/domains/') && key.endsWith('.json')
+      ? key.slice('_svc/domains/'.length, -'.json'.length).replace('/', '')
+      : null,
   domainClaimsPrefix: '_svc/domains/',
 
   /**
@@ -59,8 +86,13 @@ export const keys = {
     `_svc/metrics/${hour}/${node}/${String(ms).padStart(13, '0')}.json`,
 
   /** The storage protocol's keyspace: nothing else is reachable with an ingress token. */
-  ingressObject: (key: string) => `_svc/ingress/objects/${key}`,
+  // A value is kept one level below its key, under a segment no storage key can hold (storage
+  // keys are printable ASCII): no stored object is ever a prefix of another, which some S3
+  // servers (MinIO) cannot list beneath (docs/adapter.md "Storage layout").
+  ingressObject: (key: string) => `_svc/ingress/objects/${key}/\u00b7`,
+  ingressObjectDir: (key: string) => `_svc/ingress/objects/${key}/`,
   ingressObjectsPrefix: '_svc/ingress/objects/',
+  ingressValueSegment: '\u00b7',
   ingressLock: (name: string) => `_svc/ingress/locks/${name}.json`,
 
   /** The runtime's data for one application (spec 1: `fleets/<name>/`). */

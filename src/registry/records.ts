@@ -60,6 +60,11 @@ export interface NodeRecord {
   listen: string;
   labels: Record<string, string>;
   versions: { svc: string; cell?: string };
+  /**
+   * The node's platform domains (`--platform-domains`), so the CLI's bucket path can refuse a
+   * claim under one as the node would. Absent on records of older versions.
+   */
+  platformDomains?: string[];
   state: 'starting' | 'ready' | 'draining';
   /** Wall-clock time of the last heartbeat, ms since the epoch. */
   beatMs: number;

@@ -27,9 +27,10 @@
 
 import { createHash, randomBytes } from 'node:crypto';
 import type { BigIntStats, Dirent } from 'node:fs';
-import { link, mkdir, open, readdir, rename, rmdir, stat, unlink } from 'node:fs/promises';
+import { constants } from 'node:fs';
+import { access, link, mkdir, open, readdir, rename, rmdir, stat, unlink } from 'node:fs/promises';
 import { hostname } from 'node:os';
-import { join, resolve } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import { pathToFileURL } from 'node:url';
 import { Problem } from '../problem.ts';
@@ -65,8 +66,52 @@ const MAX_CACHED_ETAGS = 100_000;
 /** Opens (creating if needed) a directory bucket at an absolute or relative path. */
 export async function openDirStore(root: string, options: DirStoreOptions = {}): Promise<DirStore> {
   const store = new DirStore(root, options);
-  await mkdir(store.root, { recursive: true });
+  await makeBucketDirectory(store.root, store.description);
   return store;
+}
+
+/**
+ * Creates the bucket directory one level at a time from its nearest existing ancestor, refusing
+ * at once and by name what cannot hold a bucket. (A recursive mkdir loops forever on some paths,
+ * such as one under /proc, and answers a bare EEXIST when the path is a file.)
+ */
+async function makeBucketDirectory(root: string, description: string): Promise<void> {
+  const refuse = (why: string, cause?: unknown) =>
+    new Problem('invalid-input', 'Unusable directory bucket', `${description}: ${why}`, { cause });
+  const missing: string[] = [];
+  let at = root;
+  for (;;) {
+    try {
+      const info = await stat(at);
+      if (!info.isDirectory()) {
+        throw refuse(at === root ? 'it is a file, not a directory' : `${at} is a file, not a directory`);
+      }
+      break;
+    } catch (err) {
+      if (err instanceof Problem) throw err;
+      if ((err as NodeJS.ErrnoException).code === 'ENOTDIR')
+        throw refuse('a part of the path is a file', err);
+      if (!isMissing(err)) throw refuse(`cannot look at ${at}: ${(err as NodeJS.ErrnoException).code}`, err);
+      missing.unshift(at);
+      const parent = dirname(at);
+      if (parent === at) throw refuse('no part of the path exists');
+      at = parent;
+    }
+  }
+  for (const dir of missing) {
+    try {
+      await mkdir(dir);
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code;
+      if (code === 'EEXIST' && (await stat(dir).catch(() => null))?.isDirectory()) continue;
+      throw refuse(`cannot create ${dir}: ${code ?? (err as Error).message}`, err);
+    }
+  }
+  try {
+    await access(root, constants.R_OK | constants.W_OK | constants.X_OK);
+  } catch (err) {
+    throw refuse(`this process may not read and write it (${(err as NodeJS.ErrnoException).code})`, err);
+  }
 }
 
 export class DirStore implements Store {

@@ -56,7 +56,18 @@ export interface S3StoreOptions {
   backoffMs?: number;
   /** Deadline of one HTTP request. Default 15 s. */
   requestTimeoutMs?: number;
+  /**
+   * Deadline of one store operation, every attempt and read-back included: past it the answer is
+   * `store-unavailable`. Default 10 s (OPERATION_DEADLINE_MS).
+   */
+  operationDeadlineMs?: number;
 }
+
+/**
+ * How long one store operation may take before it answers `store-unavailable`: a bucket that
+ * stops answering (a stalled server, a dropped network) ends every request in bounded time.
+ */
+export const OPERATION_DEADLINE_MS = 10_000;
 
 const NONCE_META = 'svc-nonce';
 const CONNECT_TIMEOUT_MS = 5_000;
@@ -93,6 +104,7 @@ class S3Store implements Store {
   readonly #endpoint: string;
   readonly #attempts: number;
   readonly #backoffMs: number;
+  readonly #deadlineMs: number;
 
   constructor(options: S3StoreOptions & { bucket: string }) {
     this.#bucket = options.bucket;
@@ -100,6 +112,7 @@ class S3Store implements Store {
     this.#endpoint = options.endpoint;
     this.#attempts = Math.max(1, options.attempts ?? 4);
     this.#backoffMs = options.backoffMs ?? 200;
+    this.#deadlineMs = options.operationDeadlineMs ?? OPERATION_DEADLINE_MS;
     this.description = `s3://${this.#bucket}/${this.#prefix} at ${this.#endpoint}`;
     const credentials =
       options.accessKey && options.secretKey
@@ -127,10 +140,15 @@ class S3Store implements Store {
 
   async get(key: string): Promise<StoredObject | null> {
     checkKey(key);
-    return this.#retrying(`read ${key}`, async () => {
+    return this.#bounded(`read ${key}`, (signal) => this.#getWithin(key, signal));
+  }
+
+  #getWithin(key: string, signal: AbortSignal): Promise<StoredObject | null> {
+    return this.#retrying(`read ${key}`, signal, async () => {
       try {
         const answer = await this.#client.send(
           new GetObjectCommand({ Bucket: this.#bucket, Key: this.#full(key) }),
+          { abortSignal: signal },
         );
         const body = answer.Body ? await answer.Body.transformToByteArray() : new Uint8Array();
         return {
@@ -149,13 +167,22 @@ class S3Store implements Store {
 
   async stat(key: string): Promise<ObjectInfo | null> {
     checkKey(key);
-    const head = await this.#head(key);
+    const head = await this.#bounded(`read ${key}`, (signal) => this.#head(key, signal));
     return head && { key, etag: head.etag, size: head.size, modified: head.modified };
   }
 
   async put(key: string, body: Uint8Array | string, condition?: WriteCondition): Promise<string> {
     checkKey(key);
     checkCondition(key, condition);
+    return this.#bounded(`write ${key}`, (signal) => this.#putWithin(key, body, condition, signal));
+  }
+
+  async #putWithin(
+    key: string,
+    body: Uint8Array | string,
+    condition: WriteCondition | undefined,
+    signal: AbortSignal,
+  ): Promise<string> {
     const bytes = typeof body === 'string' ? new TextEncoder().encode(body) : body;
     const nonce = randomBytes(16).toString('hex');
     const command = () =>
@@ -170,27 +197,36 @@ class S3Store implements Store {
       });
     let ambiguous = false;
     for (let attempt = 1; ; attempt++) {
-      const outcome = await settle(() => this.#client.send(command()));
-      if (outcome.ok) return outcome.value.ETag ?? (await this.#head(key))?.etag ?? '';
+      const outcome = await settle(() => this.#client.send(command(), { abortSignal: signal }));
+      if (outcome.ok) return outcome.value.ETag ?? (await this.#head(key, signal))?.etag ?? '';
       const { error } = outcome;
+      if (signal.aborted) throw error;
       // S3 answers If-Match on a missing key with 404 NoSuchKey: the condition failed.
       const refused = isPreconditionFailed(error) || (condition?.ifMatch !== undefined && isNotFound(error));
       if (refused && !ambiguous) throw new CasConflict(key);
       if (!refused && !isAmbiguous(error)) throw this.#unavailable(`write ${key}`, error);
       // The write may have landed: only the nonce on the stored object can say.
       ambiguous = true;
-      const stored = await this.#head(key);
+      const stored = await this.#head(key, signal);
       if (stored?.nonce === nonce) return stored.etag;
       if (refused) throw new CasConflict(key);
       if (attempt >= this.#attempts) throw this.#unavailable(`write ${key}`, error);
-      await this.#pause(attempt);
+      await this.#pause(attempt, signal);
     }
   }
 
   async delete(key: string, condition?: Pick<WriteCondition, 'ifMatch'>): Promise<boolean> {
     checkKey(key);
     checkCondition(key, condition);
-    const current = await this.#head(key);
+    return this.#bounded(`delete ${key}`, (signal) => this.#deleteWithin(key, condition, signal));
+  }
+
+  async #deleteWithin(
+    key: string,
+    condition: Pick<WriteCondition, 'ifMatch'> | undefined,
+    signal: AbortSignal,
+  ): Promise<boolean> {
+    const current = await this.#head(key, signal);
     if (!current) {
       if (condition?.ifMatch !== undefined) throw new CasConflict(key);
       return false;
@@ -207,27 +243,33 @@ class S3Store implements Store {
             Key: this.#full(key),
             ...(ifMatch ? { IfMatch: ifMatch } : {}),
           }),
+          { abortSignal: signal },
         ),
       );
       if (outcome.ok) return true;
       const { error } = outcome;
+      if (signal.aborted) throw error;
       if (isPreconditionFailed(error) || (ifMatch && isNotFound(error))) {
         // Settled by reading: gone means some delete (perhaps our earlier attempt) won.
-        const after = await this.#head(key);
+        const after = await this.#head(key, signal);
         if (!after && attempt > 1) return true;
         throw new CasConflict(key);
       }
       if (!isAmbiguous(error) || attempt >= this.#attempts) throw this.#unavailable(`delete ${key}`, error);
-      await this.#pause(attempt);
+      await this.#pause(attempt, signal);
     }
   }
 
-  async list(prefix: string, options: ListOptions): Promise<ListResult> {
+  list(prefix: string, options: ListOptions): Promise<ListResult> {
+    return this.#bounded(`list ${prefix}`, (signal) => this.#listWithin(prefix, options, signal));
+  }
+
+  async #listWithin(prefix: string, options: ListOptions, signal: AbortSignal): Promise<ListResult> {
     const objects: ObjectInfo[] = [];
     const prefixes: string[] = [];
     let token: string | undefined;
     do {
-      const page = await this.#retrying(`list ${prefix}`, () =>
+      const page = await this.#retrying(`list ${prefix}`, signal, () =>
         this.#client.send(
           new ListObjectsV2Command({
             Bucket: this.#bucket,
@@ -235,6 +277,7 @@ class S3Store implements Store {
             ...(options.recursive ? {} : { Delimiter: '/' }),
             ...(token ? { ContinuationToken: token } : {}),
           }),
+          { abortSignal: signal },
         ),
       );
       for (const item of page.Contents ?? []) {
@@ -266,11 +309,12 @@ class S3Store implements Store {
     return this.#prefix + key;
   }
 
-  async #head(key: string) {
-    return this.#retrying(`read ${key}`, async () => {
+  async #head(key: string, signal: AbortSignal) {
+    return this.#retrying(`read ${key}`, signal, async () => {
       try {
         const answer = await this.#client.send(
           new HeadObjectCommand({ Bucket: this.#bucket, Key: this.#full(key) }),
+          { abortSignal: signal },
         );
         return {
           etag: answer.ETag ?? '',
@@ -286,24 +330,67 @@ class S3Store implements Store {
   }
 
   /** Runs an idempotent request, retrying what may pass on a second try. */
-  async #retrying<T>(what: string, run: () => Promise<T>): Promise<T> {
+  async #retrying<T>(what: string, signal: AbortSignal, run: () => Promise<T>): Promise<T> {
     for (let attempt = 1; ; attempt++) {
       const outcome = await settle(run);
       if (outcome.ok) return outcome.value;
+      if (signal.aborted) throw outcome.error;
       if (!isAmbiguous(outcome.error) || attempt >= this.#attempts) {
         throw this.#unavailable(what, outcome.error);
       }
-      await this.#pause(attempt);
+      await this.#pause(attempt, signal);
     }
   }
 
-  #pause(attempt: number): Promise<void> {
+  /** Backoff between attempts; cut short when the operation's deadline passes. */
+  #pause(attempt: number, signal: AbortSignal): Promise<void> {
     const ms = this.#backoffMs * 2 ** (attempt - 1) * (0.5 + Math.random() / 2);
-    return new Promise((resolve) => setTimeout(resolve, ms));
+    return new Promise((resolve) => {
+      const timer = setTimeout(done, ms);
+      function done() {
+        clearTimeout(timer);
+        signal.removeEventListener('abort', done);
+        resolve();
+      }
+      signal.addEventListener('abort', done, { once: true });
+    });
+  }
+
+  /**
+   * Runs one store operation under its deadline: every request it sends is aborted when the
+   * deadline passes, and the answer is then `store-unavailable` saying so. A write cut short this
+   * way was not acknowledged; if the server had already received it, it may still land.
+   */
+  async #bounded<T>(what: string, work: (signal: AbortSignal) => Promise<T>): Promise<T> {
+    const controller = new AbortController();
+    const timer = setTimeout(() => controller.abort(), this.#deadlineMs);
+    try {
+      return await work(controller.signal);
+    } catch (err) {
+      if (!controller.signal.aborted || err instanceof CasConflict) throw err;
+      throw new Problem(
+        'store-unavailable',
+        'Bucket is unavailable',
+        `could not ${what} at ${this.#endpoint} (bucket ${this.#bucket}): no answer within ${this.#deadlineMs / 1000} s`,
+        { cause: err },
+      );
+    } finally {
+      clearTimeout(timer);
+    }
   }
 
   #unavailable(what: string, error: unknown): Problem {
     if (error instanceof Problem) return error;
+    const name = (error as { name?: string })?.name ?? '';
+    if (CREDENTIAL_REFUSALS.has(name) || (name === 'AccessDenied' && statusOf(error) === 403)) {
+      // Not an outage: retrying or checking the network will not help, the key will.
+      return new Problem(
+        'store-unavailable',
+        'Bucket refused the credentials',
+        `${this.#endpoint} (bucket ${this.#bucket}) answered ${name} to ${what}: check the access key and secret (--access-key and --secret-key, or SVC_S3_ACCESS_KEY and SVC_S3_SECRET_KEY)`,
+        { cause: error },
+      );
+    }
     return new Problem(
       'store-unavailable',
       'Bucket is unavailable',
@@ -312,6 +399,15 @@ class S3Store implements Store {
     );
   }
 }
+
+/** S3 error codes that say the request's signature or key was refused. */
+const CREDENTIAL_REFUSALS = new Set([
+  'SignatureDoesNotMatch',
+  'InvalidAccessKeyId',
+  'InvalidToken',
+  'ExpiredToken',
+  'InvalidClientTokenId',
+]);
 
 async function settle<T>(run: () => Promise<T>): Promise<Outcome<T>> {
   try {

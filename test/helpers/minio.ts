@@ -45,6 +45,10 @@ export interface Minio {
   bucketOptions(bucket: string): MinioBucketOptions;
   /** Everything MinIO wrote to its stdout and stderr so far. */
   log(): string;
+  /** Stalls the server (SIGSTOP): connections open, nothing answers, as a frozen bucket. */
+  freeze(): void;
+  /** Lets a frozen server run on (SIGCONT). */
+  thaw(): void;
   /** Stops MinIO and removes its data directory. */
   stop(): Promise<void>;
 }
@@ -128,10 +132,13 @@ export async function startMinio(): Promise<Minio> {
     },
     bucketOptions: (bucket) => ({ endpoint, region, bucket, accessKey, secretKey }),
     log: () => output,
+    freeze: () => child.kill('SIGSTOP'),
+    thaw: () => child.kill('SIGCONT'),
     stop() {
       stopped ??= (async () => {
         client.destroy();
         if (exitCode === undefined) {
+          child.kill('SIGCONT');
           child.kill('SIGTERM');
           const killer = setTimeout(() => child.kill('SIGKILL'), STOP_DEADLINE_MS);
           await exited;

@@ -41,6 +41,8 @@ export class RegistryCache {
   readonly claims = new Map<string, Cached<DomainClaim>>();
   lease: Cached<CoordinatorLease> | null = null;
   freeze: Cached<FreezeRecord> | null = null;
+  /** The change marker's ETag as the last fleet listing showed it; null when absent. */
+  markerEtag: string | null = null;
   /** Every object under `_svc/apps/` as last listed (the reaper's listings are answered from it). */
   appsListing: ObjectInfo[] = [];
   /** Objects known unreadable at an ETag, so a broken object is not fetched on every refresh. */
@@ -61,9 +63,11 @@ export class RegistryCache {
     const nodeObjects: ObjectInfo[] = [];
     let leaseInfo: ObjectInfo | null = null;
     let freezeInfo: ObjectInfo | null = null;
+    this.markerEtag = null;
     for (const object of listing.objects) {
       if (object.key === keys.coordinatorLease) leaseInfo = object;
       else if (object.key === keys.freeze) freezeInfo = object;
+      else if (object.key === keys.fleetChanged) this.markerEtag = object.etag;
       else if (object.key.startsWith(keys.nodeRecordsPrefix) && object.key.endsWith('.json'))
         nodeObjects.push(object);
     }
@@ -117,7 +121,7 @@ export class RegistryCache {
       this.#sync(
         this.claims,
         domains.objects.filter((o) => o.key.endsWith('.json')),
-        (key) => key.slice(keys.domainClaimsPrefix.length, -'.json'.length),
+        (key) => keys.hostOfClaim(key)!,
         (key) => this.#json<DomainClaim>(key),
       ),
     ]);

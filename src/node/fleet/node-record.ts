@@ -14,6 +14,7 @@ export interface NodeIdentity {
   listen: string;
   labels: Record<string, string>;
   versions: NodeRecord['versions'];
+  platformDomains?: string[];
   sealKey?: string;
   wireguard?: NodeRecord['wireguard'];
 }

@@ -6,6 +6,7 @@
 // publish the node record when it changed and the routing input for the ingress routes.
 // docs/fleet.md "Reconcile loop".
 
+import { bumpFleetMarker } from '../../registry/changes.ts';
 import { keys } from '../../registry/keys.ts';
 import { isNodeServing } from '../../registry/liveness.ts';
 import type {
@@ -24,6 +25,16 @@ import { placeApplications, type Unplaced } from './placement.ts';
 
 /** Spec 1: one pass every 5 s. */
 export const PASS_INTERVAL_MS = 5_000;
+
+/**
+ * After a change (seen or made), the marker is also read every `CHANGE_WATCH_EVERY_MS` for
+ * `CHANGE_WATCH_MS`, and a pass runs as soon as it moves: a change that travels in several hops
+ * (a block makes nodes stop processes and publish their records; replicas make the coordinator
+ * place, then nodes start processes, then publish) takes a second per hop, not a pass. An idle
+ * fleet does not watch, so its cost stays one HEAD per pass.
+ */
+export const CHANGE_WATCH_MS = 30_000;
+export const CHANGE_WATCH_EVERY_MS = 1_000;
 
 /** What the loop needs of the supervisor (src/node/fleet/supervisor.ts). */
 export interface ProcessSupervisor {
@@ -74,6 +85,8 @@ export interface ReconcilerOptions {
   mono: () => number;
   wall: () => number;
   onPass?: (status: ReconcileStatus) => void;
+  /** The change marker moved: someone changed the registry (operator keys among it). */
+  onRegistryChanged?: () => void;
   /** Secrets (src/secrets/keeper.ts): files for what runs here, copies for nodes that lack them. */
   secrets?: {
     materialize(applications: readonly string[]): Promise<void>;
@@ -98,10 +111,15 @@ export class Reconciler {
   #fleetAt = Number.NEGATIVE_INFINITY;
   #appsAt = Number.NEGATIVE_INFINITY;
   #reapAt = Number.NEGATIVE_INFINITY;
+  /** The change marker's ETag as noted before the last full re-list; undefined before the first. */
+  #marker: string | null | undefined;
+  /** When this node last saw or made a change (monotonic ms); the start counts as one. */
+  #changedAt: number;
   #draining = false;
 
   constructor(options: ReconcilerOptions) {
     this.#o = options;
+    this.#changedAt = options.mono();
   }
 
   status(): ReconcileStatus {
@@ -127,6 +145,18 @@ export class Reconciler {
   refreshSoon(): void {
     this.#fleetAt = Number.NEGATIVE_INFINITY;
     this.#appsAt = Number.NEGATIVE_INFINITY;
+    this.#changedAt = this.#o.mono();
+  }
+
+  /**
+   * Between passes, while a change is recent: answers whether the marker moved since the last
+   * pass noted it (one HEAD), so the caller runs a pass now. Answers false without a request
+   * when nothing changed lately.
+   */
+  async markerMoved(): Promise<boolean> {
+    if (this.#marker === undefined || this.#o.mono() - this.#changedAt > CHANGE_WATCH_MS) return false;
+    const marker = (await this.#o.store.stat(keys.fleetChanged))?.etag ?? null;
+    return marker !== this.#marker;
   }
 
   /** Placement views of every application in the registry, in name order. */
@@ -167,10 +197,13 @@ export class Reconciler {
       // Before the supervisor: a process it starts now finds its secrets already there.
       await o.secrets?.materialize(desired.map((app) => app.name));
       await o.supervisor.apply(desired.map((app) => ({ application: app.name })));
-      await o.registration.beat(
+      const published = await o.registration.beat(
         { state: this.#draining ? 'draining' : 'ready', processes: o.supervisor.statuses() },
         true,
       );
+      // Other nodes route to this node's processes as its record lists them: a changed record
+      // (or a placement written above) moves the marker so they read it on their next pass.
+      if (published || written > 0) await bumpFleetMarker(o.store, `node ${o.nodeId}`);
       this.#publishRouting();
     } catch (err) {
       error = err instanceof Error ? err.message : String(err);
@@ -201,18 +234,37 @@ export class Reconciler {
     return out.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   }
 
+  /**
+   * Re-lists what is due. The change marker (src/registry/changes.ts) is read first: from the
+   * fleet listing when that is due anyway, else with one HEAD; when it moved, everything is
+   * re-listed now. Its ETag is noted before the listings, so a change that lands during them
+   * moves the marker again and is picked up by the next pass.
+   */
   async #refresh(now: number): Promise<void> {
     const o = this.#o;
-    if (now - this.#fleetAt >= o.nodeRefreshMs) {
-      await o.cache.refreshFleet();
-      this.#fleetAt = now;
-      o.lease.observe(o.cache.lease?.value ?? null, o.cache.lease?.etag ?? null);
+    const fleetDue = now - this.#fleetAt >= o.nodeRefreshMs;
+    if (fleetDue) await this.#refreshFleet(now);
+    const marker = fleetDue ? o.cache.markerEtag : ((await o.store.stat(keys.fleetChanged))?.etag ?? null);
+    const moved = this.#marker !== undefined && marker !== this.#marker;
+    this.#marker = marker;
+    if (moved) {
+      if (!fleetDue) await this.#refreshFleet(now);
+      this.#appsAt = Number.NEGATIVE_INFINITY;
+      this.#changedAt = o.mono();
+      o.onRegistryChanged?.();
     }
     if (now - this.#appsAt >= o.resyncMs) {
       await o.cache.refreshApplications();
       this.#appsAt = now;
       for (const { value } of o.cache.placements.values()) o.lease.noteFence(value.fence);
     }
+  }
+
+  async #refreshFleet(now: number): Promise<void> {
+    const o = this.#o;
+    await o.cache.refreshFleet();
+    this.#fleetAt = now;
+    o.lease.observe(o.cache.lease?.value ?? null, o.cache.lease?.etag ?? null);
   }
 
   /** The coordinator's assignment pass; answers how many placement records it wrote. */

@@ -6,7 +6,9 @@
 
 import { join } from 'node:path';
 import { mintNodeToken } from '../../auth/node-key.ts';
+import { reapTokenUses } from '../../auth/token-uses.ts';
 import { type EventInput, noEvents, RECONCILE_PASS } from '../../observability/events.ts';
+import { onFleetChanged } from '../../registry/changes.ts';
 import { HEARTBEAT_MS, isNodeLive } from '../../registry/liveness.ts';
 import type { CoordinatorLease, NodeRecord, ProcessStatus } from '../../registry/records.ts';
 import { SecretsKeeper } from '../../secrets/keeper.ts';
@@ -24,6 +26,7 @@ import { listedAppsStore } from './listed-store.ts';
 import { NodeRegistration } from './node-record.ts';
 import type { Unplaced } from './placement.ts';
 import {
+  CHANGE_WATCH_EVERY_MS,
   PASS_INTERVAL_MS,
   type PlacementView,
   type ProcessSupervisor,
@@ -114,6 +117,7 @@ async function startFleet(ctx: NodeContext, options: FleetServiceOptions): Promi
     advertise: settings.node.advertise ?? settings.node.listen,
     listen: settings.node.listen,
     labels: settings.node.labels,
+    platformDomains: settings.platform.domains,
     versions: cell ? { svc: ctx.version, cell } : { svc: ctx.version },
     ...(await wireguardIdentity(ctx)),
   });
@@ -193,6 +197,7 @@ async function startFleet(ctx: NodeContext, options: FleetServiceOptions): Promi
       }
       if (result.failed.length || result.deleted.length)
         log.info({ event: 'deploys.reaped', ...result }, 'reaped');
+      await reapTokenUses(store, clock.wall());
     },
     routing: { platformDomains: settings.platform.domains, apiPublic: settings.api.public },
     mono: clock.mono,
@@ -203,6 +208,8 @@ async function startFleet(ctx: NodeContext, options: FleetServiceOptions): Promi
       if (lease.isCoordinator())
         for (const dead of deaths.seen(cache.nodes.values(), clock.wall())) events.emit(dead);
     },
+    // An operator key registered or revoked elsewhere takes effect here at once.
+    onRegistryChanged: () => ctx.auth?.verifier.forgetAll(),
     secrets,
     log,
   });
@@ -233,6 +240,8 @@ async function startFleet(ctx: NodeContext, options: FleetServiceOptions): Promi
     },
   };
 
+  // A registry change made in this process (an API call this node answered) acts here at once.
+  const unsubscribe = onFleetChanged(() => ctx.fleet?.changed());
   const loops = new Loops(log);
   loops.every(PASS_INTERVAL_MS, runPass);
   loops.every(HEARTBEAT_MS, () => registration.beat({ processes: supervisor.statuses() }), false);
@@ -240,6 +249,9 @@ async function startFleet(ctx: NodeContext, options: FleetServiceOptions): Promi
   // A follower reads the lease once a lifetime, just before its copy runs out, and takes it at
   // expiry: takeover does not wait for a pass, and the view of who coordinates stays current.
   let draining = false;
+  loops.every(CHANGE_WATCH_EVERY_MS, async () => {
+    if (!draining && (await reconciler.markerMoved())) passSoon();
+  });
   loops.every(
     Math.max(50, Math.floor(settings.coordinator.leaseTtlMs / 12)),
     () => (!draining && lease.lookDue() ? lease.tryAcquire() : Promise.resolve()),
@@ -249,6 +261,7 @@ async function startFleet(ctx: NodeContext, options: FleetServiceOptions): Promi
   return {
     async drain() {
       draining = true;
+      unsubscribe();
       events.emit({ kind: 'node.draining' });
       reconciler.drain();
       loops.stop();

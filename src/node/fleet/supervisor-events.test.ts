@@ -18,7 +18,10 @@ const STANDIN = resolve(import.meta.dirname, '..', '..', '..', 'test', 'helpers'
 const supervisors: Supervisor[] = [];
 after(() => Promise.all(supervisors.map((s) => s.stop())));
 
-async function supervised(cellEnv: Record<string, string>): Promise<{ s: Supervisor; events: EventInput[] }> {
+async function supervised(
+  cellEnv: Record<string, string>,
+  neverReadyMs = 30_000,
+): Promise<{ s: Supervisor; events: EventInput[] }> {
   const events: EventInput[] = [];
   const port = await freePort();
   const s = new Supervisor({
@@ -36,7 +39,7 @@ async function supervised(cellEnv: Record<string, string>): Promise<{ s: Supervi
     stopGraceMs: 10_000,
     restart: { baseDelayMs: 20, maxDelayMs: 200, stableMs: 30_000, crashloopAfter: 3 },
     events: { emit: (e) => events.push(e) },
-    neverReadyMs: 300,
+    neverReadyMs,
   });
   supervisors.push(s);
   return { s, events };
@@ -69,12 +72,14 @@ test('a process that exits at start: exited, then crash-looping, each with its o
 
 test('a process that never turns ready is reported once per start, with its output', async () => {
   const readyDir = tempDir('svc-ready-');
-  const { s, events } = await supervised({ STANDIN_SERVE_READY_DIR: readyDir });
+  // Long enough for the stand-in (a Node process) to have printed its first line on a loaded
+  // machine: the event carries the output as it is when the bound passes.
+  const { s, events } = await supervised({ STANDIN_SERVE_READY_DIR: readyDir }, 5_000);
   await s.apply([{ application: 'slow' }]);
   await waitFor(() => kinds(events).includes('process.never-ready'), 'process.never-ready');
   const never = events.find((e) => e.kind === 'process.never-ready')!;
   assert.match(String(never.tail), /cell \(stand-in\) serving slow/);
-  assert.ok(Number(never.afterMs) >= 300);
+  assert.ok(Number(never.afterMs) >= 5_000);
   mkdirSync(readyDir, { recursive: true });
   writeFileSync(join(readyDir, 'slow'), '');
   await waitFor(() => kinds(events).includes('process.ready'), 'process.ready once healthy');
