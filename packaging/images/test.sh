@@ -1,0 +1,140 @@
+#!/usr/bin/env bash
+# `make image-test`: runs the images `make images` built, for real, with podman.
+#  amd64: a node from svc:edge on a local-directory bucket answers `svc health` and passes the
+#  image's own health check (`podman healthcheck run`); svc-caddy:edge and svc-caddy:edge-dns,
+#  each with the default configuration and only SVC_FLEET_* set, proxy a host the fleet routes to
+#  that node and answer 404 with the error page for a host it does not. Everything listens on
+#  loopback only (published ports of the node's network namespace, which Caddy joins).
+#  arm64: every ELF binary the images carry is an aarch64 one, the amd64 ones x86-64.
+# Each failed check prints FAIL and the script exits 1; every container it started is removed.
+set -euo pipefail
+tag="${1:-edge}"
+run="svc-imgtest-$$"
+failures=0
+dir="$(mktemp -d)"
+cleanup() {
+  podman rm -f -t 0 "$run-caddy" "$run-caddy-dns" "$run-node" >/dev/null 2>&1 || true
+  rm -rf "$dir"
+}
+trap cleanup EXIT
+pass() { echo "ok   $*"; }
+fail() {
+  echo "FAIL $*"
+  failures=$((failures + 1))
+}
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# wait_for <seconds> <command...>: polls the command until it succeeds or the deadline passes.
+wait_for() {
+  local deadline=$((SECONDS + $1))
+  shift
+  until "$@" >/dev/null 2>&1; do
+    [ $SECONDS -lt $deadline ] || return 1
+    sleep 0.5
+  done
+}
+
+token="image-test-$(od -An -tx1 -N16 /dev/urandom | tr -d ' \n')"
+api_port="$(free_port)"
+http_port="$(free_port)"
+http_port_dns="$(free_port)"
+mkdir "$dir/bucket"
+chown 10001:10001 "$dir/bucket"
+
+echo "# node: svc:$tag"
+podman run -d --name "$run-node" -p "127.0.0.1:$api_port:7311" -p "127.0.0.1:$http_port:80" \
+  -p "127.0.0.1:$http_port_dns:8080" -v "$dir/bucket:/bucket" -e SVC_S3_ENDPOINT=file:///bucket \
+  -e SVC_NODE_ID=image-test -e SVC_ADVERTISE=127.0.0.1:7311 -e "SVC_INGRESS_TOKEN=$token" \
+  -e SVC_PLATFORM_DOMAINS=fleet.test "svc:$tag" >/dev/null
+if wait_for 60 podman exec "$run-node" svc health; then
+  health="$(podman exec "$run-node" svc health)"
+  [[ "$health" == *'"ok":true'* && "$health" == *'"node":"image-test"'* ]] &&
+    pass "svc health in the container: $health" || fail "svc health answered $health"
+else
+  fail "svc health never passed: $(podman logs "$run-node" 2>&1 | tail -5)"
+fi
+from_host="$(curl -fsS "http://127.0.0.1:$api_port/.well-known/svc/health" || true)"
+[[ "$from_host" == *'"ok":true'* ]] && pass "health on the published port" || fail "health from the host: $from_host"
+# `podman healthcheck run` runs the image's HEALTHCHECK (svc health) and prints healthy.
+hc="$(podman healthcheck run "$run-node" 2>/dev/null; echo "rc=$?")"
+[[ "$hc" == *"rc=0"* && "$hc" != *unhealthy* ]] && pass "podman healthcheck run: ${hc//$'\n'/ }" || fail "podman healthcheck run: $hc"
+configured="$(podman inspect "svc:$tag" --format '{{.Config.Healthcheck.Test}} {{.Config.User}} {{.Config.Volumes}}')"
+[[ "$configured" == *"svc health"* && "$configured" == *10001* && "$configured" == */var/lib/svc* ]] &&
+  pass "image config: $configured" || fail "image config: $configured"
+[ "$(podman exec "$run-node" /bin/busybox id -u)" = 10001 ] &&
+  pass "runs as uid 10001" || fail "not running as uid 10001"
+
+# One Caddy per flavour in the node's network namespace: the lean one on :80 (the default
+# configuration as it is), the -dns one on :8080 (the same file with only its HTTP port moved).
+podman run -d --name "$run-caddy" --network "container:$run-node" -e SVC_FLEET_ENDPOINT=http://127.0.0.1:7311 \
+  -e "SVC_FLEET_TOKEN=$token" -e SVC_FLEET_HTTP_REDIRECT=off -e SVC_FLEET_POLL_INTERVAL=1s "svc-caddy:$tag" >/dev/null
+# The -dns image: its own Caddyfile moved to :8080, fed through a bind mount of the same file.
+podman run --rm --entrypoint /bin/sh "svc-caddy:$tag-dns" -c 'cat /etc/caddy/Caddyfile' >"$dir/Caddyfile"
+sed -i '0,/^{/s//{\n\thttp_port 8080\n\thttps_port 8443\n\tadmin off/' "$dir/Caddyfile"
+chmod 644 "$dir/Caddyfile"
+podman run -d --name "$run-caddy-dns" --network "container:$run-node" -v "$dir/Caddyfile:/etc/caddy/Caddyfile:ro" \
+  -e SVC_FLEET_ENDPOINT=http://127.0.0.1:7311 -e "SVC_FLEET_TOKEN=$token" -e SVC_FLEET_HTTP_REDIRECT=off \
+  -e SVC_FLEET_POLL_INTERVAL=1s "svc-caddy:$tag-dns" >/dev/null
+
+check_proxy() { # check_proxy <label> <port>
+  local label="$1" port="$2" body status
+  proxied() { curl -fsS -H 'Host: fleet.test' "http://127.0.0.1:$port/.well-known/svc/health" | grep -q '"node":"image-test"'; }
+  if wait_for 60 proxied; then
+    pass "$label proxies fleet.test to the node: $(curl -sS -H 'Host: fleet.test' "http://127.0.0.1:$port/.well-known/svc/health")"
+  else
+    fail "$label never proxied fleet.test: $(curl -sS -i -H 'Host: fleet.test' "http://127.0.0.1:$port/.well-known/svc/health" 2>&1 | head -3) $(podman logs "$3" 2>&1 | tail -5)"
+  fi
+  body="$(curl -sS -o "$dir/unknown" -w '%{http_code}' -H 'Host: nobody.example' "http://127.0.0.1:$port/")"
+  status="$body"
+  if [ "$status" = 404 ] && grep -q '404 Not found' "$dir/unknown"; then
+    pass "$label answers an unknown host with 404 and the error page"
+  else
+    fail "$label answered an unknown host with $status: $(head -c 200 "$dir/unknown")"
+  fi
+  podman logs "$3" 2>&1 | grep -q '"logger":"http.log.access' && pass "$label writes the JSON access log to stdout" ||
+    fail "$label wrote no access log line"
+}
+check_proxy "svc-caddy:$tag (default configuration)" "$http_port" "$run-caddy"
+check_proxy "svc-caddy:$tag-dns" "$http_port_dns" "$run-caddy-dns"
+[ "$(podman inspect "$run-caddy" --format '{{.Config.User}}')" = 10001:10001 ] && pass "svc-caddy runs as 10001" ||
+  fail "svc-caddy user: $(podman inspect "$run-caddy" --format '{{.Config.User}}')"
+
+echo "# architectures"
+# elf_machines <image>: the `file` description of every ELF file in the image's filesystem.
+elf_machines() {
+  local out="$dir/fs-${1//[:\/]/-}"
+  mkdir -p "$out"
+  podman image save --format docker-archive "$1" 2>/dev/null | tar -x -C "$out" 2>/dev/null || true
+  # Docker archives hold one tar per layer; unpack them all into one tree.
+  mkdir -p "$out/root"
+  find "$out" -name layer.tar -exec tar -x -C "$out/root" -f {} \; 2>/dev/null
+  find "$out/root" -type f \( -name node -o -name workerd -o -name esbuild -o -name svc-caddy -o -name busybox -o -name 'ld-linux*' -o -name 'libc.so*' \) \
+    -exec file -b {} \; | sort | uniq -c
+  rm -rf "$out"
+}
+check_arch() { # check_arch <image> <expected machine> <other machine>
+  if ! podman image exists "$1"; then
+    fail "$1 is not built"
+    return
+  fi
+  local machines
+  machines="$(elf_machines "$1")"
+  if grep -q "$2" <<<"$machines" && ! grep -q "$3" <<<"$machines"; then
+    pass "$1: ELF binaries are $2 ($(grep -c ELF <<<"$machines") kinds)"
+  else
+    fail "$1: expected only $2 binaries:
+$machines"
+  fi
+  [ "$(podman inspect "$1" --format '{{.Architecture}}')" = "${4}" ] && pass "$1: image architecture $4" ||
+    fail "$1: image architecture $(podman inspect "$1" --format '{{.Architecture}}')"
+}
+check_arch "svc:$tag" x86-64 aarch64 amd64
+check_arch "svc-caddy:$tag" x86-64 aarch64 amd64
+check_arch "svc:$tag-arm64" aarch64 x86-64 arm64
+check_arch "svc-caddy:$tag-arm64" aarch64 x86-64 arm64
+check_arch "svc-caddy:$tag-dns-arm64" aarch64 x86-64 arm64
+
+if [ "$failures" -gt 0 ]; then
+  echo "image-test: $failures check(s) failed"
+  exit 1
+fi
+echo "image-test: all checks passed"
