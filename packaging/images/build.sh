@@ -8,13 +8,15 @@
 #   - shared libraries: the host's for amd64 (found with ldd), Debian's arm64 .debs for arm64;
 #   - busybox-static (Debian) for /usr/bin/env and /bin/sh: svc starts `runtime/bin/cell`, a
 #     `#!/usr/bin/env node` script.
-# Downloads and Go builds are cached under .tools/images/. Usage: build.sh [amd64] [arm64]
+# Downloads and Go builds are cached under .tools/images/. Usage: build.sh [amd64] [arm64];
+# IMAGES="svc svc-caddy svc-caddy-dns" (the default) chooses which images.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 here="$root/packaging/images"
 cache="$root/.tools/images"
 arches=("$@")
 [ ${#arches[@]} -gt 0 ] || arches=(amd64 arm64)
+images=" ${IMAGES:-svc svc-caddy svc-caddy-dns} "
 mkdir -p "$cache"/{npm,debs,caddy}
 
 say() { echo "images: $*" >&2; }
@@ -92,9 +94,9 @@ shared_libraries() {
     done
   else
     for pkg in libc6 libstdc++6 libgcc-s1; do
-      dpkg-deb --fsys-tarfile "$(deb "$pkg:$arch")" | tar -x -C "$fs" --wildcards './lib/*' './usr/lib/*'
+      dpkg-deb -x "$(deb "$pkg:$arch")" "$fs"
     done
-    rm -rf "$fs/usr/lib/gcc" "$fs/usr/share"
+    rm -rf "$fs/usr/lib/gcc" "$fs/usr/share" "$fs/usr/libexec" "$fs/usr/bin/ldd" "$fs/sbin"
   fi
 }
 
@@ -161,6 +163,7 @@ for arch in "${arches[@]}"; do
   rm -rf "$work"
   mkdir -p "$work"
 
+  if [[ "$images" == *" svc "* ]]; then
   say "assembling svc for linux/$arch"
   fs="$work/svc/rootfs"
   base_files "$fs" "$arch"
@@ -169,8 +172,10 @@ for arch in "${arches[@]}"; do
   chmod 0700 "$work/svc/state"
   shared_libraries "$fs" "$arch" "$fs/usr/local/bin/node" "$fs/opt/svc/node_modules/workerd/bin/workerd"
   podman_build "$arch" "$here/svc.Containerfile" "$work/svc" svc
+  fi
 
   for flavour in svc-caddy svc-caddy-dns; do
+    [[ "$images" == *" $flavour "* ]] || continue
     say "assembling $flavour for linux/$arch"
     fs="$work/$flavour/rootfs"
     base_files "$fs" "$arch"

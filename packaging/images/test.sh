@@ -104,33 +104,44 @@ check_proxy "svc-caddy:$tag-dns" "$http_port_dns" "$run-caddy-dns"
   fail "svc-caddy user: $(podman inspect "$run-caddy" --format '{{.Config.User}}')"
 
 echo "# architectures"
-# elf_machines <image>: the `file` description of every ELF file in the image's filesystem.
-elf_machines() {
-  local out="$dir/fs-${1//[:\/]/-}"
-  mkdir -p "$out"
-  podman image save --format docker-archive "$1" 2>/dev/null | tar -x -C "$out" 2>/dev/null || true
-  # Docker archives hold one tar per layer; unpack them all into one tree.
-  mkdir -p "$out/root"
-  find "$out" -name layer.tar -exec tar -x -C "$out/root" -f {} \; 2>/dev/null
-  find "$out/root" -type f \( -name node -o -name workerd -o -name esbuild -o -name svc-caddy -o -name busybox -o -name 'ld-linux*' -o -name 'libc.so*' \) \
-    -exec file -b {} \; | sort | uniq -c
-  rm -rf "$out"
+# unpack <image> <dir>: the image's filesystem, every layer of its docker archive into one tree.
+unpack() {
+  mkdir -p "$2/archive" "$2/root"
+  podman image save --format docker-archive "$1" 2>/dev/null | tar -x -C "$2/archive"
+  find "$2/archive" -name layer.tar -exec tar -x -C "$2/root" -f {} \; 2>/dev/null
 }
-check_arch() { # check_arch <image> <expected machine> <other machine>
+# loadable <root> <binary>: a dynamic binary's interpreter and every library it names are in the tree.
+loadable() {
+  local fs="$1" bin="$2" interp lib missing=""
+  interp="$(readelf -l "$bin" 2>/dev/null | sed -n 's/.*Requesting program interpreter: \(.*\)]/\1/p')"
+  [ -z "$interp" ] && return 0 # static
+  [ -e "$fs$interp" ] || missing="$missing $interp"
+  for lib in $(readelf -d "$bin" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p'); do
+    [ -n "$(find "$fs/lib" "$fs/usr/lib" "$fs/lib64" -name "$lib" 2>/dev/null | head -1)" ] || missing="$missing $lib"
+  done
+  [ -z "$missing" ] || { echo "${bin#"$fs"} misses$missing"; return 1; }
+}
+check_arch() { # check_arch <image> <expected machine> <other machine> <image architecture>
   if ! podman image exists "$1"; then
     fail "$1 is not built"
     return
   fi
-  local machines
-  machines="$(elf_machines "$1")"
+  local out="$dir/fs-${1//[:\/]/-}" machines binaries bin problems=""
+  unpack "$1" "$out"
+  binaries="$(find "$out/root" -type f \( -name node -o -name workerd -o -name esbuild -o -name svc-caddy -o -name busybox \))"
+  machines="$(for bin in $binaries; do file -b "$bin"; done | sed 's/, BuildID.*//' | sort | uniq -c)"
   if grep -q "$2" <<<"$machines" && ! grep -q "$3" <<<"$machines"; then
-    pass "$1: ELF binaries are $2 ($(grep -c ELF <<<"$machines") kinds)"
+    pass "$1: its $(wc -w <<<"$binaries") executables are $2"
   else
-    fail "$1: expected only $2 binaries:
+    fail "$1: expected only $2 executables:
 $machines"
   fi
+  for bin in $binaries; do problems="$problems$(loadable "$out/root" "$bin")"; done
+  [ -z "$problems" ] && pass "$1: every dynamic executable finds its loader and libraries in the image" ||
+    fail "$1: $problems"
   [ "$(podman image inspect "$1" --format '{{.Architecture}}')" = "$4" ] && pass "$1: image architecture $4" ||
     fail "$1: image architecture $(podman image inspect "$1" --format '{{.Architecture}}')"
+  rm -rf "$out"
 }
 check_arch "svc:$tag" x86-64 aarch64 amd64
 check_arch "svc-caddy:$tag" x86-64 aarch64 amd64
