@@ -15,7 +15,10 @@ run="svc-imgtest-$$"
 failures=0
 dir="$(mktemp -d)"
 cleanup() {
-  podman rm --ignore -f -t 0 "$run-caddy" "$run-caddy-dns" "$run-node" >/dev/null 2>&1 || true
+  # The Caddys share the node's network namespace: they go first, or the node is refused.
+  podman rm --ignore -f -t 0 "$run-caddy" "$run-caddy-dns" >/dev/null 2>&1 || true
+  podman rm --ignore -f -t 0 "$run-node" >/dev/null 2>&1 || true
+  if podman ps -a --format '{{.Names}}' | grep -q "^$run-"; then echo "FAIL containers left behind: $run-*"; fi
   rm -rf "$dir"
 }
 trap cleanup EXIT
