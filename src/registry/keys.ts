@@ -1,4 +1,4 @@
-// Every bucket key svc reads or writes, in one place (DESIGN.md "Proposed bucket layout";
+// Every bucket key svc reads or writes, in one place (docs/bucket-layout.md;
 // spec 1 "Identifiers and name rules" fixes the key and runtime prefixes).
 // The layout is documented in docs/bucket-layout.md; change both together.
 

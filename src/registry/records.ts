@@ -1,5 +1,5 @@
 // The typed registry records svc keeps in the bucket (spec 1 "Resources and their fields";
-// DESIGN.md "Proposed bucket layout"). Keys are in keys.ts. Every record carries `v: 1`.
+// docs/bucket-layout.md). Keys are in keys.ts. Every record carries `v: 1`.
 
 /** How many nodes run an application: every eligible node, or a fixed count. */
 export type Replicas = 'all' | number;

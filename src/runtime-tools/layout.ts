@@ -1,5 +1,4 @@
-// The documents the runtime keeps under `fleets/<name>/` (DESIGN.md "The runtime contract
-// (`cell`)"; layout and schemas in docs/runtime.md): their shapes, the features a reader must
+// The documents the runtime keeps under `fleets/<name>/` (docs/runtime.md; layout and schemas in docs/runtime.md): their shapes, the features a reader must
 // understand, and the strict parsers both `cell` and the svc storage tools (prune, lease) use.
 // A parser answers a value or a reason; callers turn the reason into their own refusal.
 

@@ -49,8 +49,15 @@ export class SecretsKeeper {
     return join(this.#o.dir, `${application}.json`);
   }
 
-  /** Brings the files of the applications this node runs up to date; drops the others. */
-  async materialize(applications: readonly string[]): Promise<void> {
+  /**
+   * Brings the files of the applications this node runs up to date; drops the others. `listed`
+   * answers a secrets document's ETag from the node's registry listing (null: none listed), so
+   * a pass costs no request per application; without it each document is looked up.
+   */
+  async materialize(
+    applications: readonly string[],
+    listed?: (application: string) => string | null,
+  ): Promise<void> {
     const wanted = new Set(applications);
     for (const application of [...this.#seen.keys()]) {
       if (wanted.has(application)) continue;
@@ -59,19 +66,20 @@ export class SecretsKeeper {
     }
     for (const application of applications) {
       try {
-        await this.#materializeOne(application);
+        await this.#materializeOne(application, listed);
       } catch (err) {
         this.#o.log.warn({ err, application }, 'could not bring the secrets of an application up to date');
       }
     }
   }
 
-  async #materializeOne(application: string): Promise<void> {
+  async #materializeOne(application: string, listed?: (application: string) => string | null): Promise<void> {
     const { store, nodeId, pair } = this.#o;
-    const info = await store.stat(keys.appSecrets(application));
-    const etag = info?.etag ?? '';
+    const etag = listed
+      ? (listed(application) ?? '')
+      : ((await store.stat(keys.appSecrets(application)))?.etag ?? '');
     if (this.#seen.get(application) === etag) return;
-    const found = info ? await readSecrets(store, application) : null;
+    const found = etag !== '' ? await readSecrets(store, application) : null;
     const values = found ? openSecrets(found.doc, { node: nodeId, pair }) : { values: {}, missing: [] };
     if (values.missing.length > 0) {
       this.#o.log.warn(

@@ -4,6 +4,7 @@
 // changed with conditional writes retried on a lost race.
 
 import { Problem } from '../problem.ts';
+import { markFleetChanged } from '../registry/changes.ts';
 import { keys } from '../registry/keys.ts';
 import { isNodeServing } from '../registry/liveness.ts';
 import { BINDING_NAME_RULE, isBindingName } from '../registry/names.ts';
@@ -109,6 +110,8 @@ export async function updateSecrets(
       } else {
         await putJson(store, key, next, current ? { ifMatch: current.etag } : { ifNoneMatch: '*' });
       }
+      // Nodes read secrets from their registry listing, which they renew when the marker moves.
+      await markFleetChanged(store, `secrets ${application}`);
       return next;
     } catch (err) {
       if (!isCasConflict(err)) throw err;

@@ -1,4 +1,4 @@
-// The node's registry cache (issue 4 item 2; DESIGN.md "The store and the consistency model":
+// The node's registry cache (docs/architecture.md "How a request flows":
 // steady-state cost must not grow with the number of applications). Everything is read at the
 // first refresh; afterwards each refresh is one listing per keyspace, and only objects whose ETag
 // differs from the cached one are fetched (an S3 ETag is a checksum of the content, so an equal
@@ -45,6 +45,8 @@ export class RegistryCache {
   markerEtag: string | null = null;
   /** Every object under `_svc/apps/` as last listed (the reaper's listings are answered from it). */
   appsListing: ObjectInfo[] = [];
+  /** `appsListing` by key, built on first use after each listing. */
+  #listedEtags: { listing: ObjectInfo[]; etags: Map<string, string> } | undefined;
   /** Objects known unreadable at an ETag, so a broken object is not fetched on every refresh. */
   readonly #unreadable = new Map<string, string>();
   readonly #store: Store;
@@ -125,6 +127,17 @@ export class RegistryCache {
         (key) => this.#json<DomainClaim>(key),
       ),
     ]);
+  }
+
+  /** The ETag of a key under `_svc/apps/` as the last listing saw it; null when it was not listed. */
+  listedEtag(key: string): string | null {
+    if (this.#listedEtags?.listing !== this.appsListing) {
+      this.#listedEtags = {
+        listing: this.appsListing,
+        etags: new Map(this.appsListing.map((object) => [object.key, object.etag])),
+      };
+    }
+    return this.#listedEtags.etags.get(key) ?? null;
   }
 
   /** Records a write this node made, so the cache does not wait for a listing to learn it. */

@@ -1,5 +1,5 @@
-// The coordinator lease with fencing (issue 4 item 3; spec 1 "What the service does",
-// "CoordinatorView"; DESIGN.md "The store and the consistency model"). One object,
+// The coordinator lease with fencing (spec 1 "What the service does",
+// "CoordinatorView"; docs/architecture.md "How a request flows"). One object,
 // `_svc/fleet/coordinator.json`, taken with a conditional write when absent or expired, renewed at
 // a third of its lifetime with a body that changes each time (an ETag is a checksum of the
 // content), and released by expiring it in place so its fence is never reused. The fence grows on

@@ -1,4 +1,4 @@
-// Runtime processes a previous run of the daemon left behind (issue 4 item 5). Each `cell serve`
+// Runtime processes a previous run of the daemon left behind. Each `cell serve`
 // leads its own process group, so it outlives a daemon killed with SIGKILL, holding its port and
 // its node lease. The supervisor notes the group of every process it runs in a small file under
 // the node's state directory; the next supervisor reads it before starting anything and stops

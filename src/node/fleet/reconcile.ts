@@ -1,4 +1,4 @@
-// The reconcile loop (issue 4 item 4; spec 1 "What the service does": one pass every 5 s on
+// The reconcile loop (spec 1 "What the service does": one pass every 5 s on
 // every node; "States: Application": a blocked application stops on each node's next pass; spec 2
 // "Routing document rules" 3). A pass: refresh what is due of the registry cache, offer this node
 // as coordinator when nobody holds the lease, and as coordinator place applications (written
@@ -89,7 +89,10 @@ export interface ReconcilerOptions {
   onRegistryChanged?: () => void;
   /** Secrets (src/secrets/keeper.ts): files for what runs here, copies for nodes that lack them. */
   secrets?: {
-    materialize(applications: readonly string[]): Promise<void>;
+    materialize(
+      applications: readonly string[],
+      listed?: (application: string) => string | null,
+    ): Promise<void>;
     reseal(applications: readonly string[], nodes: readonly NodeRecord[], nowMs: number): Promise<void>;
   };
   log: { warn(obj: object, msg: string): void; info(obj: object, msg: string): void };
@@ -195,7 +198,10 @@ export class Reconciler {
       } else this.#unplaced = [];
       desired = this.desiredHere();
       // Before the supervisor: a process it starts now finds its secrets already there.
-      await o.secrets?.materialize(desired.map((app) => app.name));
+      await o.secrets?.materialize(
+        desired.map((app) => app.name),
+        (application) => o.cache.listedEtag(keys.appSecrets(application)),
+      );
       await o.supervisor.apply(desired.map((app) => ({ application: app.name })));
       const published = await o.registration.beat(
         { state: this.#draining ? 'draining' : 'ready', processes: o.supervisor.statuses() },

@@ -1,4 +1,4 @@
-// The fleet concern of the daemon (issue 4; spec 1 "What the service does", "DaemonState"):
+// The fleet concern of the daemon (spec 1 "What the service does", "DaemonState"):
 // registers this node, keeps its heartbeat, runs the coordinator lease and the reconcile loop
 // with its supervisor, and on stop drains (spec 3 "svc sail"; SIGTERM): the record says
 // `draining`, every process is stopped, the lease is released if held, then the daemon exits.
