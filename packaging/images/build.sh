@@ -126,9 +126,10 @@ svc_tree() {
       -C "$mods/@cloudflare/workerd-linux-$(workerd_arch "$arch")" --strip-components=1
     tar -xzf "$(npm_tarball "@esbuild/linux-$(npm_arch "$arch")" "$esbuild_version")" \
       -C "$mods/@esbuild/linux-$(npm_arch "$arch")" --strip-components=1
-    # Both packages' installers copy the native binary over their JavaScript launcher on install.
-    cp "$mods/@cloudflare/workerd-linux-$(workerd_arch "$arch")/bin/workerd" "$mods/workerd/bin/workerd"
-    cp "$mods/@esbuild/linux-$(npm_arch "$arch")/bin/esbuild" "$mods/esbuild/bin/esbuild"
+    # Both packages' installers put the native binary over their JavaScript launcher on install
+    # (as a hard link, which keeps the image from holding it twice).
+    ln -f "$mods/@cloudflare/workerd-linux-$(workerd_arch "$arch")/bin/workerd" "$mods/workerd/bin/workerd"
+    ln -f "$mods/@esbuild/linux-$(npm_arch "$arch")/bin/esbuild" "$mods/esbuild/bin/esbuild"
   fi
   mkdir -p "$fs/usr/local/bin"
   ln -sf ../../../opt/svc/bin/svc "$fs/usr/local/bin/svc"
