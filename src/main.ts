@@ -1,5 +1,5 @@
-// Entry point of the `svc` executable: builds the command tree (spec 3, help order) and
-// maps every failure to the exit behaviour of spec 3 "Exit behaviour".
+// Entry point of the `svc` executable: builds the command tree (docs/cli.md, help order) and
+// maps every failure to the exit behaviour of docs/cli.md "Exit behaviour".
 
 import { Command, CommanderError } from 'commander';
 import { registerApp } from './cli/app.ts';
@@ -16,7 +16,7 @@ import { registerWg } from './cli/wg.ts';
 import { Problem, renderFailureLine } from './problem.ts';
 import { SVC_VERSION } from './version.ts';
 
-/** The whole command tree, top-level commands in spec 3's help order. */
+/** The whole command tree, top-level commands in docs/cli.md's help order. */
 export function buildProgram(): Command {
   const program = new Command('svc')
     .description('Run Workers-style applications on a fleet that shares one S3-compatible bucket')
@@ -53,7 +53,7 @@ function* allCommands(command: Command): Generator<Command> {
   }
 }
 
-/** Hidden aliases kept until launch (spec 3): each prints a deprecation line, then runs. */
+/** Hidden aliases kept until launch (docs/cli.md): each prints a deprecation line, then runs. */
 const deprecatedAliases: Record<string, string[]> = { up: ['sail'], keygen: ['operator', 'keygen'] };
 
 export function rewriteAliases(args: string[]): string[] {
