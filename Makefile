@@ -39,7 +39,7 @@ integration: tools
 adapter-test:
 	cd adapter && go test ./...
 
-test: check unit adapter-test integration
+test: check unit adapter-test integration image-test
 
 demo: setup
 	scripts/build-caddy.sh
