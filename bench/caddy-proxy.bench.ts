@@ -1,4 +1,4 @@
-// DESIGN.md "Targets", Adapter request routing: Caddy with the `svc` dynamic upstream source serves
+// the targets in bench/RESULTS.md, Adapter request routing: Caddy with the `svc` dynamic upstream source serves
 // at least 95% of the requests per second of the same Caddy with a static upstream to the same
 // backend, measured in one run. Needs wrk (`apt-get install wrk`) and .tools/bin/svc-caddy.
 // Run: scripts/with-node node bench/caddy-proxy.bench.ts [seconds per round] [rounds] [connections]

@@ -1,4 +1,4 @@
-// DESIGN.md "Targets", Redeploy and First deploy, on one node with real parts: a real `svc sail` on
+// the targets in bench/RESULTS.md, Redeploy and First deploy, on one node with real parts: a real `svc sail` on
 // a local-directory bucket running the real runtime (runtime/bin/cell, the default --cell-bin, so
 // real esbuild and workerd), the real svc-caddy with adapter/demo.Caddyfile in front, and the real
 // `svc deploy` CLI as an operator runs it.

@@ -1,4 +1,4 @@
-// DESIGN.md "Targets", Idle bucket cost: bucket requests per node per hour at idle must not grow
+// the targets in bench/RESULTS.md, Idle bucket cost: bucket requests per node per hour at idle must not grow
 // with the number of applications (1,000 applications: at most 2,000). Also the CPU time of one
 // reconcile pass at 1,000 applications.
 //

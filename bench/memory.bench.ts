@@ -1,4 +1,4 @@
-// DESIGN.md "Targets", Daemon memory: under 100 MB resident with 1,000 applications in the
+// the targets in bench/RESULTS.md, Daemon memory: under 100 MB resident with 1,000 applications in the
 // registry. A real `svc sail` (one node, the coordinator) on a local-directory bucket seeded with
 // the application records straight in the bucket (ensureApplicationForDeploy, as a first deploy
 // creates them), its resident set read from /proc/<pid>/status.

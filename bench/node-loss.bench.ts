@@ -1,4 +1,4 @@
-// DESIGN.md "Targets", Node loss: `kill -9` of one of three serving nodes under load, no failed
+// the targets in bench/RESULTS.md, Node loss: `kill -9` of one of three serving nodes under load, no failed
 // request at the ingress. Real parts: three `svc sail` nodes (distinct 127.0.0.x hosts when the
 // machine routes them, distinct port ranges) on one local-directory bucket, each running
 // examples/hello (replicas `all`) in the real runtime (runtime/bin/cell, real workerd), and the real

@@ -1,4 +1,4 @@
-// DESIGN.md "Targets", Rendering: 10,000 applications on 3 nodes rendered to both formats (spec 2
+// the targets in bench/RESULTS.md, Rendering: 10,000 applications on 3 nodes rendered to both formats (docs/ingress.md
 // routing document and proxyb) in under 50 ms; also 10, 100 and 1,000 applications, for scale.
 // Run: scripts/with-node node bench/render.bench.ts [applications...]
 import { renderProxybBytes } from '../src/routing/proxyb.ts';

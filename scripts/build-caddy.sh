@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the Caddy ingress adapter (adapter/, spec 2) into .tools/bin:
+# Builds the Caddy ingress adapter (adapter/, docs/ingress.md) into .tools/bin:
 #   svc-caddy      lean flavour: Caddy's standard modules + the svc modules
 #   svc-caddy-dns  the same plus DNS provider modules (managed wildcard certificates)
 # A binary newer than every file under adapter/ is kept as it is, so repeated

@@ -1,4 +1,4 @@
-// `make dist`: the release form of the `svc` executable (DESIGN.md "Stack": esbuild bundles
+// `make dist`: the release form of the `svc` executable (docs/decisions.md: esbuild bundles
 // `dist/` for release, one file to ship). The bundle carries its dependencies except esbuild,
 // which is a native executable and is resolved from node_modules when `svc deploy` packs.
 //

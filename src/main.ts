@@ -1,8 +1,9 @@
-// Entry point of the `svc` executable: builds the command tree (spec 3, help order) and
-// maps every failure to the exit behaviour of spec 3 "Exit behaviour".
+// Entry point of the `svc` executable: builds the command tree (docs/cli.md, help order) and
+// maps every failure to the exit behaviour of docs/cli.md "Exit behaviour".
 
 import { Command, CommanderError } from 'commander';
 import { registerApp } from './cli/app.ts';
+import { registerCompletion } from './cli/completion.ts';
 import { registerDeploy, registerDeployment } from './cli/deploy.ts';
 import { registerFleet } from './cli/fleet.ts';
 import { registerHealth } from './cli/health.ts';
@@ -15,7 +16,7 @@ import { registerWg } from './cli/wg.ts';
 import { Problem, renderFailureLine } from './problem.ts';
 import { SVC_VERSION } from './version.ts';
 
-/** The whole command tree, top-level commands in spec 3's help order. */
+/** The whole command tree, top-level commands in docs/cli.md's help order. */
 export function buildProgram(): Command {
   const program = new Command('svc')
     .description('Run Workers-style applications on a fleet that shares one S3-compatible bucket')
@@ -38,6 +39,8 @@ export function buildProgram(): Command {
   ]) {
     register(program);
   }
+  // Hidden: shell completion is no command of the help order.
+  registerCompletion(program);
   for (const command of allCommands(program))
     command.exitOverride().configureOutput({ outputError: () => {} });
   return program;
@@ -50,7 +53,7 @@ function* allCommands(command: Command): Generator<Command> {
   }
 }
 
-/** Hidden aliases kept until launch (spec 3): each prints a deprecation line, then runs. */
+/** Hidden aliases kept until launch (docs/cli.md): each prints a deprecation line, then runs. */
 const deprecatedAliases: Record<string, string[]> = { up: ['sail'], keygen: ['operator', 'keygen'] };
 
 export function rewriteAliases(args: string[]): string[] {

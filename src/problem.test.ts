@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { Problem, problemStatus, renderFailureLine } from './problem.ts';
 
-test('every code maps to the status of spec 1 "Errors"', () => {
+test('every code maps to the status of docs/api.md "Errors"', () => {
   const expected: Record<string, number> = {
     'auth-invalid': 401,
     'auth-scope': 403,
@@ -37,7 +37,7 @@ test('a problem renders as an RFC 9457 document', () => {
   });
 });
 
-test('the CLI failure line follows spec 3 "Exit behaviour"', () => {
+test('the CLI failure line follows docs/cli.md "Exit behaviour"', () => {
   assert.equal(
     renderFailureLine(new Problem('not-found', 'Node is not answering', 'http://x')),
     'svc: Node is not answering: http://x [urn:svc:not-found]',

@@ -1,7 +1,7 @@
-// Failures as RFC 9457 problem documents: spec 1 "Problem document" and "Errors",
-// spec 3 "Exit behaviour". Every refusal in svc is a Problem carrying one code.
+// Failures as RFC 9457 problem documents: docs/api.md "Problem document" and "Errors",
+// docs/cli.md "Exit behaviour". Every refusal in svc is a Problem carrying one code.
 
-/** Every error code of spec 1 "Errors" and spec 3 "Errors", mapped to its HTTP status. */
+/** Every error code of docs/api.md "Errors" and docs/cli.md "Errors", mapped to its HTTP status. */
 export const problemStatus = {
   'auth-invalid': 401,
   'auth-scope': 403,
@@ -30,7 +30,7 @@ export const problemStatus = {
 
 export type ProblemCode = keyof typeof problemStatus;
 
-/** The wire form of a problem (spec 1 "Problem document"). */
+/** The wire form of a problem (docs/api.md "Problem document"). */
 export interface ProblemDocument {
   type: string;
   title: string;
@@ -93,7 +93,7 @@ export const invalidInput = (title: string, detail?: string) => new Problem('inv
 export const notFound = (title: string, detail?: string) => new Problem('not-found', title, detail);
 
 /**
- * The CLI's one-line rendering of a failure (spec 3 "Exit behaviour"):
+ * The CLI's one-line rendering of a failure (docs/cli.md "Exit behaviour"):
  * `svc: <title>[: <detail>] [urn:svc:<code>]`, or for anything unnamed
  * `svc: unexpected failure: <message chain, up to 4 causes>`.
  */

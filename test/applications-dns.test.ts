@@ -1,4 +1,4 @@
-// The CLI's DNS check after `app domain add` (spec 3 "Domains") against a real DNS server on
+// The CLI's DNS check after `app domain add` (docs/cli.md "Domains") against a real DNS server on
 // loopback: ok by CNAME or shared address, pending, unknown — and never a failure.
 
 import assert from 'node:assert/strict';

@@ -74,7 +74,7 @@ function svc(args: string[]): Promise<RunResult> {
   });
 }
 
-/** The spec 3 failure line: exit 1, `svc: <title>: <detail> [urn:svc:<code>]`. */
+/** The docs/cli.md failure line: exit 1, `svc: <title>: <detail> [urn:svc:<code>]`. */
 function failsWith(result: RunResult, title: string, code: string, detail: RegExp): void {
   assert.equal(result.code, 1, `stdout: ${result.stdout}\nstderr: ${result.stderr}`);
   const line = result.stderr.trimEnd().split('\n').at(-1) ?? '';

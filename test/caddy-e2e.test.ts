@@ -1,4 +1,4 @@
-// The Caddy adapter end to end (issue 7 "Checked by"; spec 2 "Adapter behaviours", "Errors"): the
+// The Caddy adapter end to end (docs/ingress.md "Adapter behaviours", "Errors"): the
 // real svc-caddy build running the image's default Caddyfile (adapter/Caddyfile, with test ports,
 // Caddy's internal issuer and one extra plain-HTTP site that always proxies) in front of a real
 // `svc sail` on MinIO. The node's bucket sits behind the test S3 proxy, which holds the node's
@@ -230,7 +230,7 @@ test('on-demand TLS: certificates only for named hosts, issued and stored throug
   );
   assert.ok(await store.stat(keys.ingressObject(`certificates/local/${APP_HOST}/${APP_HOST}.crt`)));
   assert.deepEqual(localCertificates(caddy.home), [], 'no certificate on the ingress disk');
-  // The internal CA itself stays local (spec 2: pki/ belongs to the ingress's disk).
+  // The internal CA itself stays local (docs/ingress.md: pki/ belongs to the ingress's disk).
   assert.equal(await client.get('pki/authorities/local/root.crt'), null);
 
   const over = await viaHttps(APP_HOST, '/x');

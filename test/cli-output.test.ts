@@ -1,4 +1,4 @@
-// The command line's own output rules (spec 3 "Exit behaviour"): a reader that closes stdout ends
+// The command line's own output rules (docs/cli.md "Exit behaviour"): a reader that closes stdout ends
 // the command quietly; a command that reads the bucket says which one when nobody named it.
 
 import assert from 'node:assert/strict';

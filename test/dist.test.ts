@@ -1,4 +1,4 @@
-// The release bundle (DESIGN.md "Stack": esbuild bundles dist/ for release; scripts/build-dist.ts):
+// The release bundle (docs/decisions.md: esbuild bundles dist/ for release; scripts/build-dist.ts):
 // built afresh, executed directly as a release runs it (its shebang's V8 flags apply), it prints
 // its version, and as `svc sail` it answers health and stops cleanly on SIGTERM; dist/cell.mjs, the
 // bundled runtime, publishes and serves examples/hello.

@@ -1,4 +1,4 @@
-// Fencing on real processes (issue 4 "Checked by"): the coordinator is stopped with SIGSTOP past
+// Fencing on real processes: the coordinator is stopped with SIGSTOP past
 // its lease lifetime, another node takes over under a higher fence, and the old coordinator,
 // resumed with SIGCONT, makes no write under its stale fence. While it is stopped an application
 // is created and another's replicas changed, so on resuming it has assignment work it would do if

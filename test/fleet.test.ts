@@ -1,4 +1,4 @@
-// The fleet on real parts (issue 4 "Checked by"): three `svc sail` nodes on 127.0.0.x sharing
+// The fleet on real parts: three `svc sail` nodes on 127.0.0.x sharing
 // one MinIO bucket, runtime processes from the cell stand-in (test/helpers/cell-standin.ts, named
 // as such: it honours the runtime contract's `serve`). Short lease and cache intervals keep the
 // waits short; every wait is a poll with a deadline.

@@ -1,8 +1,8 @@
 // Issue 3 against real `svc sail` processes and real CLI runs on one local-directory bucket:
 // the walk-through (keygen, bootstrap register, enroll an operator-tier key scoped to shop-*,
 // its scoped reads, rotation, revocation of the old key), the CLI's refusals, node keys,
-// ingress tokens, and bad tokens over HTTP (spec 1 "Authentication", "Operators"; spec 3
-// "svc remote", "svc operator", "Shared flag groups"; spec 2 "Authentication").
+// ingress tokens, and bad tokens over HTTP (docs/api.md "Authentication", "Operators"; docs/cli.md
+// "svc remote", "svc operator", "Shared flag groups"; docs/ingress.md "Authentication").
 
 import assert from 'node:assert/strict';
 import { readFileSync, statSync, writeFileSync } from 'node:fs';
@@ -48,7 +48,7 @@ function ok(result: RunResult): RunResult {
   return result;
 }
 
-/** Asserts the spec 3 failure line: `svc: <title>[: <detail>] [urn:svc:<code>]`, exit 1. */
+/** Asserts the docs/cli.md failure line: `svc: <title>[: <detail>] [urn:svc:<code>]`, exit 1. */
 function refused(result: RunResult, code: string, title: string): void {
   assert.equal(result.code, 1, `stdout: ${result.stdout}\nstderr: ${result.stderr}`);
   const line = result.stderr.trim().split('\n').at(-1) ?? '';

@@ -1,4 +1,4 @@
-// `svc deployment prune`, one test (or more) per rule of spec 3, on seeded layouts in a real
+// `svc deployment prune`, one test (or more) per rule of docs/cli.md, on seeded layouts in a real
 // local-directory bucket. The command's own flags and prompt over a process are in
 // test/prune-cli.test.ts.
 

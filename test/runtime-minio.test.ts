@@ -1,4 +1,4 @@
-// The runtime contract against a real S3 server (issue 9 "Checked by": publish and serve
+// The runtime contract against a real S3 server (publish and serve
 // examples/hello against MinIO; a second publish followed while a load loop runs with no failed
 // request), with the bucket handed to `cell` in the SVC_S3_* variables as a node hands it.
 

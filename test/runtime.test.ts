@@ -1,4 +1,4 @@
-// The runtime contract (DESIGN.md "The runtime contract (`cell`)"), end to end with the real
+// The runtime contract (docs/runtime.md), end to end with the real
 // `cell` executable, real workerd and a real bucket (the local directory here; the same tests
 // run against MinIO in test/runtime-minio.test.ts): publish then serve the example, follow a
 // second publish under load without a failed request, health only once ready, SIGTERM, and

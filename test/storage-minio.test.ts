@@ -1,4 +1,4 @@
-// Storage protocol v1 subtrees on MinIO (spec 2: listing and deletion cover a key's subtree on
+// Storage protocol v1 subtrees on MinIO (docs/ingress.md: listing and deletion cover a key's subtree on
 // every backend). MinIO keeps an object and the keys below its name, but lists only the object:
 // the node keeps each value one level below its key (docs/adapter.md "Storage layout") so no
 // stored object is ever a prefix of another. A real `svc sail` on a real MinIO bucket.

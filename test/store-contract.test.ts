@@ -1,4 +1,4 @@
-// The store contract (DESIGN.md "The store and the consistency model"; issue 2 item 3): one
+// The store contract (docs/architecture.md "How a request flows"): one
 // suite run against both backends, a real MinIO through the S3 store and a temporary
 // directory through the directory store, each opened by openStore as `svc sail` opens it.
 

@@ -1,5 +1,4 @@
-// The S3 store's own promises beyond the shared contract (DESIGN.md "The store and the
-// consistency model"; issue 2 item 3), against a real MinIO behind a fault-injecting proxy:
+// The S3 store's own promises beyond the shared contract (docs/architecture.md "How a request flows"), against a real MinIO behind a fault-injecting proxy:
 // an ambiguous conditional write is settled by its nonce, transient errors are retried with
 // backoff, and a bucket that keeps failing is `store-unavailable` naming the endpoint.
 

@@ -1,4 +1,4 @@
-// The bucket self-test at start (issue 2 item 3; spec 3 "Exit behaviour"): `svc sail` on a
+// The bucket self-test at start (docs/cli.md "Exit behaviour"): `svc sail` on a
 // bucket behind a proxy that drops conditional headers exits 1 with the store-nonconforming
 // failure line, while the same proxy passing those headers through serves. MinIO is real;
 // the proxy (test/helpers/s3-proxy.ts) plays the nonconforming middlebox.

@@ -1,7 +1,7 @@
 // Package routing reads the generic routing document a fleet serves at
-// GET /v1/ingress/routes (spec 2 "FleetRouting", "Routing document rules") and
+// GET /v1/ingress/routes (docs/ingress.md "FleetRouting", "Routing document rules") and
 // resolves request hosts and paths against one or several of them
-// (spec 2 "Adapter behaviours: Dynamic upstreams module"). It does no I/O: the
+// (docs/ingress.md "Adapter behaviours: Dynamic upstreams module"). It does no I/O: the
 // Caddy modules in package svc poll, this package answers from memory.
 package routing
 

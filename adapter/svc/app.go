@@ -1,4 +1,4 @@
-// Package svc holds the Caddy modules of the svc ingress adapter (spec 2
+// Package svc holds the Caddy modules of the svc ingress adapter (docs/ingress.md
 // "Ingress protocol and ingress adapter"): the `svc` app holding fleet
 // configuration, TLS storage over the node's storage protocol
 // (caddy.storage.svc), dynamic upstreams (http.reverse_proxy.upstreams.svc),

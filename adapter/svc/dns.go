@@ -300,7 +300,7 @@ type solver struct {
 	overrideDomain string
 }
 
-// chooseSolver picks the solver for a wildcard base (spec 2 "Adapter
+// chooseSolver picks the solver for a wildcard base (docs/ingress.md "Adapter
 // configuration"): the named provider whose zone is the longest suffix of the
 // base at a label boundary; else the default provider; else, when zones are
 // declared somewhere and a delegation name is set, the delegation (its record

@@ -7,7 +7,7 @@ import (
 	"strings"
 )
 
-// The environment form of the svc app (spec 2 "Environment variables"),
+// The environment form of the svc app (docs/ingress.md "Environment variables"),
 // read only when the configuration declares no fleet (and, separately, no
 // DNS provider). Parsing takes the environment as a list of KEY=VALUE
 // strings so that it is tested without touching the process environment.
@@ -283,7 +283,7 @@ func splitList(s string) []string {
 	return strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ' ' || r == '\t' || r == '\n' })
 }
 
-// acmeFromEnv fills what the configuration left empty (spec 2: a value in the
+// acmeFromEnv fills what the configuration left empty (docs/ingress.md: a value in the
 // configuration wins; the environment fills only the gaps).
 func acmeFromEnv(env environ, delegation, email, ca *string) {
 	fill := func(into *string, v string) {

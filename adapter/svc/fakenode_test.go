@@ -14,7 +14,7 @@ import (
 )
 
 // fakeNode is a test double of a node's ingress side: the routing document
-// and storage protocol v1 (spec 2), in memory. It stands at the seam the spec
+// and storage protocol v1 (docs/ingress.md), in memory. It stands at the seam the spec
 // defines; end-to-end tests against a real node live in test/.
 type fakeNode struct {
 	t      *testing.T

@@ -1,4 +1,4 @@
-// Static assets of a deployment (DESIGN.md "The runtime contract (`cell`)": assets stored
+// Static assets of a deployment (docs/runtime.md: assets stored
 // content-addressed under `deploy-blobs/` with an `assets.json`). Collecting them is a walk of
 // the configured folder; every file becomes a request path mapped to the SHA-256 of its bytes.
 

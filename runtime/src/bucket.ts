@@ -1,4 +1,4 @@
-// Bucket access for the runtime (DESIGN.md "The runtime contract (`cell`)": bucket access is
+// Bucket access for the runtime (docs/runtime.md: bucket access is
 // handed to the runtime in its environment by the node that starts it), through the same
 // store svc uses: the variables are svc's own `SVC_S3_*`.
 

@@ -1,4 +1,4 @@
-// The worker's code as workerd modules (DESIGN.md "The runtime contract (`cell`)": `cell
+// The worker's code as workerd modules (docs/runtime.md: `cell
 // publish` bundles with esbuild unless `no_bundle` is set). Bundling follows wrangler's choices
 // (ESM out, the `workerd`/`worker`/`browser` conditions, `cloudflare:` and `node:` imports left
 // to the runtime) so a project that builds with wrangler builds here.

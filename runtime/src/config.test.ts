@@ -1,4 +1,4 @@
-// Worker config parsing (DESIGN.md "The runtime contract (`cell`)"): the wrangler keys, the
+// Worker config parsing (docs/runtime.md): the wrangler keys, the
 // refused `env` key, and refusals that name the file, the key and the fix.
 
 import assert from 'node:assert/strict';

@@ -1,4 +1,4 @@
-// The worker config (DESIGN.md "The runtime contract (`cell`)": `cell.jsonc`, else
+// The worker config (docs/runtime.md: `cell.jsonc`, else
 // `cell.json`, at the project root, with the wrangler keys a user already knows; a top-level
 // `env` key is refused). Parsing is pure; only `readWorkerConfig` touches the disk.
 

@@ -1,4 +1,4 @@
-// How `cell` fails (DESIGN.md "The runtime contract (`cell`)": a failure exits non-zero with a
+// How `cell` fails (docs/runtime.md: a failure exits non-zero with a
 // message a user can act on). A CellError is such a message; anything else is a bug and is
 // printed with its cause chain.
 

@@ -1,6 +1,6 @@
 // One running deployment: its files fetched from the bucket into a local folder, a workerd
 // process serving them on a private Unix socket, and the probe that says when it answers
-// (DESIGN.md "The runtime contract (`cell`)": `/.well-known/cell/health` only once ready).
+// (docs/runtime.md: `/.well-known/cell/health` only once ready).
 // The front proxy (serve.ts) switches between instances; an instance never listens on a port.
 
 import { type ChildProcess, spawn } from 'node:child_process';

@@ -1,4 +1,4 @@
-// The node lease (DESIGN.md "The runtime contract (`cell`)": `cell serve` holds
+// The node lease (docs/runtime.md: `cell serve` holds
 // `fleets/<name>/nodes/<node>.json` with `node` and `expires_ms`). It says "this node runs this
 // application" to anyone reading the bucket; `svc app lease show|drop` reads and removes it.
 // Every write is conditional on what this process last wrote, so a lease dropped or rewritten

@@ -1,4 +1,4 @@
-// Entry point of the `cell` executable (DESIGN.md "The runtime contract (`cell`)"):
+// Entry point of the `cell` executable (docs/runtime.md):
 // `cell --version`, `cell publish --config <file>`, `cell serve`. Failures print one line
 // (`cell: <what went wrong and what to do>`) and exit 1. The commands load their modules on
 // demand, so `cell --version` (which svc runs per node and per process) stays fast.

@@ -1,4 +1,4 @@
-// `cell publish --config <file>` (DESIGN.md "The runtime contract (`cell`)"): run inside the
+// `cell publish --config <file>` (docs/runtime.md): run inside the
 // staged, unpacked artifact; builds the worker, writes the deployment under
 // `fleets/<name>/deploy/<script>/<version>/`, then moves the pointers. The write order is the
 // layout's consistency rule (docs/runtime.md "Write order"): modules and blobs, `assets.json`,

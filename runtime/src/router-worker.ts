@@ -1,5 +1,5 @@
-// The static-asset router that runs inside workerd in front of the user's worker (DESIGN.md
-// "The runtime contract (`cell`)": assets served). It answers GET and HEAD for files listed in
+// The static-asset router that runs inside workerd in front of the user's worker (docs/runtime.md: assets
+// served). It answers GET and HEAD for files listed in
 // the deployment's `assets.json` from the blob folder, and hands every other request to the
 // worker, as Workers' own asset handling does by default. Without a FALLBACK binding it is the
 // worker's ASSETS binding: assets only, `not_found_handling` applies.

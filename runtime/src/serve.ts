@@ -1,4 +1,4 @@
-// `cell serve` (DESIGN.md "The runtime contract (`cell`)"; spec 1 "What the service does":
+// `cell serve` (docs/runtime.md; docs/api.md "What the service does":
 // the application's own health at `/.well-known/cell/health`). A small Node front proxy owns
 // CELL_PORT for the whole life of the process; behind it each deployment runs in its own
 // workerd on a private socket. When the fleet-wide selector moves, the new deployment is

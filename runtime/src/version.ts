@@ -1,4 +1,4 @@
-// The runtime's release (DESIGN.md "The runtime contract (`cell`)": `cell --version` prints
+// The runtime's release (docs/runtime.md: `cell --version` prints
 // `cell <version>`), kept in one place: runtime/package.json.
 
 import { readFileSync } from 'node:fs';

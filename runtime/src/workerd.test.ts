@@ -1,4 +1,4 @@
-// The generated workerd configuration (DESIGN.md "The runtime contract (`cell`)": vars as
+// The generated workerd configuration (docs/runtime.md: vars as
 // bindings, assets served): user values are embedded from files, never written into it.
 
 import assert from 'node:assert/strict';

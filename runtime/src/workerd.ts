@@ -1,4 +1,4 @@
-// workerd for one deployment (DESIGN.md "The runtime contract (`cell`)": runs the selected
+// workerd for one deployment (docs/runtime.md: runs the selected
 // deployment in workerd from a generated configuration, vars as bindings, assets served).
 // `renderWorkerdConfig` is pure: it writes Cap'n Proto text in which every user-controlled
 // value (code, var values, the asset list) is `embed`ded from a file, so nothing a user wrote

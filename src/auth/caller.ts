@@ -1,4 +1,4 @@
-// Who is calling and what it reaches (spec 1 "Authentication": tiers and application
+// Who is calling and what it reaches (docs/api.md "Authentication": tiers and application
 // scopes; "Operators"; "GET /v1/state" and "Applications" for narrowed reads).
 // Scope patterns: `*` alone, exact application names, or prefix globs such as `shop-*`.
 
@@ -73,7 +73,7 @@ export function scopeWithin(scope: readonly string[], requested: readonly string
 }
 
 /**
- * How a read is narrowed for a caller (spec 1: "Reads narrow instead of refusing and set
+ * How a read is narrowed for a caller (docs/api.md: "Reads narrow instead of refusing and set
  * `scoped: true`"). Nodes and admins holding `*` see everything; an admin with a narrower
  * scope sees what it reaches, full records; a non-admin operator sees what its key reaches
  * without fleet-owned fields, always marked scoped, even when its scope is `*`.

@@ -1,4 +1,4 @@
-// Ed25519 key pairs for nodes and operators (spec 1 "Node and operator tokens": EdDSA
+// Ed25519 key pairs for nodes and operators (docs/api.md "Node and operator tokens": EdDSA
 // only). Keys travel as JWK (`{ kty: 'OKP', crv: 'Ed25519', x[, d] }`); node:crypto does
 // the arithmetic.
 
@@ -48,7 +48,7 @@ function fromPrivateKeyObject(privateKey: KeyObject): SigningKeyPair {
   };
 }
 
-/** Checks the public-key shape of spec 1's registration body; answers a clean copy or null. */
+/** Checks the public-key shape of docs/api.md's registration body; answers a clean copy or null. */
 export function asPublicJwk(value: unknown): PublicJwk | null {
   if (!value || typeof value !== 'object' || Array.isArray(value)) return null;
   const { kty, crv, x } = value as Record<string, unknown>;

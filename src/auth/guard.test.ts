@@ -1,4 +1,4 @@
-// The guard (spec 1 "Endpoints" auth column, "Authentication"): tiers, fail-closed routes,
+// The guard (docs/api.md "Endpoints" auth column, "Authentication"): tiers, fail-closed routes,
 // `:name` checked and scoped before any handler, authentication before the body is read,
 // the ingress token and its version header.
 

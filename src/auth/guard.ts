@@ -1,4 +1,4 @@
-// The authentication guard of the node API (spec 1 "Endpoints" auth column and
+// The authentication guard of the node API (docs/api.md "Endpoints" auth column and
 // "Authentication"). Routes declare their tier in `config.auth`; the guard runs in
 // `onRequest`, before any body is read, and sets `request.caller`. A route that declares
 // nothing is refused (fail closed), except the 404 handler.
@@ -117,7 +117,7 @@ async function authenticateSigned(
   let used: { jti: string; exp: number } | null = null;
   if (isWorkloadToken(token)) {
     caller = await verifyWorkloadToken(ctx, token, applicationOf(request));
-    // Verified, but workload tokens reach the deploy routes only (spec 1): like a node token on
+    // Verified, but workload tokens reach the deploy routes only (docs/api.md): like a node token on
     // an operator route, the answer is auth-scope, not auth-invalid.
     if (level !== 'deploy') throw workloadOutOfReach();
   } else {
@@ -130,7 +130,7 @@ async function authenticateSigned(
     } else {
       let record: TrustedOperator = signer.record;
       if (level === 'operator' || level === 'admin') {
-        // Spec 1: operator routes re-read the operator record on every request, so a revoked
+        // docs/api.md: operator routes re-read the operator record on every request, so a revoked
         // key or a changed grant takes effect at once here, not after the key cache expires.
         const fresh = asTrustedOperator(await readJson(ctx.store, keys.operator(signer.id)), signer.id);
         if (!fresh || fresh.publicKey.x !== record.publicKey.x) {

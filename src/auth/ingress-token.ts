@@ -1,4 +1,4 @@
-// The ingress token (spec 1 "Ingress token"; spec 2 "Authentication"): an opaque bearer
+// The ingress token (docs/api.md "Ingress token"; docs/ingress.md "Authentication"): an opaque bearer
 // token guarding `/v1/storage/**` and `/v1/ingress/routes*` and nothing else. A node mints
 // one at boot unless `ingress.token` names some; then all are admitted. The first is
 // written to `<stateDir>/ingress-token` (0600) for the ingress to read.

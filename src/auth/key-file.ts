@@ -1,4 +1,4 @@
-// Operator key documents (spec 3 "svc operator", "svc remote", "Authentication";
+// Operator key documents (docs/cli.md "svc operator", "svc remote", "Authentication";
 // docs/identity.md). Three shapes, all JSON:
 //   key file       { v, kind: 'svc-operator-key', id, publicKey, privateKey }    (keygen; 0600)
 //   portable file  the key file plus { remote, endpoints } (kind 'svc-portable-key'; 0600)

@@ -1,4 +1,4 @@
-// Name rules the guard and the operators API check (spec 1 "Identifiers and name rules").
+// Name rules the guard and the operators API check (docs/api.md "Identifiers and name rules").
 // Kept apart from I/O so every caller (routes, CLI, registry) shares one definition.
 
 import { NODE_ID_PATTERN } from '../node/node-id.ts';
@@ -22,7 +22,7 @@ export function checkApplicationName(value: unknown, what = 'application name'):
 }
 
 /**
- * Operator ids share one keyspace with node ids (spec 1), so they follow the node id rule:
+ * Operator ids share one keyspace with node ids (docs/api.md), so they follow the node id rule:
  * 1-128 ASCII letters, digits, underscores, hyphens or dots, never `.` or `..`. The rule
  * also keeps an id from escaping its bucket key (`_svc/operators/<id>.json`).
  */

@@ -1,4 +1,4 @@
-// Trusted operator keys (spec 1 "Operators"; spec 3 "svc operator" for the bucket path):
+// Trusted operator keys (docs/api.md "Operators"; docs/cli.md "svc operator" for the bucket path):
 // who may register which key with which tier and scope, lineage views, revocation, and
 // the bucket ceremony that seeds and recovers admins. Records live at
 // `_svc/operators/<id>.json` and every write to them is conditional.
@@ -16,7 +16,7 @@ import { readJson } from './verifier.ts';
 /** `registeredBy` of keys written straight to the bucket. */
 export const BUCKET_REGISTRAR = 'bucket';
 
-/** A registration body (spec 1 `POST /v1/operators`), checked for shape. */
+/** A registration body (docs/api.md `POST /v1/operators`), checked for shape. */
 export interface Registration {
   id: string;
   publicKey: PublicJwk;
@@ -101,7 +101,7 @@ export function isScopePattern(pattern: string): boolean {
 }
 
 /**
- * Judges a registration against its caller (spec 1 "Operators") and answers the record to
+ * Judges a registration against its caller (docs/api.md "Operators") and answers the record to
  * write. Refusals: `supersedes` naming anyone but the caller, a tier the caller may not grant,
  * a scope past the caller's, `*` handed out by a non-admin, a fresh grant without a scope.
  */
@@ -241,7 +241,7 @@ export async function listOperators(store: Store): Promise<TrustedOperator[]> {
     .sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
 }
 
-/** A non-admin's view (spec 1): itself, the key it supersedes, any key that supersedes it. */
+/** A non-admin's view (docs/api.md): itself, the key it supersedes, any key that supersedes it. */
 export function lineage(self: TrustedOperator, all: readonly TrustedOperator[]): TrustedOperator[] {
   return all.filter(
     (record) => record.id === self.id || record.id === self.supersedes || record.supersedes === self.id,
@@ -249,7 +249,7 @@ export function lineage(self: TrustedOperator, all: readonly TrustedOperator[]):
 }
 
 /**
- * Revokes a key (spec 1 `DELETE /v1/operators/:id`). Refusals: own key (`invalid-input`);
+ * Revokes a key (docs/api.md `DELETE /v1/operators/:id`). Refusals: own key (`invalid-input`);
  * an operator-tier key revoking anything but the key it was registered to replace
  * (`auth-scope`); missing key (`not-found`); the last key or the last admin key
  * (`reference-held`). The delete is conditional on the record read.
@@ -300,7 +300,7 @@ export async function revokeOperator(
 }
 
 /**
- * The bucket ceremony (spec 3 `svc operator keygen --register`, `remote add --register`,
+ * The bucket ceremony (docs/cli.md `svc operator keygen --register`, `remote add --register`,
  * `operator enroll` with bucket flags): authorized by the bucket credential, it seeds and
  * recovers admins only, never scoped: the key becomes an admin reaching every application.
  * A key already registered under the id is promoted in place; another key there is refused.

@@ -1,4 +1,4 @@
-// The identity records svc keeps in the bucket (spec 1 "TrustedOperator"; "Store key
+// The identity records svc keeps in the bucket (docs/api.md "TrustedOperator"; "Store key
 // prefixes used": `_svc/operators/<kid>.json`, `_svc/nodes/<kid>.json`). Only public key
 // material is ever written there.
 

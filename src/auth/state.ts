@@ -1,4 +1,4 @@
-// The daemon's authentication state (spec 1 "Authentication"): the one token verifier
+// The daemon's authentication state (docs/api.md "Authentication"): the one token verifier
 // (its key cache and replay set must be shared by every route) and the admitted ingress
 // tokens. The identity service sets it up at boot; an in-process server without it (unit
 // tests) gets a verifier over its store and only the configured ingress tokens.

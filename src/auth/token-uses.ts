@@ -23,7 +23,7 @@ export function deadMinute(exp: number): number {
   return Math.ceil((exp + CLOCK_SKEW_S) / 60);
 }
 
-/** Methods that change nothing (spec 1: every other method is a write). */
+/** Methods that change nothing (docs/api.md: every other method is a write). */
 export function isReadMethod(method: string): boolean {
   return method === 'GET' || method === 'HEAD';
 }

@@ -1,4 +1,4 @@
-// Node and operator tokens (spec 1 "Authentication: Node and operator tokens"): a compact
+// Node and operator tokens (docs/api.md "Authentication: Node and operator tokens"): a compact
 // JWS, `alg` EdDSA only, `kid` = `sub` = signer id, `aud` svc-node, `exp - iat` in (0, 60],
 // `jti` of 16 random bytes, single use. This module signs tokens and holds the checks that
 // need no key: parsing, header and claims. The verifier (verifier.ts) adds the key lookup,
@@ -41,7 +41,7 @@ export async function signToken(signer: TokenSigner, nowMs: number = Date.now())
 
 /**
  * A token that did not hold up. The reason is for the node's own log only; callers always
- * get the one `auth-invalid` problem (spec 1: causes are indistinguishable).
+ * get the one `auth-invalid` problem (docs/api.md: causes are indistinguishable).
  */
 export class TokenRejected extends Error {
   constructor(reason: string) {
@@ -97,7 +97,7 @@ const isSeconds = (value: unknown): value is number =>
 
 /**
  * Parses a compact JWS and checks its header and claims against the clock. Throws
- * TokenRejected for anything outside the token table of spec 1.
+ * TokenRejected for anything outside the token table of docs/api.md.
  */
 export function parseToken(token: string, nowMs: number): ParsedToken {
   if (typeof token !== 'string' || token.length > MAX_TOKEN_CHARS) throw new TokenRejected('token too long');

@@ -1,4 +1,4 @@
-// `svc app` (spec 3 "svc app"): applications, their domains and runtime leases.
+// `svc app` (docs/cli.md "svc app"): applications, their domains and runtime leases.
 
 import type { Command } from 'commander';
 import { leaseDropAction, leaseShowAction } from '../runtime-tools/commands.ts';

@@ -1,4 +1,4 @@
-// The node API client of the command line (spec 3 "Shared flag groups": remote flags and
+// The node API client of the command line (docs/cli.md "Shared flag groups": remote flags and
 // their resolution order; "Authentication"; "Exit behaviour": a node's problem document is
 // re-rendered with the node's code). Every request is signed with a fresh token.
 //

@@ -1,4 +1,4 @@
-// `svc deploy [dir]` (spec 3 "svc deploy"): packs the project (pack.ts), calls
+// `svc deploy [dir]` (docs/cli.md "svc deploy"): packs the project (pack.ts), calls
 // `POST /v1/applications/:name/deploys` with the artifact as raw body and the canonical
 // `x-svc-deploy` header, waits for a queue place when the node is full, then polls the answered
 // `Location` every second until the deploy is `deployed` or `failed`.
@@ -40,7 +40,7 @@ export interface DeployFlags {
   token?: string;
 }
 
-/** Spec 3 "Limits": the deploy poll interval. */
+/** docs/cli.md "Limits": the deploy poll interval. */
 export const POLL_INTERVAL_MS = 1_000;
 /** Backoff bounds when a full node gives no `retry-after`. */
 const BACKOFF_FIRST_MS = 1_000;

@@ -1,4 +1,4 @@
-// `svc deploy` and `svc deployment prune|list|rollback` (spec 3 "svc deploy", "svc deployment prune";
+// `svc deploy` and `svc deployment prune|list|rollback` (docs/cli.md "svc deploy", "svc deployment prune";
 // history and rollback in docs/deploys.md).
 
 import type { Command } from 'commander';

@@ -1,4 +1,4 @@
-// Flag declarations shared by several commands (spec 3 "Shared flag groups"), built
+// Flag declarations shared by several commands (docs/cli.md "Shared flag groups"), built
 // from the one settings table so a flag, its environment variable and its config path
 // never drift apart.
 
@@ -51,7 +51,7 @@ export async function openCommandBucket(settings: Settings): Promise<Store> {
   return openStore({ ...settings.bucket, stateDir: settings.node.stateDir });
 }
 
-/** Declares `--config` and the bucket flags (spec 3 "Bucket flags"). */
+/** Declares `--config` and the bucket flags (docs/cli.md "Bucket flags"). */
 export function addBucketFlags(command: Command): Command {
   command.option('--config <file>', 'Path to svc.config.jsonc [env SVC_CONFIG]');
   for (const spec of settingSpecs.filter((s) => s.group === 'bucket')) addSettingFlag(command, spec);
@@ -64,7 +64,7 @@ export function addSettingFlags(command: Command, flags: readonly string[]): Com
   return command;
 }
 
-/** Declares the remote flags (spec 3 "Remote flags"). */
+/** Declares the remote flags (docs/cli.md "Remote flags"). */
 export function addRemoteFlags(command: Command, options: { config?: boolean } = {}): Command {
   if (options.config !== false)
     command.option('--config <file>', 'Path to svc.config.jsonc, read for its `remote` pin');
@@ -74,7 +74,7 @@ export function addRemoteFlags(command: Command, options: { config?: boolean } =
   return command;
 }
 
-/** Declares `--name` and `--env` (spec 3 "Naming an application"). */
+/** Declares `--name` and `--env` (docs/cli.md "Naming an application"). */
 export function addNameFlags(command: Command, required: boolean): Command {
   const name = new Option('--name <name>', 'Application');
   if (required) name.makeOptionMandatory();

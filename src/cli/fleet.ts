@@ -1,4 +1,4 @@
-// `svc fleet` (spec 3 "svc fleet"). `fleet nodes` reads the bucket directly: the node records
+// `svc fleet` (docs/cli.md "svc fleet"). `fleet nodes` reads the bucket directly: the node records
 // under `_svc/fleet/nodes/` and the freeze record, no node needed. STATE is the record's state, or
 // `dead` once the node stopped beating (the liveness rule, docs/fleet.md "Liveness").
 

@@ -1,4 +1,4 @@
-// `svc health` (spec 3 "svc health"): the local node's health with a 2-second deadline.
+// `svc health` (docs/cli.md "svc health"): the local node's health with a 2-second deadline.
 
 import type { Command } from 'commander';
 import { Problem } from '../problem.ts';

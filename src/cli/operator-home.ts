@@ -1,4 +1,4 @@
-// The operator home (spec 3 "svc remote"; docs/identity.md): a local directory holding the
+// The operator home (docs/cli.md "svc remote"; docs/identity.md): a local directory holding the
 // remotes an operator acts on and the keys they sign with.
 //   $SVC_HOME, else $XDG_CONFIG_HOME/svc, else ~/.config/svc      (0700)
 //     remotes.json          { v: 1, remotes: { <name>: { endpoints: [url...], key: <operator id> } } }

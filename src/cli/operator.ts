@@ -1,4 +1,4 @@
-// `svc operator` (spec 3 "svc operator"): operator keys. keygen and show are local;
+// `svc operator` (docs/cli.md "svc operator"): operator keys. keygen and show are local;
 // enroll, rotate, revoke and list call the node (`/v1/operators`, client.ts); keygen
 // `--register` and enroll with bucket flags write `_svc/operators/<id>.json` straight to the
 // bucket, authorized by the bucket credential (admins only, never scoped).

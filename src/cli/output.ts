@@ -1,4 +1,4 @@
-// CLI output rules of spec 3 "Exit behaviour": results on stdout, warnings on stderr,
+// CLI output rules of docs/cli.md "Exit behaviour": results on stdout, warnings on stderr,
 // `SVC_SILENCE_WARNINGS=1` silences every warning.
 
 /** Prints `svc: warning: <message>` on stderr unless warnings are silenced. */

@@ -1,4 +1,4 @@
-// Packing a project for `svc deploy` (spec 3 "svc deploy"): the directory becomes a
+// Packing a project for `svc deploy` (docs/cli.md "svc deploy"): the directory becomes a
 // gzip-compressed tar written to a temporary file, so that a deploy waiting for a queue place
 // re-sends the same bytes rather than packing again.
 //

@@ -1,4 +1,4 @@
-// `svc remote` (spec 3 "svc remote"): the operator home's remotes (operator-home.ts). Acts
+// `svc remote` (docs/cli.md "svc remote"): the operator home's remotes (operator-home.ts). Acts
 // on the home only, except `add --register`, which writes the bucket (admins only).
 
 import type { Command } from 'commander';

@@ -1,4 +1,4 @@
-// `svc sail` (spec 3 "svc sail"): joins this machine to the fleet and serves the node API.
+// `svc sail` (docs/cli.md "svc sail"): joins this machine to the fleet and serves the node API.
 
 import type { Command } from 'commander';
 import { settingSpecs } from '../config/settings.ts';

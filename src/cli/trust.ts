@@ -1,4 +1,4 @@
-// `svc trust` (spec 3 "svc trust"): workload OIDC trust policies, written to the bucket directly
+// `svc trust` (docs/cli.md "svc trust"): workload OIDC trust policies, written to the bucket directly
 // (bucket flags; authorized by the bucket credentials) with conditional writes (src/registry/trust.ts).
 
 import type { Command } from 'commander';

@@ -1,4 +1,4 @@
-// svc.config.jsonc: the lowest-precedence settings source (spec 3 "svc sail": flags win
+// svc.config.jsonc: the lowest-precedence settings source (docs/cli.md "svc sail": flags win
 // over environment, which wins over the config file). Also carries the CLI's `remote` pin.
 
 import { existsSync, readFileSync } from 'node:fs';

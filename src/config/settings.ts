@@ -1,4 +1,4 @@
-// Every setting of `svc sail` (spec 3 "svc sail" and "Shared flag groups") in one typed
+// Every setting of `svc sail` (docs/cli.md "svc sail" and "Shared flag groups") in one typed
 // object, with its flag, environment variable, config-file path and default.
 // Precedence: flag > environment (SVC_*) > svc.config.jsonc > default.
 // The table is the single source: flags are declared from it (cli/flags.ts) and
@@ -36,7 +36,7 @@ const s = (
   env = `SVC_${flag.toUpperCase().replaceAll('-', '_')}`,
 ): SettingSpec => ({ path, flag, env, kind, help, group });
 
-/** The settings table, in the order of spec 3's `svc sail` table. */
+/** The settings table, in the order of docs/cli.md's `svc sail` table. */
 export const settingSpecs: readonly SettingSpec[] = [
   s(
     'bucket.endpoint',

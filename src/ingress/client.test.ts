@@ -1,4 +1,4 @@
-// The ingress client's failure reports (spec 2 "Errors": clients report `title` and `detail` when
+// The ingress client's failure reports (docs/ingress.md "Errors": clients report `title` and `detail` when
 // present, otherwise the status alone), against a local HTTP server answering what each case needs.
 import assert from 'node:assert/strict';
 import { createServer, type Server } from 'node:http';

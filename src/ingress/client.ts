@@ -1,6 +1,6 @@
-// A client for both ingress protocols (spec 2 "Storage protocol v1" and the routing routes),
+// A client for both ingress protocols (docs/ingress.md "Storage protocol v1" and the routing routes),
 // used by tests and tools. Failures report the problem document's title and detail when
-// present, otherwise the status alone (spec 2 "Errors").
+// present, otherwise the status alone (docs/ingress.md "Errors").
 
 import type { FleetRouting } from '../routing/types.ts';
 import type { StorageStat } from './storage.ts';

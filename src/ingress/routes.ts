@@ -1,5 +1,5 @@
-// The node's ingress-facing routes (spec 2 "Endpoints", "Storage protocol v1", "Errors";
-// spec 1 "Storage and ingress routes"): the routing document in the generic and native
+// The node's ingress-facing routes (docs/ingress.md "Endpoints", "Storage protocol v1", "Errors";
+// docs/api.md "Storage and ingress routes"): the routing document in the generic and native
 // formats, and the storage protocol. Only the ingress token reaches them.
 
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';

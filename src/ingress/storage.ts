@@ -1,4 +1,4 @@
-// The node's side of storage protocol v1 (spec 2 "Storage protocol v1", "Storage lock
+// The node's side of storage protocol v1 (docs/ingress.md "Storage protocol v1", "Storage lock
 // states"): objects, listings, stats and locks for a colocated TLS terminator, kept in
 // the ingress keyspace of the bucket and nowhere else.
 
@@ -7,10 +7,10 @@ import { Problem } from '../problem.ts';
 import { keys } from '../registry/keys.ts';
 import { isCasConflict, type Store } from '../store/store.ts';
 
-/** A lock unrefreshed for this long may be taken over (spec 2: after 10 s). */
+/** A lock unrefreshed for this long may be taken over (docs/ingress.md: after 10 s). */
 export const LOCK_TAKEOVER_MS = 10_000;
 
-/** The stat object of spec 2. */
+/** The stat object of docs/ingress.md. */
 export interface StorageStat {
   key: string;
   modified: string | null;

@@ -1,4 +1,4 @@
-// The node's id (spec 3 "svc sail" `--node-id`): given, or generated once and kept in the
+// The node's id (docs/cli.md "svc sail" `--node-id`): given, or generated once and kept in the
 // state directory so a restart registers as the same node.
 
 import { randomBytes } from 'node:crypto';

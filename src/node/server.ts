@@ -1,4 +1,4 @@
-// The node API's HTTP server (spec 1 "Endpoints", "Problem document", "Errors"): Fastify
+// The node API's HTTP server (docs/api.md "Endpoints", "Problem document", "Errors"): Fastify
 // with one JSON parser bounded by `api.jsonBytes`, every failure a problem document, and
 // route plugins registered per concern.
 
@@ -49,7 +49,7 @@ export async function buildServer(
         reply,
         err.code === 'FST_ERR_MAX_PARAM_LENGTH'
           ? new Problem('invalid-input', 'Malformed request', 'a path segment is over 1024 characters')
-          : // On the storage protocol the path is a key: its refusal is the key's (spec 2).
+          : // On the storage protocol the path is a key: its refusal is the key's (docs/ingress.md).
             new Problem(
               'invalid-input',
               isStorageKeyPath(request.url) ? 'Invalid storage key' : 'Malformed request',

@@ -1,4 +1,4 @@
-// Application record operations against a real local-directory bucket (spec 1 "ApplicationRecord",
+// Application record operations against a real local-directory bucket (docs/api.md "ApplicationRecord",
 // "States and transitions: Application", "DELETE /v1/applications/:name").
 
 import assert from 'node:assert/strict';

@@ -1,4 +1,4 @@
-// Spec 1 "ApplicationRecord", "States and transitions: Application" and "Applications (common
+// docs/api.md "ApplicationRecord", "States and transitions: Application" and "Applications (common
 // rules)": the application record and every change to it, each one conditional write retried
 // on a lost race. Applications are created only by their first deploy
 // (`ensureApplicationForDeploy`); every other operation on a missing one is `not-found`.
@@ -84,7 +84,7 @@ export interface PlacementIntent {
 }
 
 /**
- * The deploy intake's step (spec 1 "POST /v1/applications/:name/deploys", order of checks):
+ * The deploy intake's step (docs/api.md "POST /v1/applications/:name/deploys", order of checks):
  * creates the application on its first deploy (replicas `all` unless the deploy gives a count,
  * no selector unless it gives one), otherwise refuses a blocked one with `application-blocked`
  * and records any placement intent. A retired application stays retired: a deploy publishes but
@@ -275,7 +275,7 @@ export function redactApplication(
 
 /**
  * Refuses to delete an application that is not retired past its grace, unless forced
- * (spec 1 "DELETE /v1/applications/:name").
+ * (docs/api.md "DELETE /v1/applications/:name").
  */
 export function checkDeletable(record: ApplicationRecord, force: boolean, nowMs: number = Date.now()): void {
   if (force) return;
@@ -330,7 +330,7 @@ async function claimKeysHeldBy(store: Store, name: string, record: ApplicationRe
   return held;
 }
 
-// ---- Request bodies (spec 1 "Applications (common rules)") ----
+// ---- Request bodies (docs/api.md "Applications (common rules)") ----
 
 /** `{ labels: object of string values }`. */
 export function parseLabelsBody(body: unknown): Record<string, string> {

@@ -1,4 +1,4 @@
-// Domain claims against a real local-directory bucket (spec 1 "POST and DELETE
+// Domain claims against a real local-directory bucket (docs/api.md "POST and DELETE
 // /v1/applications/:name/domains/:host"): conflicts, idempotence, the limit, and the write order —
 // a claim cut short between its two writes routes nothing, and claiming again repairs it.
 

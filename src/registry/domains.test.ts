@@ -1,4 +1,4 @@
-// The custom host claim rule (spec 1 "Identifiers and name rules"; spec 3 "Domains"): examples of
+// The custom host claim rule (docs/api.md "Identifiers and name rules"; docs/cli.md "Domains"): examples of
 // every rule with the words of its refusal, and properties over generated hosts.
 
 import assert from 'node:assert/strict';

@@ -1,4 +1,4 @@
-// The fleet freeze record and its reason rules (spec 1 "FreezeRecord", "Fleet freeze").
+// The fleet freeze record and its reason rules (docs/api.md "FreezeRecord", "Fleet freeze").
 
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';

@@ -1,5 +1,5 @@
-// Every bucket key svc reads or writes, in one place (DESIGN.md "Proposed bucket layout";
-// spec 1 "Identifiers and name rules" fixes the key and runtime prefixes).
+// Every bucket key svc reads or writes, in one place (docs/bucket-layout.md;
+// docs/api.md "Identifiers and name rules" fixes the key and runtime prefixes).
 // The layout is documented in docs/bucket-layout.md; change both together.
 
 /** Where a long host's claim key is split (see `keys.domainClaim`). */
@@ -95,7 +95,7 @@ export const keys = {
   ingressValueSegment: '\u00b7',
   ingressLock: (name: string) => `_svc/ingress/locks/${name}.json`,
 
-  /** The runtime's data for one application (spec 1: `fleets/<name>/`). */
+  /** The runtime's data for one application (docs/api.md: `fleets/<name>/`). */
   fleetPrefix: (name: string) => `fleets/${name}/`,
   runtimeNodeLease: (name: string, node: string) => `fleets/${name}/nodes/${node}.json`,
   runtimeNodeLeasesPrefix: (name: string) => `fleets/${name}/nodes/`,

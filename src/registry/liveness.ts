@@ -1,5 +1,5 @@
-// The one liveness rule by which every node judges another (spec 1 "What the service
-// does": nodes report liveness by heartbeat; spec 2 rule 3: nodes that stopped beating
+// The one liveness rule by which every node judges another (docs/api.md "What the service
+// does": nodes report liveness by heartbeat; docs/ingress.md rule 3: nodes that stopped beating
 // are dropped). Documented in docs/fleet.md "Liveness".
 //
 // A node is live while its last beat (`beatMs`, written by that node) is at most

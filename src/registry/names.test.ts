@@ -1,5 +1,5 @@
-// Application names and `--name`/`--env` resolution (spec 1 "Identifiers and name rules";
-// spec 3 "Naming an application").
+// Application names and `--name`/`--env` resolution (docs/api.md "Identifiers and name rules";
+// docs/cli.md "Naming an application").
 
 import assert from 'node:assert/strict';
 import { test } from 'node:test';

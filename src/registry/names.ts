@@ -1,5 +1,5 @@
-// Spec 3 "Naming an application": `--name` and `--env`, resolved client-side (the node never sees
-// `--env`). The application name rule itself (spec 1 "Identifiers and name rules") lives in
+// docs/cli.md "Naming an application": `--name` and `--env`, resolved client-side (the node never sees
+// `--env`). The application name rule itself (docs/api.md "Identifiers and name rules") lives in
 // src/auth/names.ts, with the guard that checks `:name`.
 
 import { isApplicationName } from '../auth/names.ts';

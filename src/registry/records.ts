@@ -1,10 +1,10 @@
-// The typed registry records svc keeps in the bucket (spec 1 "Resources and their fields";
-// DESIGN.md "Proposed bucket layout"). Keys are in keys.ts. Every record carries `v: 1`.
+// The typed registry records svc keeps in the bucket (docs/api.md "Resources and their fields";
+// docs/bucket-layout.md). Keys are in keys.ts. Every record carries `v: 1`.
 
 /** How many nodes run an application: every eligible node, or a fixed count. */
 export type Replicas = 'all' | number;
 
-/** One application (spec 1 "ApplicationRecord"); created by its first deploy. */
+/** One application (docs/api.md "ApplicationRecord"); created by its first deploy. */
 export interface ApplicationRecord {
   v: 1;
   name: string;
@@ -39,7 +39,7 @@ export interface DomainClaim {
   by: string;
 }
 
-/** What the supervisor reports for one runtime process (spec 1 "ProcessStatus"). */
+/** What the supervisor reports for one runtime process (docs/api.md "ProcessStatus"). */
 export interface ProcessStatus {
   application: string;
   port: number;
@@ -96,7 +96,7 @@ export interface WireguardPeerRecord extends WireguardTunnel {
   publishedAt: string;
 }
 
-/** The coordinator lease at `_svc/fleet/coordinator.json` (spec 1 "CoordinatorLease"). */
+/** The coordinator lease at `_svc/fleet/coordinator.json` (docs/api.md "CoordinatorLease"). */
 export interface CoordinatorLease {
   v: 1;
   node: string;
@@ -119,7 +119,7 @@ export interface PlacementRecord {
   decidedAt: string;
 }
 
-/** The fleet freeze (spec 1 "FreezeRecord"). */
+/** The fleet freeze (docs/api.md "FreezeRecord"). */
 export interface FreezeRecord {
   v: 1;
   frozenAt: string;

@@ -1,4 +1,4 @@
-// Spec 2 rule 3 and spec 1 claim write order, as seen through routingInputFromRegistry.
+// docs/ingress.md rule 3 and docs/api.md claim write order, as seen through routingInputFromRegistry.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { NODE_DEAD_AFTER_MS } from '../registry/liveness.ts';

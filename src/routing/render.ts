@@ -1,8 +1,8 @@
-// Spec 2 "Routing document rules" 1-7, "GET /v1/ingress/routes" (prefer) and spec 1 "Hosts that the
+// docs/ingress.md "Routing document rules" 1-7, "GET /v1/ingress/routes" (prefer) and docs/api.md "Hosts that the
 // routing document names". Refinements the spec leaves open are in docs/routing-vectors.md.
 import type { ApiRouting, FleetRouting, Route, RoutingInput, Upstream } from './types.ts';
 
-/** Path prefixes an ingress answers itself on an API host (spec 2 "Denied paths"). */
+/** Path prefixes an ingress answers itself on an API host (docs/ingress.md "Denied paths"). */
 export const DENIED_PREFIXES: readonly string[] = ['/v1/storage', '/v1/ingress/routes'];
 
 /**
@@ -68,7 +68,7 @@ export function compare(a: string, b: string): number {
   return a < b ? -1 : a > b ? 1 : 0;
 }
 
-// Rule 3 and spec 1: only live, non-draining nodes count, only ready processes, and never a blocked
+// Rule 3 and docs/api.md: only live, non-draining nodes count, only ready processes, and never a blocked
 // or retired application. A process for an application the registry does not know is an orphan
 // about to be reaped, not something to route to.
 function servingUpstreams(input: RoutingInput, preferNode: string | undefined): Map<string, Upstream[]> {

@@ -1,4 +1,4 @@
-// Writing large JSON texts (spec 2 routing document and proxyb) without keeping every piece alive.
+// Writing large JSON texts (docs/ingress.md routing document and proxyb) without keeping every piece alive.
 
 // Collects the text in fixed-size buffers so that the pieces die young: keeping tens of thousands
 // of small strings alive until one final join made garbage collection the largest cost.

@@ -1,5 +1,5 @@
-// Shapes of spec 2 "FleetRouting" and of the fleet state it is rendered from (spec 2 "Routing
-// document rules", spec 1 "Hosts that the routing document names").
+// Shapes of docs/ingress.md "FleetRouting" and of the fleet state it is rendered from (docs/ingress.md "Routing
+// document rules", docs/api.md "Hosts that the routing document names").
 
 /** One node as the registry cache sees it; liveness is decided by the caller (heartbeat age). */
 export interface RoutingNode {
@@ -25,7 +25,7 @@ export interface RoutingApplication {
 }
 
 export interface RoutingClaim {
-  /** Lowercased, fully qualified custom host (spec 1 claim rule). */
+  /** Lowercased, fully qualified custom host (docs/api.md claim rule). */
   host: string;
   application: string;
   /** Claimed with `wildcard=1`: also covers the single label below `host`. */

@@ -1,4 +1,4 @@
-// Writes testdata/routing/*.json (docs/routing-vectors.md), the vectors spec 2's routing document
+// Writes testdata/routing/*.json (docs/routing-vectors.md), the vectors docs/ingress.md's routing document
 // and proxyb rendering are checked against on both sides of the TypeScript/Go seam.
 //
 // Every case names its input here. Where a case carries `hand` expectations they were written from

@@ -1,4 +1,4 @@
-// The guard in front of every tool that reads or deletes the runtime's keys directly (spec 3
+// The guard in front of every tool that reads or deletes the runtime's keys directly (docs/cli.md
 // "Leases": runs only against runtime releases it was verified against; prune rule 9): every
 // answering node must report a verified runtime release, and at least one must answer.
 

@@ -1,4 +1,4 @@
-// The command-line actions of `svc deployment prune` and `svc app lease show|drop` (spec 3
+// The command-line actions of `svc deployment prune` and `svc app lease show|drop` (docs/cli.md
 // "svc deployment prune", "svc app" Leases): flags in, warning first, capability guard, then
 // the tools of prune.ts and lease.ts against the bucket the bucket flags name.
 

@@ -1,4 +1,4 @@
-// The `[y/N]` consent rule shared by `svc deployment prune` and `svc app lease drop` (spec 3
+// The `[y/N]` consent rule shared by `svc deployment prune` and `svc app lease drop` (docs/cli.md
 // "Leases" and prune rule 7): only `y` or `yes`, in any casing, consents; `--yes` answers
 // ahead; input that is no terminal, without `--yes`, is refused since nothing can answer.
 

@@ -1,5 +1,4 @@
-// The documents the runtime keeps under `fleets/<name>/` (DESIGN.md "The runtime contract
-// (`cell`)"; layout and schemas in docs/runtime.md): their shapes, the features a reader must
+// The documents the runtime keeps under `fleets/<name>/` (docs/runtime.md; layout and schemas in docs/runtime.md): their shapes, the features a reader must
 // understand, and the strict parsers both `cell` and the svc storage tools (prune, lease) use.
 // A parser answers a value or a reason; callers turn the reason into their own refusal.
 
@@ -14,7 +13,7 @@ export const SCHEMA_VERSION = 1;
  */
 export const KNOWN_FEATURES: readonly string[] = ['modules', 'assets', 'containers'];
 
-/** Runtime releases the storage tools (prune, lease) were verified against (spec 3). */
+/** Runtime releases the storage tools (prune, lease) were verified against (docs/cli.md). */
 export const VERIFIED_RUNTIME_RELEASES: readonly string[] = ['0.5.0', '0.5.1', '0.6.0', '0.6.1', '0.6.2'];
 
 /** A deployment version: lowercase hex, as `cell publish` writes it. */
@@ -229,7 +228,7 @@ function isAssetsConfig(v: unknown): v is AssetsConfig {
 
 /**
  * The container image content keys a manifest names (`containers[].image`, `fence_image`).
- * Every reference must be `cell-image:` plus a lowercase hex key (spec 3 prune rule 4).
+ * Every reference must be `cell-image:` plus a lowercase hex key (docs/cli.md prune rule 4).
  */
 export function imageReferences(doc: Record<string, unknown>): Parsed<string[]> {
   const found: string[] = [];

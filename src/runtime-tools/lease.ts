@@ -1,4 +1,4 @@
-// `svc app lease show|drop` (spec 3 "svc app", "Leases (internal tooling, unstable)"): reads
+// `svc app lease show|drop` (docs/cli.md "svc app", "Leases (internal tooling, unstable)"): reads
 // and deletes the runtime's node lease `fleets/<name>/nodes/<node>.json` directly in the
 // bucket. A lease is judged from three reads (listing, HEAD, GET); a failing read is part of
 // the reading, never the end of it.
@@ -50,7 +50,7 @@ export interface LeaseReads {
   body?: Uint8Array;
 }
 
-/** The verdict table of spec 3, pure. */
+/** The verdict table of docs/cli.md, pure. */
 export function judgeLease(node: string, key: string, reads: LeaseReads, nowMs: number): LeaseReading {
   const base = { node, key, listed: reads.listed, head: reads.head, get: reads.get };
   const notes: string[] = [];
@@ -207,7 +207,7 @@ export interface DropOutcome {
   stillThere?: boolean;
 }
 
-/** Prints the reading, asks, deletes exactly that key, reads it back (spec 3 "Leases"). */
+/** Prints the reading, asks, deletes exactly that key, reads it back (docs/cli.md "Leases"). */
 export async function dropLease(run: DropRun): Promise<DropOutcome> {
   const { store, application, node, out } = run;
   const key = keys.runtimeNodeLease(application, node);

@@ -1,5 +1,4 @@
-// The local-directory bucket, the embedded default (DESIGN.md "The store and the
-// consistency model"): one machine runs a fleet with no other service, and several
+// The local-directory bucket, the embedded default (docs/architecture.md "How a request flows"): one machine runs a fleet with no other service, and several
 // processes on that machine may share one directory, so every condition is decided
 // atomically across processes, not just within one.
 //

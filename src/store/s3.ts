@@ -1,4 +1,4 @@
-// The S3 backend of the store (DESIGN.md "The store and the consistency model"; 3-cli.md
+// The S3 backend of the store (docs/architecture.md "How a request flows"; docs/cli.md
 // "Shared flag groups", bucket flags): any S3-compatible bucket that honours conditional
 // writes, with every key under an optional prefix.
 //

@@ -1,4 +1,4 @@
-// The bucket self-test on the directory store (issue 2 item 3): it passes and leaves nothing
+// The bucket self-test on the directory store: it passes and leaves nothing
 // behind. The refusals need a bucket that drops conditional headers: test/store-selftest.test.ts.
 
 import assert from 'node:assert/strict';

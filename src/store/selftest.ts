@@ -1,5 +1,4 @@
-// The bucket self-test run at start (issue 2; DESIGN.md "The store and the consistency
-// model"): every guarantee of the fleet rests on conditional writes, and some
+// The bucket self-test run at start (docs/architecture.md "How a request flows"): every guarantee of the fleet rests on conditional writes, and some
 // S3-compatible servers and proxies silently drop If-Match and If-None-Match. Such a
 // bucket is refused with `store-nonconforming` naming what it did wrong.
 

@@ -1,4 +1,4 @@
-// The store interface's pure rules (DESIGN.md "The store and the consistency model"): keys
+// The store interface's pure rules (docs/architecture.md "How a request flows"): keys
 // both backends can hold, and S3's listing order, checked against their definitions.
 
 import assert from 'node:assert/strict';

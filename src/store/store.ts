@@ -1,5 +1,4 @@
-// The one store interface over the fleet's bucket (DESIGN.md "The store and the
-// consistency model"). Two backends implement it: s3.ts (any S3-compatible bucket)
+// The one store interface over the fleet's bucket (docs/architecture.md "How a request flows"). Two backends implement it: s3.ts (any S3-compatible bucket)
 // and dir.ts (a local directory, the embedded default).
 
 import { Problem } from '../problem.ts';

@@ -1,4 +1,4 @@
-// STAND-IN for `cell serve` (DESIGN.md "The runtime contract (`cell`)"), loaded by
+// STAND-IN for `cell serve` (docs/runtime.md), loaded by
 // test/helpers/cell-standin.ts: takes CELL_APP, CELL_NODE, CELL_PORT and CELL_BIND_HOST from the
 // environment, listens there, answers `/.well-known/cell/health` with 200 once ready and stops on
 // SIGTERM. It runs no worker: `/status/NNN` answers status NNN with body `status NNN`, every other

@@ -1,6 +1,5 @@
 #!/usr/bin/env node
-// STAND-IN for the `cell` runtime, at the seam the spec defines (DESIGN.md "The runtime contract
-// (`cell`)"): `cell --version` prints `cell <version>`; `cell publish --config <file>` runs in the
+// STAND-IN for the `cell` runtime, at the seam the spec defines (docs/runtime.md): `cell --version` prints `cell <version>`; `cell publish --config <file>` runs in the
 // unpacked artifact with CELL_APP and SVC_S3_* in its environment, prints its last stdout line as
 // JSON `{"application","script","deployment"}`, and exits non-zero on failure. It bundles nothing:
 // tests that need a real publish use runtime/bin/cell. `cell serve` is served by

@@ -1,4 +1,4 @@
-// A real MinIO for integration tests (DESIGN.md "Testing: real parts, shared vectors"),
+// A real MinIO for integration tests (docs/architecture.md),
 // built by scripts/install-minio.sh into .tools/bin/minio (or $SVC_MINIO_BIN).
 //
 //   const minio = await useMinio();             // started once per test file, stopped in `after`

@@ -1,5 +1,5 @@
-// A tiny HTTP proxy in front of a real S3 server (MinIO) for the store tests (DESIGN.md
-// "Testing: real parts"; issue 2 item 3). Two uses:
+// A tiny HTTP proxy in front of a real S3 server (MinIO) for the store tests (real parts,
+// docs/architecture.md). Two uses:
 //
 // - a nonconforming bucket: `stripHeaders` drops request headers such as If-Match and
 //   If-None-Match, as some proxies and S3-compatible servers silently do. SigV4 signs

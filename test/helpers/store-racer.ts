@@ -1,4 +1,4 @@
-// One racer of the store contract suite's cross-process race (issue 2 item 3: N processes
+// One racer of the store contract suite's cross-process race (N processes
 // racing on one key, exactly one wins each round). Started with `fork` by
 // test/store-contract.test.ts; argv[2] is JSON `{ options, key, id }` where `options` are
 // openStore's. It answers messages over the IPC channel:

@@ -1,4 +1,4 @@
-// Deploy capacity on one node (spec 3 "svc sail" deploy limits; spec 1 "POST
+// Deploy capacity on one node (docs/cli.md "svc sail" deploy limits; docs/api.md "POST
 // /v1/applications/:name/deploys": 429 `deploy-overloaded` with `retry-after: 1`). Counted per
 // node and per application:
 //
@@ -22,7 +22,7 @@ export interface DeployLimitSettings {
   applicationStagedBytes: number;
 }
 
-/** Spec 1 "Limits": deploy intake `retry-after`. */
+/** docs/api.md "Limits": deploy intake `retry-after`. */
 export const RETRY_AFTER_S = 1;
 
 export function overloaded(detail: string): Problem {

@@ -1,4 +1,4 @@
-// The deploy metadata document carried in `x-svc-deploy` (spec 1 "Deploy metadata document" and
+// The deploy metadata document carried in `x-svc-deploy` (docs/api.md "Deploy metadata document" and
 // "POST /v1/applications/:name/deploys"): unpadded base64url of canonical JSON, at most 8,192
 // characters. Canonical means the decoded text is exactly what `JSON.stringify(JSON.parse(text))`
 // gives back: no whitespace, no duplicate key, escapes written the one way JSON.stringify writes
@@ -10,7 +10,7 @@
 import { Problem } from '../../problem.ts';
 import type { Replicas } from '../../registry/records.ts';
 
-/** Spec 1 "Limits": the header's length in characters. */
+/** docs/api.md "Limits": the header's length in characters. */
 export const MAX_METADATA_CHARS = 8192;
 
 const BASE64URL = /^[A-Za-z0-9_-]+$/;

@@ -1,4 +1,4 @@
-// Deploy records (spec 1 "DeployStatus", "States and transitions: Deploy", "GET /v1/deploys/:id"):
+// Deploy records (docs/api.md "DeployStatus", "States and transitions: Deploy", "GET /v1/deploys/:id"):
 // every state a deploy enters is one registry record at `_svc/apps/<name>/deploys/<id>.json`
 // (keys.deploy), written by the node that accepted it with conditional writes.
 //
@@ -23,14 +23,14 @@ import type { DeploySource } from './metadata.ts';
 
 export type DeployState = 'accepted' | 'uploading' | 'deployed' | 'failed';
 
-/** Spec 1 "Limits": a non-terminal record unmoved this long, of a node not answering, is dead. */
+/** docs/api.md "Limits": a non-terminal record unmoved this long, of a node not answering, is dead. */
 export const DEPLOY_LIVENESS_MS = 90_000;
-/** Spec 1 "Limits": terminal records are deleted by the reaper after this long. */
+/** docs/api.md "Limits": terminal records are deleted by the reaper after this long. */
 export const DEPLOY_RETENTION_MS = 7 * 24 * 3600_000;
 /** How often the accepting node rewrites an in-flight record, well inside the liveness window. */
 export const PROGRESS_BEAT_MS = 30_000;
 
-/** The wire form (spec 1 "DeployStatus"). */
+/** The wire form (docs/api.md "DeployStatus"). */
 export interface DeployStatus {
   id: string;
   application: string;
@@ -226,7 +226,7 @@ export function isUnmoved(record: DeployRecord, nowMs: number): boolean {
 }
 
 /**
- * The read-time judgement (spec 1 "States and transitions: Deploy"): a non-terminal record that
+ * The read-time judgement (docs/api.md "States and transitions: Deploy"): a non-terminal record that
  * has not moved for the liveness window, whose accepting node is not answering, is failed
  * `deploy-timeout` naming that node. Answers the failure, or null when the record stands.
  */

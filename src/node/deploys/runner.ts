@@ -1,4 +1,4 @@
-// Publishing through the runtime (DESIGN.md "The runtime contract (`cell`)"): `cell publish
+// Publishing through the runtime (docs/runtime.md): `cell publish
 // --config <file>` run with the unpacked artifact as its working directory, the application in
 // `CELL_APP` and the bucket in `SVC_S3_*`. Its last stdout line is JSON naming the deployment
 // (`{"application","script","deployment"}`); a non-zero exit is `publish-failed` carrying the tail

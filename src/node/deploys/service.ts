@@ -1,5 +1,5 @@
-// The deploy runner of one node (spec 1 "POST /v1/applications/:name/deploys", "States and
-// transitions: Deploy"; spec 3 "svc sail" deploy limits and deadlines): the staging directory,
+// The deploy runner of one node (docs/api.md "POST /v1/applications/:name/deploys", "States and
+// transitions: Deploy"; docs/cli.md "svc sail" deploy limits and deadlines): the staging directory,
 // the queue and its limits, `cell publish` for each accepted deploy, and the record of each state.
 //
 // Staging lives in `<state dir>/deploys/<deploy id>/`: the received `artifact.tar.gz`, then the
@@ -121,7 +121,7 @@ export class DeployService implements DaemonService {
 
   /**
    * The staging directory and the runtime's version: both must be there to accept a deploy,
-   * else `capability-missing` (spec 1: no deploy runner, or no file-backed artifact stager).
+   * else `capability-missing` (docs/api.md: no deploy runner, or no file-backed artifact stager).
    */
   async capabilities(): Promise<{ staging: string; runtimeVersion: string }> {
     const ctx = this.#context();

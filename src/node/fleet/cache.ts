@@ -1,4 +1,4 @@
-// The node's registry cache (issue 4 item 2; DESIGN.md "The store and the consistency model":
+// The node's registry cache (docs/architecture.md "How a request flows":
 // steady-state cost must not grow with the number of applications). Everything is read at the
 // first refresh; afterwards each refresh is one listing per keyspace, and only objects whose ETag
 // differs from the cached one are fetched (an S3 ETag is a checksum of the content, so an equal

@@ -1,5 +1,5 @@
 // A view of the bucket whose listings under `_svc/apps/` are answered from the registry cache's
-// last recursive listing (DESIGN.md: steady-state cost must not grow with the number of
+// last recursive listing (steady-state cost must not grow with the number of
 // applications). The coordinator's deploy reaper lists the applications and then each one's
 // deploys; answered here, a reaper pass costs no listing per application. Reads and writes go to
 // the bucket, and every write the reaper makes is conditional on the object as it read it, so a

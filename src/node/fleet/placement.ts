@@ -1,4 +1,4 @@
-// The coordinator's assignment decision (issue 4 item 4; spec 1 "States: Application" and
+// The coordinator's assignment decision (docs/api.md "States: Application" and
 // "CoordinatorView": unsatisfiable placements are reported in `unplaced`, never rejected). Pure:
 // the reconcile loop hands in the registry's applications, the eligible nodes (live, not
 // draining) and the previous placements, and records what comes back.

@@ -1,4 +1,4 @@
-// The supervisor's pure decisions (issue 4 item 5; spec 3 "svc sail": `--port-range-start`,
+// The supervisor's pure decisions (docs/cli.md "svc sail": `--port-range-start`,
 // `--port-range-end`, `--port-quarantine-ms`): which port a runtime process gets, and how long to
 // wait before restarting one that exited. Time is handed in, so both are tested without clocks.
 

@@ -1,5 +1,5 @@
-// The reconcile loop (issue 4 item 4; spec 1 "What the service does": one pass every 5 s on
-// every node; "States: Application": a blocked application stops on each node's next pass; spec 2
+// The reconcile loop (docs/api.md "What the service does": one pass every 5 s on
+// every node; "States: Application": a blocked application stops on each node's next pass; docs/ingress.md
 // "Routing document rules" 3). A pass: refresh what is due of the registry cache, offer this node
 // as coordinator when nobody holds the lease, and as coordinator place applications (written
 // under the fence) and reap deploys when due; then tell the supervisor what this node should run,
@@ -23,7 +23,7 @@ import type { LeaseKeeper } from './lease.ts';
 import type { NodeRegistration } from './node-record.ts';
 import { placeApplications, type Unplaced } from './placement.ts';
 
-/** Spec 1: one pass every 5 s. */
+/** docs/api.md: one pass every 5 s. */
 export const PASS_INTERVAL_MS = 5_000;
 
 /**
@@ -48,7 +48,7 @@ export interface ProcessSupervisor {
   detach?(): Promise<void>;
 }
 
-/** The last pass of the loop (spec 1 DaemonState `reconcile`). */
+/** The last pass of the loop (docs/api.md DaemonState `reconcile`). */
 export interface ReconcileStatus {
   /** Passes completed since start. */
   passes: number;

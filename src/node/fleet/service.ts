@@ -1,6 +1,6 @@
-// The fleet concern of the daemon (issue 4; spec 1 "What the service does", "DaemonState"):
+// The fleet concern of the daemon (docs/api.md "What the service does", "DaemonState"):
 // registers this node, keeps its heartbeat, runs the coordinator lease and the reconcile loop
-// with its supervisor, and on stop drains (spec 3 "svc sail"; SIGTERM): the record says
+// with its supervisor, and on stop drains (docs/cli.md "svc sail"; SIGTERM): the record says
 // `draining`, every process is stopped, the lease is released if held, then the daemon exits.
 // docs/fleet.md.
 
@@ -35,7 +35,7 @@ import {
 } from './reconcile.ts';
 import { Supervisor } from './supervisor.ts';
 
-/** Spec 1 "CoordinatorView". */
+/** docs/api.md "CoordinatorView". */
 export interface CoordinatorView {
   node: string;
   fence: number;

@@ -1,6 +1,6 @@
-// The process supervisor (issue 4 item 5; spec 1 "DaemonState" `processes`; spec 3 "svc sail":
+// The process supervisor (docs/api.md "DaemonState" `processes`; docs/cli.md "svc sail":
 // `--cell-bin`, `--cell-env`, the port range, `--port-quarantine-ms`, `--bind-host`,
-// `--output-bytes`, `--observability`; DESIGN.md "The runtime contract (`cell`)").
+// `--output-bytes`, `--observability`; docs/runtime.md).
 //
 // One `cell serve` per application placed on this node. The reconcile loop calls `apply` with
 // what should run; the supervisor starts what is missing, stops what is no longer wanted and
@@ -81,7 +81,7 @@ export interface SupervisorOptions {
   processFile?: string;
   /**
    * Called when a process turns ready or stops being ready, so the node can publish routing at
-   * once rather than at its next pass (DESIGN.md "Targets": first deploy).
+   * once rather than at its next pass (the targets in bench/RESULTS.md: first deploy).
    */
   onReadinessChange?: (application: string, ready: boolean) => void;
   /** Where each application's secrets file is (src/secrets/keeper.ts); handed over as a path only. */

@@ -1,4 +1,4 @@
-// Spec 1 "Applications (common rules)", "POST and DELETE /v1/applications/:name/domains/:host"
+// docs/api.md "Applications (common rules)", "POST and DELETE /v1/applications/:name/domains/:host"
 // and "DELETE /v1/applications/:name": the application routes. The auth guard (src/auth/) has
 // authenticated the caller, checked `:name` is an application name and enforced operator scope
 // on it before any handler runs; handlers validate bodies, then do one registry operation.
@@ -133,7 +133,7 @@ export async function applicationRoutes(app: FastifyInstance, ctx: NodeContext):
   app.post<HostParams>('/v1/applications/:name/domains/:host', operator, async (request) => {
     const { caller, name } = target(request);
     const host = checkClaimHost(request.params.host, ctx.settings.platform.domains);
-    // Only `1` counts (spec 1); `true`, `yes` and the rest claim the host alone.
+    // Only `1` counts (docs/api.md); `true`, `yes` and the rest claim the host alone.
     const wildcard = request.query.wildcard === '1';
     if (wildcard) requireWildcardScope(caller, name);
     const claimed = await claimDomain(ctx.store, {

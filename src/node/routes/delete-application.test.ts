@@ -1,4 +1,4 @@
-// The coordinator gate of DELETE /v1/applications/:name (spec 1): the three cases, the two
+// The coordinator gate of DELETE /v1/applications/:name (docs/api.md): the three cases, the two
 // `draining` titles and `capability-missing`, on an in-process node with a scripted lease — the
 // lease is the seam: these are the states a live fleet reaches only by racing. The two-node
 // forwarding over real processes is in test/applications-delete.test.ts.

@@ -1,4 +1,4 @@
-// GET /.well-known/svc/health (spec 1): public, answers the health document.
+// GET /.well-known/svc/health (docs/api.md): public, answers the health document.
 
 import type { FastifyInstance } from 'fastify';
 import type { NodeContext } from '../context.ts';
