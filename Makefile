@@ -4,7 +4,7 @@
 SHELL := /bin/bash
 WITH_NODE := scripts/with-node
 
-.PHONY: demo test setup tools check adapter-check unit integration adapter-test dist clean
+.PHONY: demo test setup tools check adapter-check unit integration adapter-test dist clean images image-test podman-setup
 
 # `npm install`, not `npm ci`: the registry this project is built from serves only the
 # Linux builds of biome's and workerd's optional platform packages, so the lock file
@@ -39,7 +39,7 @@ integration: tools
 adapter-test:
 	cd adapter && go test ./...
 
-test: check unit adapter-test integration
+test: check unit adapter-test integration image-test
 
 demo: setup
 	scripts/build-caddy.sh
@@ -48,6 +48,20 @@ demo: setup
 # The release form of svc: one bundled file, dist/svc.mjs (scripts/build-dist.ts).
 dist: setup
 	$(WITH_NODE) node scripts/build-dist.ts
+
+# Container images (packaging/images/build.sh): svc, svc-caddy, svc-caddy-dns for linux/amd64 and
+# linux/arm64, FROM scratch with podman; nothing is pulled from a container registry. Not part of
+# `make test`: the first build cross-compiles Caddy twice per architecture and takes many minutes.
+podman-setup:
+	packaging/images/setup-podman.sh
+
+images: setup podman-setup
+	packaging/images/build.sh amd64 arm64
+
+# Builds the images, runs the amd64 ones with podman (node health, Caddy's default configuration
+# proxying to it, the image health check) and checks the arm64 binaries' architecture.
+image-test: images
+	packaging/images/test.sh
 
 clean:
 	rm -rf node_modules .tools .state

@@ -3,6 +3,7 @@
 
 import { Command, CommanderError } from 'commander';
 import { registerApp } from './cli/app.ts';
+import { registerCompletion } from './cli/completion.ts';
 import { registerDeploy, registerDeployment } from './cli/deploy.ts';
 import { registerFleet } from './cli/fleet.ts';
 import { registerHealth } from './cli/health.ts';
@@ -38,6 +39,8 @@ export function buildProgram(): Command {
   ]) {
     register(program);
   }
+  // Hidden: shell completion is no command of the help order.
+  registerCompletion(program);
   for (const command of allCommands(program))
     command.exitOverride().configureOutput({ outputError: () => {} });
   return program;

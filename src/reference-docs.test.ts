@@ -51,7 +51,18 @@ test('docs/architecture.md names every folder of the tree', () => {
       .flatMap((entry) => [`${dir}${entry.name}/`, ...folders(`${dir}${entry.name}/`)]);
   const expected = [
     ...folders('src/'),
-    ...['adapter/', 'bench/', 'bin/', 'docs/', 'examples/', 'runtime/', 'scripts/', 'test/', 'testdata/'],
+    ...[
+      'adapter/',
+      'bench/',
+      'bin/',
+      'docs/',
+      'examples/',
+      'packaging/',
+      'runtime/',
+      'scripts/',
+      'test/',
+      'testdata/',
+    ],
   ];
   const missing = expected.filter((folder) => !architecture.includes(`\`${folder}`));
   assert.deepEqual(missing, [], 'add these to the layout table of docs/architecture.md');

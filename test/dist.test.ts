@@ -1,16 +1,19 @@
 // The release bundle (docs/decisions.md: esbuild bundles dist/ for release; scripts/build-dist.ts):
 // built afresh, executed directly as a release runs it (its shebang's V8 flags apply), it prints
-// its version, and as `svc sail` it answers health and stops cleanly on SIGTERM.
+// its version, and as `svc sail` it answers health and stops cleanly on SIGTERM; dist/cell.mjs, the
+// bundled runtime, publishes and serves examples/hello.
 
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
+import { join } from 'node:path';
 import { test } from 'node:test';
-import { buildDist, DIST_SVC } from '../scripts/build-dist.ts';
+import { buildDist, DIST_CELL, DIST_SVC } from '../scripts/build-dist.ts';
 import { keys } from '../src/registry/keys.ts';
 import type { NodeRecord } from '../src/registry/records.ts';
 import { openStore } from '../src/store/open.ts';
 import { getJson } from '../src/store/store.ts';
 import { SVC_VERSION } from '../src/version.ts';
+import { copyProject, dirBucketEnv, EXAMPLES, fetchText } from './helpers/cell.ts';
 import { freePort, tempDir, waitFor } from './helpers/svc.ts';
 
 test('dist/svc.mjs runs the CLI and the daemon', async () => {
@@ -64,4 +67,36 @@ test('dist/svc.mjs runs the CLI and the daemon', async () => {
     node.kill('SIGTERM');
   }
   assert.equal(await exited, 0, stderr);
+});
+
+test('dist/cell.mjs publishes and serves examples/hello', async () => {
+  await buildDist();
+  const bucket = dirBucketEnv(tempDir('cell-dist-bucket-'));
+  const publish = spawn(DIST_CELL, ['publish'], {
+    cwd: copyProject(join(EXAMPLES, 'hello')),
+    env: { ...process.env, ...bucket, CELL_APP: 'hello' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let published = '';
+  publish.stdout.on('data', (chunk) => {
+    published += chunk;
+  });
+  assert.equal(await new Promise((r) => publish.on('exit', r)), 0);
+  assert.match(published, /"deployment":"[0-9a-f]+"/);
+  const port = await freePort();
+  const serve = spawn(DIST_CELL, ['serve'], {
+    env: { ...process.env, ...bucket, CELL_APP: 'hello', CELL_NODE: 'n', CELL_PORT: String(port) },
+    stdio: 'ignore',
+  });
+  const exited = new Promise((r) => serve.on('exit', r));
+  try {
+    await waitFor(
+      async () => (await fetchText(`http://127.0.0.1:${port}/`))?.body.includes('Hello from svc'),
+      'the bundled runtime serving hello',
+      30_000,
+    );
+  } finally {
+    serve.kill('SIGTERM');
+  }
+  assert.equal(await exited, 0);
 });

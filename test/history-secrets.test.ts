@@ -21,11 +21,11 @@ const APP = 'hist';
 const FOLLOW_MS = 10_000;
 const SECRET = `s3cr3t-${Math.random().toString(36).slice(2)}-value`;
 
+// The runtime's own selector look stays at its default (minutes): a rollback or a secret reaches
+// every node's process only because its daemon tells it (SIGHUP), which this file checks too.
 const SAIL_FLAGS = [
   '--cell-bin',
   CELL_BIN,
-  '--cell-env',
-  'CELL_SELECTOR_POLL_MS=200',
   '--cell-env',
   'CELL_DRAIN_MS=2000',
   '--registry-resync-ms',

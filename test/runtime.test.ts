@@ -259,6 +259,27 @@ describe('cell', () => {
     await waitFor(() => cell.children().length === 1, 'the old workerd to stop');
   });
 
+  it('with its default schedule follows a publish on SIGHUP, not by polling, and takes a long lease', async () => {
+    const first = await publish(versionedProject('hup-one'), 'hup', bucket);
+    assert.equal(first.code, 0, first.stderr);
+    // The default schedule (no CELL_SELECTOR_POLL_MS, no CELL_LEASE_TTL_MS): a safety poll of
+    // minutes, so within this test only a SIGHUP can make the process look again.
+    const cell = await serve('hup', 'node-h', { CELL_SELECTOR_POLL_MS: '' });
+    await waitServing(cell, first.published!.deployment);
+    const store = await openDirStore(bucketDir);
+    const lease = await store.get(keys.runtimeNodeLease('hup', 'node-h'));
+    const { expires_ms: expiresMs, renewed_ms: renewedMs } = JSON.parse(Buffer.from(lease!.body).toString());
+    assert.ok(expiresMs - renewedMs >= 10 * 60_000, `a long lease, got ${expiresMs - renewedMs} ms`);
+    await store.close();
+
+    const second = await publish(versionedProject('hup-two'), 'hup', bucket);
+    assert.equal(second.code, 0, second.stderr);
+    cell.child.kill('SIGHUP');
+    await waitServing(cell, second.published!.deployment);
+    assert.equal((await fetchText(`${cell.url}/`))!.body, 'hup-two');
+    assert.equal(isRunning(cell.child.pid!), true);
+  });
+
   it('answers health only once the deployment answers, and keeps serving through a broken deployment', async () => {
     // cell publish refuses a worker that throws while loading, so the broken deployment is
     // written straight into the bucket, as a deployment that loads elsewhere but not here would be.

@@ -356,10 +356,17 @@ func TestDefaultCaddyfileAdapts(t *testing.T) {
 		cfg := adapt(t, body)
 		text, _ := json.Marshal(cfg)
 		s := string(text)
-		for _, want := range []string{`"svc":{}`, `"storage":{"module":"svc"}`, `"dynamic_upstreams":{"source":"svc"}`, `"svc_plain_http":{}`,
-			`"policy":"first"`, `"max_fails":1`, `{http.vars.svc.route} in [\"unknown\", \"denied\"]`, `"status_code":404`, `"status_code":308`} {
+		for _, want := range []string{`"svc":{}`, `"storage":{"module":"svc"}`, `"dynamic_upstreams":{"source":"svc"}`,
+			`"policy":"first"`, `"max_fails":1`, `{http.vars.svc.route} in [\"unknown\", \"denied\"]`, `"status_code":404`} {
 			if !strings.Contains(s, want) {
 				t.Errorf("%s: the adapted configuration lacks %s", file, want)
+			}
+		}
+		// The production file redirects plain HTTP for served hosts; the demo runs no HTTPS
+		// and proxies every host, so an unserved one gets the 404 page, never a redirect.
+		for _, redirect := range []string{`"svc_plain_http":{}`, `"status_code":308`} {
+			if has := strings.Contains(s, redirect); has != (file == "Caddyfile") {
+				t.Errorf("%s: %s present: %v", file, redirect, has)
 			}
 		}
 		if file == "Caddyfile" && !strings.Contains(s, `"on_demand":{"permission":{"module":"svc"}}`) {

@@ -4,6 +4,8 @@
 // workerd on a private socket. When the fleet-wide selector moves, the new deployment is
 // started and probed while the old one keeps serving; new requests then go to the new one and
 // the old one is stopped once its requests have finished, so a switch fails no request.
+// The node's daemon sends SIGHUP when it learns the selector moved; the process's own look at the
+// selector is a slow safety net, so an idle replica costs the bucket a few requests an hour.
 
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -31,6 +33,8 @@ import { SecretsFile } from './secrets.ts';
 import { CELL_VERSION_LINE } from './version.ts';
 
 export const HEALTH_PATH = '/.well-known/cell/health';
+/** Health probes of svc's supervisor carry this header; they say the process is supervised. */
+const SUPERVISOR_HEADER = 'cell-supervisor';
 
 /** How long requests (WebSockets included) may run on after SIGTERM/SIGINT. */
 const STOP_DRAIN_MS = 10_000;
@@ -48,7 +52,20 @@ export interface ServeTuning {
   drainMs: number;
   startTimeoutMs: number;
   retryMs: number;
+  /**
+   * Once the process that started this one is gone: how long to keep serving without a
+   * supervisor's health probe before draining and exiting. Null: never (a process run by hand).
+   */
+  unsupervisedExitMs: number | null;
 }
+
+/**
+ * The idle schedule. The node's daemon signals the process (SIGHUP) when it learns the selector
+ * moved, so the selector poll is only a safety net and the lease lives long: an idle replica
+ * costs one HEAD per poll and one PUT per third of a lease lifetime, about 24 requests an hour.
+ */
+export const DEFAULT_SELECTOR_POLL_MS = 300_000;
+export const DEFAULT_LEASE_TTL_MS = 900_000;
 
 export function tuningFromEnv(env: NodeJS.ProcessEnv): ServeTuning {
   const ms = (name: string, fallback: number, min: number) => {
@@ -61,11 +78,12 @@ export function tuningFromEnv(env: NodeJS.ProcessEnv): ServeTuning {
     return Number(raw);
   };
   return {
-    pollMs: ms('CELL_SELECTOR_POLL_MS', 1000, 50),
-    leaseTtlMs: ms('CELL_LEASE_TTL_MS', 30_000, 3000),
+    pollMs: ms('CELL_SELECTOR_POLL_MS', DEFAULT_SELECTOR_POLL_MS, 50),
+    leaseTtlMs: ms('CELL_LEASE_TTL_MS', DEFAULT_LEASE_TTL_MS, 3000),
     drainMs: ms('CELL_DRAIN_MS', 30_000, 0),
     startTimeoutMs: ms('CELL_START_TIMEOUT_MS', 60_000, 1000),
     retryMs: ms('CELL_RETRY_MS', 10_000, 100),
+    unsupervisedExitMs: env.CELL_UNSUPERVISED_EXIT_MS ? ms('CELL_UNSUPERVISED_EXIT_MS', 0, 1000) : null,
   };
 }
 
@@ -99,11 +117,21 @@ function identityFromEnv(env: NodeJS.ProcessEnv): ServeIdentity {
 
 /** Runs until SIGTERM or SIGINT; answers the exit code. */
 export async function serve(env: NodeJS.ProcessEnv, log: (line: string) => void): Promise<number> {
+  // SIGHUP ("the selector moved") must never end the process. One that comes before the server
+  // exists needs no action: the server looks at the selector as soon as it listens.
+  const early = () => {};
+  process.on('SIGHUP', early);
+  // The daemon reading our output may be gone (killed, or restarted keeping its applications):
+  // a broken pipe loses the output, never the process.
+  process.stdout.on('error', () => {});
+  process.stderr.on('error', () => {});
   const identity = identityFromEnv(env);
   const tuning = tuningFromEnv(env);
   const store = await openBucketFromEnv(env);
   const server = new Server(identity, tuning, store, env, log);
   process.on('exit', killAllWorkerd);
+  process.removeListener('SIGHUP', early);
+  process.on('SIGHUP', () => server.selectorMoved());
   return server.run();
 }
 
@@ -133,12 +161,17 @@ class Server {
   private lastLogged = '';
   private pollTimer: NodeJS.Timeout | null = null;
   private checking: Promise<void> | null = null;
+  /** A look was asked for while one was under way: it may have read the selector too early. */
+  private lookAgain = false;
   private stopping = false;
   /**
    * Client sockets handed over to an upgrade (WebSocket). The HTTP server no longer manages
    * them, so `closeAllConnections` does not reach them and `close` would wait for them forever.
    */
   private readonly upgraded = new Set<Socket>();
+  /** The process that started this one, and when a supervisor last probed the health. */
+  private readonly parentPid = process.ppid;
+  private supervisedAtMs = Date.now();
 
   constructor(
     id: ServeIdentity,
@@ -205,11 +238,21 @@ class Server {
     this.lease.start();
     void this.poll();
 
-    const signal = await new Promise<NodeJS.Signals>((resolveSignal) => {
+    let watch: NodeJS.Timeout | undefined;
+    const signal = await new Promise<string>((resolveSignal) => {
       process.once('SIGTERM', () => resolveSignal('SIGTERM'));
       process.once('SIGINT', () => resolveSignal('SIGINT'));
-      process.on('SIGHUP', () => void this.check());
+      const bound = this.tuning.unsupervisedExitMs;
+      if (bound !== null) {
+        watch = setInterval(
+          () => {
+            if (this.unsupervisedFor() > bound) resolveSignal(`no supervisor for ${bound} ms`);
+          },
+          Math.min(10_000, Math.max(250, bound / 4)),
+        );
+      }
     });
+    clearInterval(watch);
     this.log(`cell: ${signal}: stopping ${this.id.application}`);
     this.stopping = true;
     this.crons.stop();
@@ -231,6 +274,12 @@ class Server {
     return 0;
   }
 
+  /** How long the process has gone without supervision; 0 while the process that started it lives. */
+  private unsupervisedFor(): number {
+    if (process.ppid === this.parentPid) return 0;
+    return Date.now() - this.supervisedAtMs;
+  }
+
   // ---- following the selector ----
 
   private async poll(): Promise<void> {
@@ -244,6 +293,24 @@ class Server {
       this.checking = null;
     });
     return this.checking;
+  }
+
+  /**
+   * SIGHUP: the node's daemon learned that the selector moved. Looked at now; if a look is under
+   * way it may have read the selector before the move, so one more follows it.
+   */
+  selectorMoved(): void {
+    if (this.stopping) return;
+    if (!this.checking) {
+      void this.check();
+      return;
+    }
+    if (this.lookAgain) return;
+    this.lookAgain = true;
+    void this.checking.then(() => {
+      this.lookAgain = false;
+      return this.check();
+    });
   }
 
   private async checkOnce(): Promise<void> {
@@ -362,6 +429,7 @@ class Server {
   }
 
   private health(req: IncomingMessage, res: ServerResponse): void {
+    if (req.headers[SUPERVISOR_HEADER]) this.supervisedAtMs = Date.now();
     const ready = this.active !== null && !this.stopping;
     const body: Record<string, unknown> = {
       status: this.stopping ? 'stopping' : ready ? 'ready' : this.status,

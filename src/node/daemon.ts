@@ -23,7 +23,12 @@ import { buildServer } from './server.ts';
 export interface DaemonService {
   name: string;
   start(ctx: NodeContext): Promise<void>;
-  stop(): Promise<void>;
+  /** `keepApplications`: the daemon is restarting; leave the runtime processes serving. */
+  stop(options?: StopOptions): Promise<void>;
+}
+
+export interface StopOptions {
+  keepApplications?: boolean;
 }
 
 /** Builds the daemon's services for one context; each concern adds its own here. */
@@ -39,7 +44,7 @@ export interface Daemon {
   ctx: NodeContext;
   url: string;
   server: FastifyInstance;
-  stop(): Promise<void>;
+  stop(options?: StopOptions): Promise<void>;
 }
 
 /** Starts every part of the daemon and answers once the API is serving. */
@@ -58,8 +63,8 @@ export async function startDaemon(settings: Settings): Promise<Daemon> {
   const ctx: NodeContext = { settings, store, nodeId, version: SVC_VERSION, log };
   const services = buildServices(ctx);
   const started: DaemonService[] = [];
-  const stopServices = async () => {
-    for (const service of started.reverse()) await service.stop();
+  const stopServices = async (options: StopOptions = {}) => {
+    for (const service of started.reverse()) await service.stop(options);
   };
   const server = await buildServer(ctx);
   try {
@@ -83,25 +88,35 @@ export async function startDaemon(settings: Settings): Promise<Daemon> {
     ctx,
     url,
     server,
-    async stop() {
+    async stop(options: StopOptions = {}) {
       await server.close();
-      await stopServices();
+      await stopServices(options);
       await store.close();
     },
   };
 }
 
-/** Runs the daemon until SIGTERM or SIGINT. */
+/**
+ * Runs the daemon until a signal: SIGTERM or SIGINT drain the node and stop its applications;
+ * SIGUSR2 exits leaving the applications serving, for a restart or an upgrade of the daemon (the
+ * next run on the same state directory adopts them; docs/supervisor.md).
+ */
 export async function runDaemon(settings: Settings): Promise<void> {
   const daemon = await startDaemon(settings);
   // Listening for signals before saying so: whoever reads the line may stop the node at once.
   const signal = new Promise<string>((resolve) => {
     process.once('SIGTERM', () => resolve('SIGTERM'));
     process.once('SIGINT', () => resolve('SIGINT'));
+    process.once('SIGUSR2', () => resolve('SIGUSR2'));
   });
   process.stdout.write(`svc ${SVC_VERSION} listening on ${daemon.url} as node "${daemon.ctx.nodeId}"\n`);
-  await signal.then((name) => daemon.ctx.log.info({ signal: name }, 'stopping'));
-  await daemon.stop();
+  const name = await signal;
+  const keepApplications = name === 'SIGUSR2';
+  daemon.ctx.log.info(
+    { signal: name, keepApplications },
+    keepApplications ? 'restarting: applications keep serving' : 'stopping',
+  );
+  await daemon.stop({ keepApplications });
 }
 
 function splitHostPort(listen: string): [string, number] {

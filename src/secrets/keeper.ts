@@ -52,12 +52,14 @@ export class SecretsKeeper {
   /**
    * Brings the files of the applications this node runs up to date; drops the others. `listed`
    * answers a secrets document's ETag from the node's registry listing (null: none listed), so
-   * a pass costs no request per application; without it each document is looked up.
+   * a pass costs no request per application; without it each document is looked up. Answers the
+   * applications whose file changed: their runtime processes are told (SIGHUP) to read it.
    */
   async materialize(
     applications: readonly string[],
     listed?: (application: string) => string | null,
-  ): Promise<void> {
+  ): Promise<string[]> {
+    const changed: string[] = [];
     const wanted = new Set(applications);
     for (const application of [...this.#seen.keys()]) {
       if (wanted.has(application)) continue;
@@ -66,19 +68,23 @@ export class SecretsKeeper {
     }
     for (const application of applications) {
       try {
-        await this.#materializeOne(application, listed);
+        if (await this.#materializeOne(application, listed)) changed.push(application);
       } catch (err) {
         this.#o.log.warn({ err, application }, 'could not bring the secrets of an application up to date');
       }
     }
+    return changed;
   }
 
-  async #materializeOne(application: string, listed?: (application: string) => string | null): Promise<void> {
+  async #materializeOne(
+    application: string,
+    listed?: (application: string) => string | null,
+  ): Promise<boolean> {
     const { store, nodeId, pair } = this.#o;
     const etag = listed
       ? (listed(application) ?? '')
       : ((await store.stat(keys.appSecrets(application)))?.etag ?? '');
-    if (this.#seen.get(application) === etag) return;
+    if (this.#seen.get(application) === etag) return false;
     const found = etag !== '' ? await readSecrets(store, application) : null;
     const values = found ? openSecrets(found.doc, { node: nodeId, pair }) : { values: {}, missing: [] };
     if (values.missing.length > 0) {
@@ -87,8 +93,9 @@ export class SecretsKeeper {
         `no copy of ${values.missing.join(', ')} of ${application} is sealed to this node yet; the coordinator seals one`,
       );
     }
-    await writeIfChanged(this.fileFor(application), `${JSON.stringify(values.values)}\n`);
+    const written = await writeIfChanged(this.fileFor(application), `${JSON.stringify(values.values)}\n`);
     this.#seen.set(application, found?.etag ?? '');
+    return written;
   }
 
   /** The coordinator's part: seals copies for nodes that lack them. */
@@ -122,10 +129,12 @@ export class SecretsKeeper {
 }
 
 /** Replaces the file (0600, by rename) only when its content changes, so `cell serve` restarts only then. */
-async function writeIfChanged(file: string, content: string): Promise<void> {
+/** Answers whether the file was written. */
+async function writeIfChanged(file: string, content: string): Promise<boolean> {
   const before = await readFile(file, 'utf8').catch(() => null);
-  if (before === content) return;
+  if (before === content) return false;
   const temporary = `${file}.${process.pid}.tmp`;
   await writeFile(temporary, content, { mode: 0o600 });
   await rename(temporary, file);
+  return true;
 }

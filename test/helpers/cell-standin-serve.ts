@@ -4,7 +4,7 @@
 // SIGTERM. It runs no worker: `/status/NNN` answers status NNN with body `status NNN`, every other
 // path answers `standin <application>`, and `/env`
 // answers what it was started with (CELL_*, SVC_S3_*, the names of other SVC_* variables that
-// leaked, and how many health probes it saw).
+// leaked, how many health probes it saw, and how many SIGHUPs: "the selector moved").
 //
 // Steered through the environment (the supervisor's `--cell-env`); each *_APPS value is a comma
 // list of applications, or `*` for all:
@@ -42,6 +42,10 @@ export function serveStandin(env: NodeJS.ProcessEnv = process.env): void {
   exitWhenOrphaned(env.STANDIN_SERVE_STAY_ORPHANED ? 300_000 : 0);
 
   let healthProbes = 0;
+  let hups = 0;
+  process.on('SIGHUP', () => {
+    hups += 1;
+  });
   const readyDir = env.STANDIN_SERVE_READY_DIR;
   const server = createServer((req, res) => {
     const path = (req.url ?? '/').split('?')[0];
@@ -52,7 +56,7 @@ export function serveStandin(env: NodeJS.ProcessEnv = process.env): void {
       res.end(JSON.stringify({ status: ready ? 'ready' : 'starting', application, node }));
     } else if (path === '/env') {
       res.writeHead(200, { 'content-type': 'application/json' });
-      res.end(JSON.stringify({ env: contractEnv(env), healthProbes, pid: process.pid }));
+      res.end(JSON.stringify({ env: contractEnv(env), healthProbes, hups, pid: process.pid }));
     } else if (/^\/status\/[1-5]\d\d$/.test(path)) {
       // A known status with a known body (`status NNN`), for counting tests.
       res.writeHead(Number(path.slice(8)), { 'content-type': 'text/plain' });

@@ -208,8 +208,10 @@ export class DeployService implements DaemonService {
         // Noted beside the artifact: a restart after a crash stops a publish still running.
         onSpawn: (pid) => writeFileSync(join(task.dir, PID_FILE), String(pid)),
       });
-      // The runtime has moved the selector: the deployment is live whatever the application
-      // record says, so failing to note it there is logged, not recorded as a failed deploy.
+      // The runtime has moved the selector: this node's runtime process looks at it at once (other
+      // nodes follow the application record). The deployment is live whatever the record says,
+      // so failing to note it there is logged, not recorded as a failed deploy.
+      ctx.fleet?.selectorMoved(task.application);
       await recordDeployment(ctx, task.application, published.deployment).catch((err) =>
         ctx.log.warn({ err, deploy: task.id }, 'could not note the deployment on the application record'),
       );

@@ -1,15 +1,20 @@
-// Runtime processes a previous run of the daemon left behind. Each `cell serve`
-// leads its own process group, so it outlives a daemon killed with SIGKILL, holding its port and
-// its node lease. The supervisor notes the group of every process it runs in a small file under
-// the node's state directory; the next supervisor reads it before starting anything and stops
-// those groups (SIGTERM, so the runtime releases its lease; SIGKILL after the grace).
+// Runtime processes a previous run of the daemon left behind (docs/supervisor.md "A restarted
+// daemon"). Each `cell serve` leads its own process group, so it outlives a daemon that was killed
+// (SIGKILL, a crash) or that exited keeping its applications (SIGUSR2), holding its port and its
+// node lease and serving on. The supervisor notes the group and port of every process it runs in
+// a small file under the node's state directory; the next supervisor reads it before starting
+// anything, adopts the processes that still serve an application it wants, and stops the rest
+// (SIGTERM, so the runtime releases its lease; SIGKILL after the grace).
 
+import { EventEmitter } from 'node:events';
 import { readFileSync, renameSync, writeFileSync } from 'node:fs';
 
 export interface LeftoverEntry {
   application: string;
   /** Process id of the runtime process, which is also its process group id. */
   pid: number;
+  /** The port it listens on; absent in files written before adoption existed (never adopted). */
+  port?: number;
 }
 
 /** Rewrites the file with the groups running now (write then rename, so a crash leaves one whole). */
@@ -24,10 +29,16 @@ export function readLeftovers(file: string): LeftoverEntry[] {
   try {
     const parsed = JSON.parse(readFileSync(file, 'utf8')) as { processes?: unknown };
     if (!Array.isArray(parsed.processes)) return [];
-    return parsed.processes.filter(
-      (e): e is LeftoverEntry =>
-        typeof e?.application === 'string' && Number.isSafeInteger(e?.pid) && e.pid > 1,
-    );
+    return parsed.processes
+      .filter(
+        (e): e is LeftoverEntry =>
+          typeof e?.application === 'string' && Number.isSafeInteger(e?.pid) && e.pid > 1,
+      )
+      .map((e) => ({
+        application: e.application,
+        pid: e.pid,
+        ...(Number.isSafeInteger(e.port) && e.port! > 0 && e.port! < 65536 ? { port: e.port } : {}),
+      }));
   } catch {
     return [];
   }
@@ -49,7 +60,7 @@ export async function stopLeftovers(
   return alive;
 }
 
-function groupAlive(pgid: number): boolean {
+export function groupAlive(pgid: number): boolean {
   try {
     process.kill(-pgid, 0);
     return true;
@@ -64,5 +75,56 @@ function signalGroup(pgid: number, signal: NodeJS.Signals): void {
     process.kill(-pgid, signal);
   } catch {
     // Gone meanwhile.
+  }
+}
+
+/** True while `pid` runs (a zombie waiting for its reaper counts as gone). */
+export function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) !== 'Z';
+  } catch {
+    return true;
+  }
+}
+
+/**
+ * A runtime process this daemon did not start: no pipes and no exit event from the kernel, so
+ * its exit is seen by looking every `pollMs`. Emits `exit` (code and signal unknown: null) once.
+ */
+export class AdoptedProcess extends EventEmitter {
+  readonly pid: number;
+  readonly stdout = null;
+  readonly stderr = null;
+  #timer: NodeJS.Timeout;
+
+  constructor(pid: number, pollMs = 500) {
+    super();
+    this.pid = pid;
+    this.#timer = setInterval(() => {
+      if (processAlive(pid)) return;
+      clearInterval(this.#timer);
+      this.emit('exit', null, null);
+    }, pollMs);
+    this.#timer.unref();
+  }
+
+  kill(signal: NodeJS.Signals = 'SIGTERM'): boolean {
+    try {
+      process.kill(this.pid, signal);
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  /** Stops looking (the daemon is going away and leaves the process running). */
+  release(): void {
+    clearInterval(this.#timer);
   }
 }

@@ -37,6 +37,19 @@ export class PortPool {
     return port;
   }
 
+  /**
+   * Holds a given port for the application: one its process already listens on (a process
+   * adopted from a previous run of the daemon). False when another application holds it.
+   */
+  claim(port: number, application: string): boolean {
+    if (port < this.#start || port > this.#end) return false;
+    const holder = this.#held.get(port);
+    if (holder !== undefined && holder !== application) return false;
+    this.#released.delete(port);
+    this.#held.set(port, application);
+    return true;
+  }
+
   /** Gives the port back; it is quarantined from other applications from `nowMs`. */
   release(port: number, nowMs: number): void {
     const application = this.#held.get(port);

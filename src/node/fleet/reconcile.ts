@@ -38,9 +38,14 @@ export const CHANGE_WATCH_EVERY_MS = 1_000;
 
 /** What the loop needs of the supervisor (src/node/fleet/supervisor.ts). */
 export interface ProcessSupervisor {
-  apply(desired: readonly { application: string }[]): void | Promise<void>;
+  /** `deployment`: what the application record says is selected, so a move can be told. */
+  apply(desired: readonly { application: string; deployment?: string }[]): void | Promise<void>;
   statuses(): ProcessStatus[];
   stop(): Promise<void>;
+  /** The application's selector moved: its runtime process should look now. */
+  notify?(application: string): void;
+  /** Stops supervising and leaves the processes running (the daemon restarts keeping them). */
+  detach?(): Promise<void>;
 }
 
 /** The last pass of the loop (docs/api.md DaemonState `reconcile`). */
@@ -92,7 +97,8 @@ export interface ReconcilerOptions {
     materialize(
       applications: readonly string[],
       listed?: (application: string) => string | null,
-    ): Promise<void>;
+      // The applications whose file changed (their processes are told to read it).
+    ): Promise<readonly string[] | undefined>;
     reseal(applications: readonly string[], nodes: readonly NodeRecord[], nowMs: number): Promise<void>;
   };
   log: { warn(obj: object, msg: string): void; info(obj: object, msg: string): void };
@@ -198,11 +204,18 @@ export class Reconciler {
       } else this.#unplaced = [];
       desired = this.desiredHere();
       // Before the supervisor: a process it starts now finds its secrets already there.
-      await o.secrets?.materialize(
+      const secretsChanged = await o.secrets?.materialize(
         desired.map((app) => app.name),
         (application) => o.cache.listedEtag(keys.appSecrets(application)),
       );
-      await o.supervisor.apply(desired.map((app) => ({ application: app.name })));
+      await o.supervisor.apply(
+        desired.map((app) => ({
+          application: app.name,
+          ...(app.deployment !== undefined ? { deployment: app.deployment } : {}),
+        })),
+      );
+      // A running process reads its secrets file when told, not by polling it.
+      for (const application of secretsChanged ?? []) o.supervisor.notify?.(application);
       const published = await o.registration.beat(
         { state: this.#draining ? 'draining' : 'ready', processes: o.supervisor.statuses() },
         true,

@@ -66,6 +66,11 @@ export interface FleetView {
    * run a pass now instead of within the resync interval.
    */
   changed(): void;
+  /**
+   * The application's selector was moved by this node (a deploy, a rollback): its runtime process
+   * on this node looks at it now. Other nodes learn it from the application record's `deployment`.
+   */
+  selectorMoved(application: string): void;
 }
 
 export interface FleetServiceOptions {
@@ -84,8 +89,8 @@ export function fleetService(options: FleetServiceOptions = {}): DaemonService {
     async start(ctx) {
       running = await startFleet(ctx, options);
     },
-    async stop() {
-      await running?.drain();
+    async stop(options) {
+      await (options?.keepApplications ? running?.detach() : running?.drain());
       running = null;
     },
   };
@@ -105,6 +110,8 @@ async function wireguardIdentity(ctx: NodeContext): Promise<Pick<NodeRecord, 'wi
 
 interface RunningFleet {
   drain(): Promise<void>;
+  /** Stops the fleet's work but leaves the runtime processes serving, for the next run to adopt. */
+  detach(): Promise<void>;
 }
 
 async function startFleet(ctx: NodeContext, options: FleetServiceOptions): Promise<RunningFleet> {
@@ -261,6 +268,7 @@ async function startFleet(ctx: NodeContext, options: FleetServiceOptions): Promi
       reconciler.refreshSoon();
       passSoon();
     },
+    selectorMoved: (application) => supervisor.notify?.(application),
   };
 
   // A registry change made in this process (an API call this node answered) acts here at once.
@@ -302,6 +310,21 @@ async function startFleet(ctx: NodeContext, options: FleetServiceOptions): Promi
       await step('releasing the coordinator lease', () => lease.release());
       events.emit({ kind: 'node.drained' });
       log.info({ event: 'node.drained' }, 'drained');
+    },
+    async detach() {
+      draining = true;
+      reconciler.drain();
+      loops.stop();
+      await passing.catch(() => {});
+      // The node record keeps saying `ready` with its processes: they serve on, and the next run
+      // beats again within the liveness window.
+      await (supervisor.detach?.() ?? supervisor.stop());
+      try {
+        await lease.release();
+      } catch (err) {
+        log.warn({ err }, 'restarting: releasing the coordinator lease failed');
+      }
+      log.info({ event: 'node.detached' }, 'left the applications serving');
     },
   };
 }

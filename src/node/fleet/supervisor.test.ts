@@ -77,7 +77,9 @@ async function readyStatus(s: Supervisor, application: string): Promise<ProcessS
   return ready!;
 }
 
-async function standinEnv(port: number): Promise<{ env: Record<string, unknown>; healthProbes: number }> {
+async function standinEnv(
+  port: number,
+): Promise<{ env: Record<string, unknown>; healthProbes: number; hups: number }> {
   const answer = await fetchText(`http://127.0.0.1:${port}/env`);
   assert.ok(answer, 'the stand-in answers');
   return JSON.parse(answer.body);
@@ -108,6 +110,28 @@ test('starts a process per application with the runtime contract environment', a
   delete process.env.SVC_NOT_FOR_THE_RUNTIME;
 });
 
+test('a moved selector is told to the running process with SIGHUP, and only a move is', async () => {
+  const s = await supervisor();
+  await s.apply([{ application: 'alpha', deployment: 'd1' }, { application: 'beta' }]);
+  const alpha = await readyStatus(s, 'alpha');
+  const beta = await readyStatus(s, 'beta');
+  // Started for d1: the process reads the selector itself, nothing to tell.
+  await s.apply([{ application: 'alpha', deployment: 'd1' }, { application: 'beta' }]);
+  assert.equal((await standinEnv(alpha.port)).hups, 0);
+  // The record names a new deployment (a deploy through another node): told once.
+  await s.apply([{ application: 'alpha', deployment: 'd2' }, { application: 'beta' }]);
+  await s.apply([{ application: 'alpha', deployment: 'd2' }, { application: 'beta' }]);
+  await waitFor(async () => (await standinEnv(alpha.port)).hups === 1, 'alpha told of d2');
+  // A deploy through this node: told directly; the other application hears nothing.
+  s.notify('alpha');
+  await waitFor(async () => (await standinEnv(alpha.port)).hups === 2, 'alpha told again');
+  s.notify('nobody');
+  assert.equal((await standinEnv(beta.port)).hups, 0);
+  // Still the same processes: a SIGHUP never ends one.
+  assert.equal(status(s, 'alpha')!.pid, alpha.pid);
+  assert.equal(status(s, 'alpha')!.restarts, 0);
+});
+
 test('runtimeEnv: cell-env may not override the contract or the bucket; CELL_OTEL as cell-env states it', () => {
   const env = runtimeEnv({
     cellEnv: { CELL_APP: 'evil', CELL_OTEL: '0', SVC_S3_BUCKET: 'other', X: '1' },
@@ -123,6 +147,7 @@ test('runtimeEnv: cell-env may not override the contract or the bucket; CELL_OTE
     PATH: '/bin',
     X: '1',
     CELL_OTEL: '0',
+    CELL_UNSUPERVISED_EXIT_MS: '300000',
     CELL_APP: 'app',
     CELL_NODE: 'n',
     CELL_PORT: '24000',
@@ -139,6 +164,11 @@ test('runtimeEnv: cell-env may not override the contract or the bucket; CELL_OTE
     base: {},
   });
   assert.equal(quiet.CELL_OTEL, undefined);
+  const bounded = runtimeEnv({
+    ...{ bucketEnv: {}, application: 'a', nodeId: 'n', port: 1, bindHost: 'h', base: {} },
+    cellEnv: { CELL_UNSUPERVISED_EXIT_MS: '5000' },
+  });
+  assert.equal(bounded.CELL_UNSUPERVISED_EXIT_MS, '5000');
 });
 
 test('healthUrl probes a wildcard bind on loopback and brackets IPv6', () => {
@@ -297,10 +327,10 @@ test('a cell-bin that is no runtime is reported in the output tail', async () =>
   assert.equal(p.pid, undefined);
 });
 
-test('processes a killed daemon left behind are stopped before anything starts', async () => {
+test('a restarted supervisor adopts what a killed daemon left serving and stops the rest', async () => {
   const processFile = join(tempDir('supervisor-state-'), 'processes.json');
-  const range = await portRange(2);
-  // A daemon of its own, killed with SIGKILL once its process is ready: the process outlives it.
+  const range = await portRange(3);
+  // A daemon of its own, killed with SIGKILL once its processes are ready: they outlive it.
   const script = `
     import pino from 'pino';
     import { Supervisor } from ${JSON.stringify(new URL('./supervisor.ts', import.meta.url).href)};
@@ -309,10 +339,10 @@ test('processes a killed daemon left behind are stopped before anything starts',
       portRange: ${JSON.stringify(range)}, portQuarantineMs: 600000, outputBytes: 4096, nodeId: 'node-1',
       bucketEnv: {}, log: pino({ level: 'silent' }), healthPollMs: 50, processFile: ${JSON.stringify(processFile)},
     });
-    await s.apply([{ application: 'left' }]);
+    await s.apply([{ application: 'gone' }, { application: 'left' }]);
     const timer = setInterval(() => {
-      const p = s.statuses()[0];
-      if (p?.ready) { clearInterval(timer); process.stdout.write(JSON.stringify(p) + '\\n'); }
+      const p = s.statuses();
+      if (p.length === 2 && p.every((x) => x.ready)) { clearInterval(timer); process.stdout.write(JSON.stringify(p) + '\\n'); }
     }, 20);
   `;
   const daemon = spawn(process.execPath, ['--input-type=module', '-e', script], {
@@ -323,22 +353,36 @@ test('processes a killed daemon left behind are stopped before anything starts',
   daemon.stdout.on('data', (chunk) => {
     out += chunk;
   });
-  const left = await until(
-    () => (out.includes('\n') ? (JSON.parse(out) as ProcessStatus) : undefined),
+  const [gone, left] = await until(
+    () => (out.includes('\n') ? (JSON.parse(out) as ProcessStatus[]) : undefined),
     'ready',
   );
   daemon.kill('SIGKILL');
   await waitFor(() => daemon.exitCode !== null || daemon.signalCode !== null, 'the daemon gone');
-  assert.ok(isRunning(left.pid!), 'the runtime process outlived its daemon');
+  assert.ok(isRunning(left!.pid!) && isRunning(gone!.pid!), 'the runtime processes outlived their daemon');
 
   const s = await supervisor({ processFile, portRange: range });
   await s.apply([{ application: 'left' }]);
-  assert.equal(isRunning(left.pid!), false, 'stopped before the new start');
-  const again = await readyStatus(s, 'left');
-  assert.equal(again.port, range[0], 'its port is free again');
+  // The one still wanted is taken over as it runs; the other is stopped before anything starts.
+  assert.equal(isRunning(gone!.pid!), false, 'the unwanted one stopped');
+  const adopted = await readyStatus(s, 'left');
+  assert.equal(adopted.pid, left!.pid);
+  assert.equal(adopted.port, left!.port);
+  assert.equal(adopted.restarts, 0);
+  assert.match(s.outputTail('left')!, /adopted cell serve \d+ on port \d+/);
   assert.deepEqual(JSON.parse(readFileSync(processFile, 'utf8')).processes, [
-    { application: 'left', pid: again.pid },
+    { application: 'left', pid: left!.pid, port: left!.port },
   ]);
+  // A SIGHUP still reaches it, and its exit is noticed and restarted like any other.
+  s.notify('left');
+  await waitFor(async () => (await standinEnv(adopted.port)).hups === 1, 'the adopted process told');
+  process.kill(left!.pid!, 'SIGKILL');
+  const again = await until(() => {
+    const p = status(s, 'left');
+    return p?.ready && p.pid !== left!.pid ? p : undefined;
+  }, 'a new process for left');
+  assert.equal(again.restarts, 1);
+  assert.equal(again.port, left!.port);
 });
 
 test('a crash-looping application stops cleanly and gives its port back', async () => {

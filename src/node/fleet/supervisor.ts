@@ -16,10 +16,38 @@ import type { Logger } from 'pino';
 import { type EventSink, eventTail } from '../../observability/events.ts';
 import type { ProcessStatus } from '../../registry/records.ts';
 import { OutputTail, RuntimeProbe } from '../deploys/runner.ts';
-import { readLeftovers, recordProcesses, stopLeftovers } from './process-leftovers.ts';
+import {
+  AdoptedProcess,
+  groupAlive,
+  type LeftoverEntry,
+  processAlive,
+  readLeftovers,
+  recordProcesses,
+  stopLeftovers,
+} from './process-leftovers.ts';
 import { DEFAULT_RESTART_POLICY, judgeExit, PortPool, type RestartPolicy } from './process-policy.ts';
 
 export const HEALTH_PATH = '/.well-known/cell/health';
+
+/**
+ * How long a runtime process whose daemon is gone keeps serving without a supervisor's health
+ * probe before it drains and exits (CELL_UNSUPERVISED_EXIT_MS, unless `--cell-env` names it): a
+ * restarted daemon adopts it well within this, a daemon that stays dead leaves nothing running
+ * past it.
+ */
+export const UNSUPERVISED_EXIT_MS = 300_000;
+
+/** The header the supervisor's health probes carry: the runtime counts them as "supervised". */
+export const SUPERVISOR_HEADER = 'cell-supervisor';
+
+/** A runtime process: one this daemon spawned, or one it adopted from a previous run. */
+interface RuntimeChild {
+  readonly pid?: number | undefined;
+  readonly stdout: NodeJS.ReadableStream | null;
+  readonly stderr: NodeJS.ReadableStream | null;
+  kill(signal?: NodeJS.Signals): boolean;
+  once(event: 'exit', listener: (code: number | null, signal: NodeJS.Signals | null) => void): unknown;
+}
 
 export interface SupervisorOptions {
   cellBin: string;
@@ -62,6 +90,12 @@ export interface SupervisorOptions {
 
 export interface DesiredProcess {
   application: string;
+  /**
+   * The deployment the registry says is selected, when known. A change is told to the running
+   * process (`notify`), so a deploy made through another node is picked up without the runtime
+   * polling the bucket.
+   */
+  deployment?: string;
 }
 
 const HEALTH_TIMEOUT_MS = 2_000;
@@ -75,7 +109,7 @@ interface Managed {
   ready: boolean;
   restarts: number;
   fastExits: number;
-  child: ChildProcess | null;
+  child: RuntimeChild | null;
   exited: Promise<void>;
   startedAtMs: number;
   tail: OutputTail;
@@ -84,10 +118,16 @@ interface Managed {
   stopping: Promise<void> | null;
   /** A start in progress; stopping waits for it, so it sees the port and child it settled on. */
   launching: Promise<void> | null;
+  /** The deployment last desired for it (DesiredProcess.deployment). */
+  deployment: string | undefined;
+  /** Its health answered at all: it has its SIGHUP handler, so a signal cannot end it. */
+  answered: boolean;
+  /** A notify waits for the process to answer before it is signalled. */
+  notifyPending: boolean;
   /** The current child was reported as never turning ready. */
   notReadyReported: boolean;
   /** What the last health answer said it serves. */
-  deployment?: string;
+  serving?: string;
   /** Why it is not ready, for the node record (ProcessStatus `detail`). */
   detail?: string;
 }
@@ -119,8 +159,37 @@ export class Supervisor {
   /** Makes the running set what `desired` names: starts the missing, stops the rest. */
   apply(desired: readonly DesiredProcess[]): Promise<void> {
     const names = new Set(desired.map((d) => d.application));
-    this.#applying = this.#applying.then(() => this.#apply(names));
+    this.#applying = this.#applying.then(async () => {
+      this.#followDeployments(desired);
+      await this.#apply(names);
+      // A process started now reads the selector itself: what it was started for is what it knows.
+      for (const d of desired) {
+        const m = this.#managed.get(d.application);
+        if (m && m.deployment === undefined) m.deployment = d.deployment;
+      }
+    });
     return this.#applying;
+  }
+
+  /**
+   * Tells the application's runtime process that its selector moved (SIGHUP): it looks at the
+   * selector at once instead of at its next safety poll. A process that has not answered its
+   * health yet may not have its handler in place, so it is signalled once it does.
+   */
+  notify(application: string): void {
+    const m = this.#managed.get(application);
+    if (!m || m.stopping) return;
+    if (m.child && m.answered) signal(m.child, 'SIGHUP');
+    else m.notifyPending = true;
+  }
+
+  #followDeployments(desired: readonly DesiredProcess[]): void {
+    for (const d of desired) {
+      const m = this.#managed.get(d.application);
+      if (!m || d.deployment === undefined || d.deployment === m.deployment) continue;
+      m.deployment = d.deployment;
+      this.notify(d.application);
+    }
   }
 
   /** What runs (or is being started or stopped), by application name. */
@@ -135,7 +204,7 @@ export class Supervisor {
         state: m.state,
         restarts: m.restarts,
         ...(m.child?.pid !== undefined ? { pid: m.child.pid } : {}),
-        ...(m.deployment !== undefined ? { deployment: m.deployment } : {}),
+        ...(m.serving !== undefined ? { deployment: m.serving } : {}),
         ...(!m.ready && m.detail !== undefined ? { detail: m.detail } : {}),
       }));
   }
@@ -155,7 +224,7 @@ export class Supervisor {
 
   async #apply(names: Set<string>): Promise<void> {
     if (this.#closed) return;
-    if (!this.#sweptLeftovers) await this.#sweepLeftovers();
+    if (!this.#sweptLeftovers) await this.#sweepLeftovers(names);
     this.#desired = names;
     for (const m of this.#managed.values()) {
       if (!names.has(m.application) && !m.stopping) void this.#retire(m);
@@ -167,11 +236,22 @@ export class Supervisor {
     await Promise.all(starting);
   }
 
-  async #sweepLeftovers(): Promise<void> {
+  /**
+   * Adopts the processes a previous run left serving an application wanted now, and stops the
+   * rest, before anything is started.
+   */
+  async #sweepLeftovers(names: Set<string>): Promise<void> {
     this.#sweptLeftovers = true;
     const file = this.#options.processFile;
     if (!file) return;
-    const stopped = await stopLeftovers(readLeftovers(file), this.#options.stopGraceMs ?? 30_000);
+    const rest: LeftoverEntry[] = [];
+    for (const e of readLeftovers(file)) {
+      if (!groupAlive(e.pid)) continue;
+      if (names.has(e.application) && !this.#managed.has(e.application) && (await this.#adoptLeftover(e)))
+        continue;
+      rest.push(e);
+    }
+    const stopped = await stopLeftovers(rest, this.#options.stopGraceMs ?? 30_000);
     for (const e of stopped) {
       this.#options.log.warn(
         { application: e.application, pid: e.pid },
@@ -181,12 +261,68 @@ export class Supervisor {
     this.#noteProcesses();
   }
 
+  /**
+   * Takes over a runtime process a previous run left: only while it still runs, listens on the
+   * noted port in the range, and its health names the application (a reused pid or port does not).
+   */
+  async #adoptLeftover(e: LeftoverEntry): Promise<boolean> {
+    if (e.port === undefined || !processAlive(e.pid)) return false;
+    if ((await healthApplication(this.#options.bindHost, e.port, this.#options.nodeId)) !== e.application)
+      return false;
+    if (!this.#ports.claim(e.port, e.application)) return false;
+    const m = this.#adopt(e.application);
+    m.port = e.port;
+    m.runtimeVersion = (await this.#probe.version(this.#options.cellBin)) ?? '';
+    this.#attach(m, new AdoptedProcess(e.pid));
+    m.answered = true;
+    m.tail.push(
+      Buffer.from(
+        `[svc] adopted cell serve ${e.pid} on port ${e.port}, left running by a previous run of the daemon; its output is not captured\n`,
+      ),
+    );
+    this.#options.log.info(
+      { application: e.application, port: e.port, pid: e.pid },
+      'adopted a runtime process a previous run of the daemon left running',
+    );
+    this.#options.events?.emit({
+      kind: 'process.adopted',
+      application: e.application,
+      port: e.port,
+      pid: e.pid,
+    });
+    return true;
+  }
+
+  /**
+   * Leaves every process running and stops supervising (`svc sail` restarting keeping its
+   * applications): the process file keeps naming them, so the next run adopts them.
+   */
+  async detach(): Promise<void> {
+    this.#closed = true;
+    await this.#applying;
+    this.#noteProcesses();
+    for (const m of this.#managed.values()) {
+      if (m.timer) clearTimeout(m.timer);
+      m.timer = null;
+      const child = m.child;
+      if (child instanceof AdoptedProcess) child.release();
+      else if (child) {
+        // Its output has nobody to go to now; the runtime ignores the broken pipe.
+        (child as ChildProcess).stdout?.destroy();
+        (child as ChildProcess).stderr?.destroy();
+        (child as ChildProcess).unref();
+      }
+    }
+  }
+
   /** Keeps the process file in step with the groups running now. */
   #noteProcesses(): void {
     const file = this.#options.processFile;
     if (!file) return;
     const running = [...this.#managed.values()].flatMap((m) =>
-      m.child?.pid !== undefined ? [{ application: m.application, pid: m.child.pid }] : [],
+      m.child?.pid !== undefined && m.port !== null
+        ? [{ application: m.application, pid: m.child.pid, port: m.port }]
+        : [],
     );
     try {
       recordProcesses(file, running);
@@ -211,6 +347,9 @@ export class Supervisor {
       timer: null,
       stopping: null,
       launching: null,
+      deployment: undefined,
+      answered: false,
+      notifyPending: false,
       notReadyReported: false,
     };
     this.#managed.set(application, m);
@@ -262,30 +401,11 @@ export class Supervisor {
     } catch (err) {
       return this.#failedStart(m, `${cellBin}: ${(err as Error).message}`);
     }
-    m.child = child;
-    m.startedAtMs = Date.now();
-    m.ready = false;
-    m.notReadyReported = false;
-    if (m.state !== 'crashloop') m.state = 'starting';
-    child.stdout!.on('data', (chunk: Buffer) => m.tail.push(chunk));
-    child.stderr!.on('data', (chunk: Buffer) => m.tail.push(chunk));
-    m.exited = new Promise<void>((resolve) => {
-      let done = false;
-      const finish = (why: string) => {
-        if (done) return;
-        done = true;
-        this.#exited(m, child, why);
-        resolve();
-      };
-      child.once('exit', (code, signal) =>
-        finish(signal ? `was killed by ${signal}` : `exited with ${code}`),
-      );
-      child.once('error', (err) => {
-        // A failed spawn has no pid and emits no exit.
-        if (child.pid === undefined) finish(`could not start: ${err.message}`);
-      });
+    const failed = this.#attach(m, child);
+    child.once('error', (err) => {
+      // A failed spawn has no pid and emits no exit.
+      if (child.pid === undefined) failed(`could not start: ${err.message}`);
     });
-    this.#noteProcesses();
     this.#options.log.info({ application: m.application, port, pid: child.pid }, 'runtime process started');
     this.#options.events?.emit({
       kind: 'process.started',
@@ -294,7 +414,34 @@ export class Supervisor {
       ...(child.pid !== undefined ? { pid: child.pid } : {}),
       restarts: m.restarts,
     });
+  }
+
+  /** Makes `child` the application's process: output, exit, health probes. Answers how to fail it. */
+  #attach(m: Managed, child: RuntimeChild): (why: string) => void {
+    m.child = child;
+    m.startedAtMs = Date.now();
+    m.ready = false;
+    m.answered = false;
+    m.notReadyReported = false;
+    if (m.state !== 'crashloop') m.state = 'starting';
+    child.stdout?.on('data', (chunk: Buffer) => m.tail.push(chunk));
+    child.stderr?.on('data', (chunk: Buffer) => m.tail.push(chunk));
+    let finish: (why: string) => void = () => {};
+    m.exited = new Promise<void>((resolve) => {
+      let done = false;
+      finish = (why: string) => {
+        if (done) return;
+        done = true;
+        this.#exited(m, child, why);
+        resolve();
+      };
+      child.once('exit', (code, signal) =>
+        finish(signal ? `was killed by ${signal}` : code === null ? 'exited' : `exited with ${code}`),
+      );
+    });
+    this.#noteProcesses();
     this.#schedule(m, this.#options.healthPollMs ?? 200, () => this.#probeHealth(m, child));
+    return finish;
   }
 
   /** The application's port: its own while still bindable, else the lowest one it may take. */
@@ -319,13 +466,20 @@ export class Supervisor {
     }
   }
 
-  async #probeHealth(m: Managed, child: ChildProcess): Promise<void> {
+  async #probeHealth(m: Managed, child: RuntimeChild): Promise<void> {
     if (m.child !== child || !this.#current(m)) return;
-    const health = await readHealth(this.#options.bindHost, m.port!);
+    const health = await readHealth(this.#options.bindHost, m.port!, this.#options.nodeId);
     if (m.child !== child || !this.#current(m)) return;
-    const ok = health.ok;
-    m.deployment = health.deployment ?? m.deployment;
+    const ok = health.status === 200;
+    m.serving = health.deployment ?? m.serving;
     if (health.detail !== undefined) m.detail = health.detail;
+    if (health.status !== null && !m.answered) {
+      m.answered = true;
+      if (m.notifyPending) {
+        m.notifyPending = false;
+        signal(child, 'SIGHUP');
+      }
+    }
     if (ok && !m.ready) {
       m.ready = true;
       m.state = 'ready';
@@ -354,7 +508,7 @@ export class Supervisor {
     this.#schedule(m, every, () => this.#probeHealth(m, child));
   }
 
-  #exited(m: Managed, child: ChildProcess, why: string): void {
+  #exited(m: Managed, child: RuntimeChild, why: string): void {
     // Whatever it left behind goes with it.
     killGroup(child, 'SIGKILL');
     if (m.child !== child) return;
@@ -460,6 +614,8 @@ export function runtimeEnv(input: {
   }
   Object.assign(env, input.cellEnv);
   if (input.observability && !Object.hasOwn(input.cellEnv, 'CELL_OTEL')) env.CELL_OTEL = '1';
+  if (!Object.hasOwn(input.cellEnv, 'CELL_UNSUPERVISED_EXIT_MS'))
+    env.CELL_UNSUPERVISED_EXIT_MS = String(UNSUPERVISED_EXIT_MS);
   Object.assign(env, {
     CELL_APP: input.application,
     CELL_NODE: input.nodeId,
@@ -480,19 +636,22 @@ export function healthUrl(bindHost: string, port: number): string {
 /**
  * One health probe: ready on 200. The runtime's answer (JSON with `status`, `deployment` and,
  * when a deployment failed to start, `detail`) says what it serves and why it is not ready.
+ * `status` is null when nothing answers.
  */
 async function readHealth(
   bindHost: string,
   port: number,
-): Promise<{ ok: boolean; deployment?: string; detail?: string }> {
+  nodeId: string,
+): Promise<{ status: number | null; deployment?: string; detail?: string }> {
   let response: Response;
   try {
     response = await fetch(healthUrl(bindHost, port), {
       signal: AbortSignal.timeout(HEALTH_TIMEOUT_MS),
       cache: 'no-store',
+      headers: { [SUPERVISOR_HEADER]: nodeId },
     });
   } catch (err) {
-    return { ok: false, detail: `health does not answer: ${(err as Error).message}` };
+    return { status: null, detail: `health does not answer: ${(err as Error).message}` };
   }
   const ok = response.status === 200;
   let body: { status?: unknown; deployment?: unknown; detail?: unknown } = {};
@@ -503,10 +662,25 @@ async function readHealth(
     // Not the runtime's JSON: the status alone tells.
   }
   const deployment = typeof body?.deployment === 'string' ? body.deployment : undefined;
-  if (ok) return { ok, ...(deployment ? { deployment } : {}) };
-  const status = typeof body?.status === 'string' ? body.status : `HTTP ${response.status}`;
-  const detail = typeof body?.detail === 'string' ? `${status}: ${body.detail}` : status;
-  return { ok, ...(deployment ? { deployment } : {}), detail: clip(detail) };
+  if (ok) return { status: response.status, ...(deployment ? { deployment } : {}) };
+  const said = typeof body?.status === 'string' ? body.status : `HTTP ${response.status}`;
+  const detail = typeof body?.detail === 'string' ? `${said}: ${body.detail}` : said;
+  return { status: response.status, ...(deployment ? { deployment } : {}), detail: clip(detail) };
+}
+
+/** The application a process on the port names in its health answer (any status); null if none. */
+async function healthApplication(bindHost: string, port: number, nodeId: string): Promise<string | null> {
+  try {
+    const response = await fetch(healthUrl(bindHost, port), {
+      signal: AbortSignal.timeout(HEALTH_TIMEOUT_MS),
+      cache: 'no-store',
+      headers: { [SUPERVISOR_HEADER]: nodeId },
+    });
+    const body = (await response.json()) as { application?: unknown };
+    return typeof body.application === 'string' ? body.application : null;
+  } catch {
+    return null;
+  }
 }
 
 /** The runtime's last own line (`cell: ...`) in its output, as `: <line>`; empty when none. */
@@ -529,7 +703,7 @@ function portIsFree(host: string, port: number): Promise<boolean> {
   });
 }
 
-function signal(child: ChildProcess, name: NodeJS.Signals): void {
+function signal(child: RuntimeChild, name: NodeJS.Signals): void {
   try {
     child.kill(name);
   } catch {
@@ -537,7 +711,7 @@ function signal(child: ChildProcess, name: NodeJS.Signals): void {
   }
 }
 
-function killGroup(child: ChildProcess, name: NodeJS.Signals): void {
+function killGroup(child: RuntimeChild, name: NodeJS.Signals): void {
   if (child.pid === undefined) return;
   try {
     process.kill(-child.pid, name);

@@ -50,7 +50,11 @@ export async function rollbackRoute(app: FastifyInstance, ctx: NodeContext): Pro
       },
       `deployment of ${name} rolled back to ${outcome.to.deployment} by ${actor}`,
     );
-    if (outcome.changed) ctx.fleet?.changed();
+    if (outcome.changed) {
+      // This node's runtime process looks at the selector now; other nodes follow the record.
+      ctx.fleet?.selectorMoved(name);
+      ctx.fleet?.changed();
+    }
     return outcome;
   });
 }

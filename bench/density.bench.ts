@@ -1,0 +1,281 @@
+// Runtime density and cost: what one node spends per deployed application when idle.
+//   Memory: proportional set size (PSS, from /proc/<pid>/smaps_rollup) and resident set (RSS) of
+//           every process the node started (the daemon itself apart), divided by the number of
+//           applications. Target: at most 25 MB PSS per application at 5 and at 50 applications.
+//   Bucket: requests under the runtime's `fleets/` prefix per replica per hour while idle.
+//           Target: at most 60, flat in the number of applications.
+// Run: scripts/with-node node bench/density.bench.ts [counts] [window seconds] [time scale] [runtime]
+//   counts        comma-separated numbers of applications (default 5,10,50), each on a fresh
+//                 bucket and node
+//   window        idle seconds during which bucket requests are counted (default 60)
+//   time scale    k >= 1 (default 1): the runtime's idle schedule (selector poll and lease
+//                 lifetime, from its own defaults) is run k times faster through --cell-env, so a
+//                 window of W seconds stands for k*W seconds of the default schedule; requests per
+//                 hour are scaled back. k = 1 measures the defaults as they are.
+//   runtime       checkout (default): runtime/bin/cell, the .ts sources through type stripping;
+//                 dist: dist/cell.mjs, the bundled runtime `make dist` writes (built first)
+//
+// Real parts: MinIO behind a counting proxy (test/helpers/s3-proxy.ts: every request seen), one
+// `svc sail` on it with the real runtime (runtime/bin/cell, workerd), `svc deploy` of copies of
+// examples/hello under names dens-<i>. Every wait has a deadline.
+
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { tuningFromEnv } from '../runtime/src/serve.ts';
+import { buildDist, DIST_CELL } from '../scripts/build-dist.ts';
+import { signerFor } from '../src/auth/in-process.test-helper.ts';
+import type { TrustedOperator } from '../src/auth/records.ts';
+import { keys } from '../src/registry/keys.ts';
+import { openStore } from '../src/store/open.ts';
+import { putJson } from '../src/store/store.ts';
+import { call, keyArg } from '../test/helpers/applications.ts';
+import { copyProject, EXAMPLES } from '../test/helpers/cell.ts';
+import { startMinio } from '../test/helpers/minio.ts';
+import { startS3Proxy } from '../test/helpers/s3-proxy.ts';
+import { runSvc, type SailProcess, startSail, waitFor } from '../test/helpers/svc.ts';
+
+const counts = (process.argv[2] ?? '5,10,50').split(',').map(Number);
+const windowSeconds = Number(process.argv[3] ?? 60);
+const scale = Number(process.argv[4] ?? 1);
+const runtime = process.argv[5] ?? 'checkout';
+const DEPLOY_CONCURRENCY = 3;
+const DEPLOY_DEADLINE_MS = 120_000;
+const SETTLE_MS = 15_000;
+const PORTS: [number, number] = [31_000, 31_199];
+const MB = 1024 * 1024;
+const cellBin: string[] = [];
+
+interface ProcessMemory {
+  pid: number;
+  command: string;
+  pss: number;
+  rss: number;
+}
+
+interface Row {
+  applications: number;
+  pss: number;
+  rss: number;
+  processes: number;
+  byKind: Map<string, { count: number; pss: number; rss: number }>;
+  runtimeRequests: number;
+  daemonRequests: number;
+}
+
+async function main(): Promise<void> {
+  const defaults = tuningFromEnv({});
+  if (runtime === 'dist') {
+    await buildDist();
+    cellBin.push('--cell-bin', DIST_CELL);
+  }
+  const cellEnv =
+    scale === 1
+      ? []
+      : [
+          '--cell-env',
+          `CELL_SELECTOR_POLL_MS=${Math.max(50, Math.round(defaults.pollMs / scale))}`,
+          '--cell-env',
+          `CELL_LEASE_TTL_MS=${Math.max(3000, Math.round(defaults.leaseTtlMs / scale))}`,
+        ];
+  console.log(
+    `density bench: ${counts.join(', ')} applications, idle window ${windowSeconds} s, time scale ${scale} ` +
+      `(selector poll ${defaults.pollMs} ms, lease ${defaults.leaseTtlMs} ms by default), runtime ${runtime}, node ${process.version}`,
+  );
+  const minio = await startMinio();
+  const rows: Row[] = [];
+  try {
+    for (const n of counts) rows.push(await measure(minio, n, cellEnv));
+  } finally {
+    await minio.stop();
+  }
+  console.log('');
+  console.log(
+    'apps  processes  PSS total  PSS / app  RSS total  RSS / app  fleets/ requests per replica per hour  daemon requests per hour',
+  );
+  for (const r of rows) {
+    const hour = 3600 / (windowSeconds * scale);
+    console.log(
+      `${String(r.applications).padStart(4)}  ${String(r.processes).padStart(9)}  ${mb(r.pss).padStart(9)}  ` +
+        `${mb(r.pss / r.applications).padStart(9)}  ${mb(r.rss).padStart(9)}  ${mb(r.rss / r.applications).padStart(9)}  ` +
+        `${((r.runtimeRequests / r.applications) * hour).toFixed(0).padStart(38)}  ` +
+        `${(r.daemonRequests * (3600 / windowSeconds)).toFixed(0).padStart(24)}`,
+    );
+    for (const [kind, k] of r.byKind) {
+      console.log(
+        `      ${kind.padEnd(12)} ${String(k.count).padStart(4)} processes, PSS ${mb(k.pss / k.count)} / RSS ${mb(k.rss / k.count)} each`,
+      );
+    }
+  }
+}
+
+async function measure(
+  minio: Awaited<ReturnType<typeof startMinio>>,
+  applications: number,
+  cellEnv: string[],
+): Promise<Row> {
+  const bucketName = await minio.createBucket();
+  const proxy = await startS3Proxy(minio.endpoint);
+  const options = { ...minio.bucketOptions(bucketName), endpoint: proxy.endpoint };
+  const store = await openStore(options);
+  const signer = signerFor('bench-admin');
+  const operator: TrustedOperator = {
+    v: 1,
+    id: 'bench-admin',
+    publicKey: signer.pair.publicJwk,
+    role: 'admin',
+    applications: ['*'],
+    registeredAt: new Date().toISOString(),
+    registeredBy: 'bucket',
+  };
+  await putJson(store, keys.operator(operator.id), operator);
+  let node: SailProcess | null = null;
+  try {
+    node = await startSail([
+      '--endpoint',
+      options.endpoint,
+      '--region',
+      options.region,
+      '--bucket',
+      options.bucket,
+      '--access-key',
+      options.accessKey,
+      '--secret-key',
+      options.secretKey,
+      '--port-range-start',
+      String(PORTS[0]),
+      '--port-range-end',
+      String(PORTS[1]),
+      ...cellEnv,
+      ...cellBin,
+    ]);
+    const project = copyProject(join(EXAMPLES, 'hello'));
+    const names = Array.from({ length: applications }, (_, i) => `dens-${i}`);
+    let next = 0;
+    const deployer = async () => {
+      while (next < names.length) {
+        const name = names[next++]!;
+        const config = join(project, 'cell.jsonc');
+        const run = await runSvc(
+          [
+            'deploy',
+            project,
+            '--name',
+            name,
+            '--node',
+            node!.url,
+            '--key',
+            keyArg(signer),
+            '--var',
+            `GREETING:Hello from ${name}`,
+          ],
+          { timeoutMs: DEPLOY_DEADLINE_MS },
+        );
+        if (run.code !== 0)
+          throw new Error(
+            `svc deploy ${name} exited ${run.code}:\n${run.stderr}\n${readFileSync(config, 'utf8')}`,
+          );
+      }
+    };
+    const deployStarted = Date.now();
+    await Promise.all(Array.from({ length: DEPLOY_CONCURRENCY }, deployer));
+    const url = node.url;
+    await waitFor(
+      async () => {
+        const state = (await call(url, 'GET', '/v1/state', { signer })).body as {
+          processes?: { application: string; ready: boolean }[];
+        };
+        return (state.processes ?? []).filter((p) => p.ready).length === applications;
+      },
+      `${applications} ready runtime processes`,
+      DEPLOY_DEADLINE_MS + applications * 5_000,
+    );
+    console.log(
+      `  ${applications} applications deployed and ready in ${((Date.now() - deployStarted) / 1000).toFixed(1)} s`,
+    );
+    await new Promise((r) => setTimeout(r, SETTLE_MS));
+    const processes = descendants(node.child.pid!)
+      .map(memoryOf)
+      .filter((p) => p !== null);
+    const byKind = new Map<string, { count: number; pss: number; rss: number }>();
+    for (const p of processes) {
+      const kind = p.command.includes('workerd')
+        ? 'workerd'
+        : p.command.includes('cell')
+          ? 'cell serve'
+          : 'other';
+      const k = byKind.get(kind) ?? { count: 0, pss: 0, rss: 0 };
+      k.count++;
+      k.pss += p.pss;
+      k.rss += p.rss;
+      byKind.set(kind, k);
+    }
+    const seenBefore = proxy.seen.length;
+    await new Promise((r) => setTimeout(r, windowSeconds * 1000));
+    const window = proxy.seen.slice(seenBefore);
+    const runtimeRequests = window.filter((r) => r.path.includes('/fleets/')).length;
+    const row: Row = {
+      applications,
+      pss: processes.reduce((s, p) => s + p.pss, 0),
+      rss: processes.reduce((s, p) => s + p.rss, 0),
+      processes: processes.length,
+      byKind,
+      runtimeRequests,
+      daemonRequests: window.length - runtimeRequests,
+    };
+    console.log(
+      `  ${applications} applications: ${processes.length} processes, PSS ${mb(row.pss)}, RSS ${mb(row.rss)}; ` +
+        `${runtimeRequests} fleets/ and ${row.daemonRequests} other bucket requests in ${windowSeconds} s`,
+    );
+    return row;
+  } finally {
+    await node?.stop();
+    await store.close();
+    await proxy.close();
+  }
+}
+
+/** Every process below `root` (children, their children, ...), root excluded. */
+export function descendants(root: number): number[] {
+  const children = new Map<number, number[]>();
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      const stat = readFileSync(`/proc/${name}/stat`, 'utf8');
+      // The command sits in parentheses and may hold spaces; ppid is the second field after it.
+      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+      const list = children.get(ppid) ?? [];
+      list.push(Number(name));
+      children.set(ppid, list);
+    } catch {
+      // Gone meanwhile.
+    }
+  }
+  const out: number[] = [];
+  const walk = (pid: number) => {
+    for (const child of children.get(pid) ?? []) {
+      out.push(child);
+      walk(child);
+    }
+  };
+  walk(root);
+  return out;
+}
+
+/** PSS and RSS in bytes from smaps_rollup; null for a process gone meanwhile. */
+export function memoryOf(pid: number): ProcessMemory | null {
+  try {
+    const rollup = readFileSync(`/proc/${pid}/smaps_rollup`, 'utf8');
+    const field = (name: string) =>
+      Number(new RegExp(`^${name}:\\s+(\\d+) kB`, 'm').exec(rollup)?.[1] ?? 0) * 1024;
+    const command = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').join(' ').trim();
+    return { pid, command, pss: field('Pss'), rss: field('Rss') };
+  } catch {
+    return null;
+  }
+}
+
+function mb(bytes: number): string {
+  return `${(bytes / MB).toFixed(1)} MB`;
+}
+
+await main();

@@ -1,0 +1,83 @@
+// `svc completion <shell>` end to end: the script the real binary prints is loaded into the real
+// shell and asked for completions the way the shell's own completion machinery asks.
+
+import assert from 'node:assert/strict';
+import { execFileSync, spawnSync } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { runSvc, tempDir } from './helpers/svc.ts';
+
+const hasShell = (shell: string) => spawnSync(shell, ['-c', 'true']).status === 0;
+
+async function scriptFile(shell: string): Promise<string> {
+  const result = await runSvc(['completion', shell]);
+  assert.equal(result.code, 0, result.stderr);
+  const file = join(tempDir('svc-completion-'), `svc.${shell}`);
+  writeFileSync(file, result.stdout);
+  return file;
+}
+
+/** Runs the bash completion function for the words typed so far (the last one being completed). */
+function bashComplete(file: string, words: string[]): string[] {
+  const program = `source "$1"; shift; COMP_WORDS=("$@"); COMP_CWORD=$((\${#COMP_WORDS[@]} - 1)); _svc; printf '%s\\n' "\${COMPREPLY[@]}"`;
+  const out = execFileSync('bash', ['--noprofile', '--norc', '-c', program, 'bash', file, ...words], {
+    encoding: 'utf8',
+  });
+  return out.split('\n').filter((line) => line !== '');
+}
+
+test('bash: top-level commands in help order, nested subcommands, flags of the typed command', async () => {
+  const file = await scriptFile('bash');
+  assert.deepEqual(bashComplete(file, ['svc', '']), [
+    'sail',
+    'health',
+    'remote',
+    'operator',
+    'fleet',
+    'app',
+    'deploy',
+    'deployment',
+    'trust',
+    'metrics',
+    'traces',
+    'wg',
+  ]);
+  assert.deepEqual(bashComplete(file, ['svc', 'de']), ['deploy', 'deployment']);
+  assert.deepEqual(bashComplete(file, ['svc', 'fleet', '']), ['nodes', 'freeze', 'unfreeze']);
+  assert.deepEqual(bashComplete(file, ['svc', 'app', 'secret', '']), ['set', 'list', 'remove']);
+  // Flags of `svc fleet nodes` after another flag, not those of `svc fleet`.
+  const flags = bashComplete(file, ['svc', 'fleet', 'nodes', '--json', '--buc']);
+  assert.deepEqual(flags, ['--bucket']);
+  assert.ok(!bashComplete(file, ['svc', '']).includes('completion'), 'the command itself stays hidden');
+});
+
+test('an unknown shell is refused with one line', async () => {
+  const result = await runSvc(['completion', 'tcsh']);
+  assert.equal(result.code, 1);
+  assert.equal(
+    result.stderr,
+    'svc: Unknown shell: tcsh is not one of bash, zsh, fish [urn:svc:invalid-input]\n',
+  );
+});
+
+test('zsh: the script parses', async (t) => {
+  if (!hasShell('zsh')) return t.skip('zsh is not installed (apt-get install zsh)');
+  const file = await scriptFile('zsh');
+  const check = spawnSync('zsh', ['-n', file], { encoding: 'utf8' });
+  assert.equal(check.status, 0, check.stderr);
+});
+
+test('fish: the script parses and completes subcommands and flags', async (t) => {
+  if (!hasShell('fish')) return t.skip('fish is not installed (apt-get install fish)');
+  const file = await scriptFile('fish');
+  const check = spawnSync('fish', ['-n', file], { encoding: 'utf8' });
+  assert.equal(check.status, 0, check.stderr);
+  const complete = (line: string) =>
+    execFileSync('fish', ['--no-config', '-c', `source ${file}; complete -C '${line}'`], { encoding: 'utf8' })
+      .split('\n')
+      .filter((entry) => entry !== '')
+      .map((entry) => entry.split('\t')[0]);
+  assert.deepEqual(complete('svc fleet '), ['freeze', 'nodes', 'unfreeze']);
+  assert.ok(complete('svc fleet nodes --b').includes('--bucket'));
+});
