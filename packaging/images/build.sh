@@ -53,7 +53,8 @@ deb() {
       apt-get update -qq
     fi
     say "fetching $spec (apt-get download)"
-    (cd "$dir" && apt-get download "$spec" 2>/dev/null || { apt-get update -qq && apt-get download "$spec"; })
+    # To stderr: the caller takes this function's stdout as the file's path.
+    (cd "$dir" && apt-get download "$spec" 2>/dev/null || { apt-get update -qq && apt-get download "$spec"; }) >&2
   fi
   compgen -G "$dir/${spec%%:*}_*.deb" | head -1
 }
