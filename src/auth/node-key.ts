@@ -3,8 +3,8 @@
 // `_svc/nodes/<id>.json` at every daemon start, and the fresh token a node signs for each
 // call it makes to another node.
 
-import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { createStateFile, readStateFile } from '../config/state-file.ts';
 import type { NodeContext } from '../node/context.ts';
 import { Problem } from '../problem.ts';
 import { keys } from '../registry/keys.ts';
@@ -22,28 +22,15 @@ export async function ensureNodeKey(stateDir: string): Promise<SigningKeyPair> {
   const existing = await readNodeKey(file);
   if (existing) return existing;
   const pair = generateSigningKey();
-  try {
-    // `wx`: two daemons started on one state directory must not overwrite each other's key.
-    await writeFile(file, `${JSON.stringify({ v: 1, privateKey: pair.privateJwk }, null, 2)}\n`, {
-      mode: 0o600,
-      flag: 'wx',
-    });
-    return pair;
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
-    return (await readNodeKey(file))!;
-  }
+  const text = `${JSON.stringify({ v: 1, privateKey: pair.privateJwk }, null, 2)}\n`;
+  if (await createStateFile(file, text)) return pair;
+  return (await readNodeKey(file))!;
 }
 
 /** The key kept in the file; null when there is no file; refused when the file holds no key. */
 async function readNodeKey(file: string): Promise<SigningKeyPair | null> {
-  let text: string;
-  try {
-    text = await readFile(file, 'utf8');
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return null;
-    throw err;
-  }
+  const text = await readStateFile(file);
+  if (text === null) return null;
   const pair = signingKeyFromJwk((safeParse(text) as { privateKey?: unknown } | undefined)?.privateKey);
   if (!pair) {
     throw new Problem(

@@ -2,8 +2,8 @@
 // (`seal-key.json`, 0600), made on first start. The public half goes into the node record, so
 // whoever sets a secret can seal a copy to this node; the private half never leaves the machine.
 
-import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { createStateFile, readStateFile } from '../config/state-file.ts';
 import { Problem } from '../problem.ts';
 import { exportSealKey, generateSealKey, importSealKey, type SealKeyPair } from './seal.ts';
 
@@ -14,27 +14,14 @@ export async function ensureSealKey(stateDir: string): Promise<SealKeyPair> {
   const existing = await readSealKey(file);
   if (existing) return existing;
   const pair = generateSealKey();
-  try {
-    // `wx`: two daemons started on one state directory must not overwrite each other's key.
-    await writeFile(file, `${JSON.stringify({ v: 1, privateKey: exportSealKey(pair) }, null, 2)}\n`, {
-      mode: 0o600,
-      flag: 'wx',
-    });
-    return pair;
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
-    return (await readSealKey(file))!;
-  }
+  const text = `${JSON.stringify({ v: 1, privateKey: exportSealKey(pair) }, null, 2)}\n`;
+  if (await createStateFile(file, text)) return pair;
+  return (await readSealKey(file))!;
 }
 
 async function readSealKey(file: string): Promise<SealKeyPair | null> {
-  let text: string;
-  try {
-    text = await readFile(file, 'utf8');
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return null;
-    throw err;
-  }
+  const text = await readStateFile(file);
+  if (text === null) return null;
   let doc: { privateKey?: unknown } | undefined;
   try {
     doc = JSON.parse(text);
