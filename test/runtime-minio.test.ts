@@ -43,7 +43,8 @@ describe('cell on MinIO', () => {
     };
   });
   after(async () => {
-    await Promise.all(running.map((cell) => cell.stop('SIGKILL')));
+    // SIGTERM: each cell stops its own workerd (a SIGKILL would leave it running).
+    await Promise.all(running.map((cell) => cell.stop('SIGTERM')));
   });
 
   const serving = (cell: CellProcess, deployment: string) =>

@@ -125,7 +125,8 @@ describe('cell', () => {
     bucket = dirBucketEnv(bucketDir);
   });
   after(async () => {
-    await Promise.all(running.map((cell) => cell.stop('SIGKILL')));
+    // SIGTERM: each cell stops its own workerd (a SIGKILL would leave it running).
+    await Promise.all(running.map((cell) => cell.stop('SIGTERM')));
     rmSync(bucketDir, { recursive: true, force: true });
   });
 
