@@ -5,7 +5,7 @@
 // the stand-in, except in the last test, which publishes examples/hello with the real runtime.
 
 import assert from 'node:assert/strict';
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { signToken } from '../src/auth/token.ts';
@@ -271,30 +271,26 @@ describe('svc deploy', () => {
 
 describe('svc deploy with the real runtime', () => {
   let real: SailProcess | undefined;
-  const runnable = existsSync(CELL_REAL);
 
   before(async () => {
-    if (runnable)
-      real = await startSail([
-        '--endpoint',
-        bucket.endpoint,
-        '--cell-bin',
-        CELL_REAL,
-        '--registry-node-refresh-ms',
-        '1000',
-        '--registry-resync-ms',
-        '1000',
-        '--node-labels',
-        'role=real',
-      ]);
+    real = await startSail([
+      '--endpoint',
+      bucket.endpoint,
+      '--cell-bin',
+      CELL_REAL,
+      '--registry-node-refresh-ms',
+      '1000',
+      '--registry-resync-ms',
+      '1000',
+      '--node-labels',
+      'role=real',
+    ]);
   });
   after(async () => {
     await real?.stop();
   });
 
-  test('a worker that throws while loading fails its deploy with its error, and no process runs for it', {
-    skip: !runnable && 'runtime/bin/cell is not built',
-  }, async () => {
+  test('a worker that throws while loading fails its deploy with its error, and no process runs for it', async () => {
     const dir = projectDir({
       'cell.jsonc': JSON.stringify({
         name: 'loadfail',
@@ -334,9 +330,7 @@ describe('svc deploy with the real runtime', () => {
     );
   });
 
-  test("the runtime's warnings are printed on stderr, unless silenced", {
-    skip: !runnable && 'runtime/bin/cell is not built',
-  }, async () => {
+  test("the runtime's warnings are printed on stderr, unless silenced", async () => {
     const dir = projectDir({
       'cell.jsonc':
         '{\n  "name": "warned",\n  "main": "src/index.js",\n  "compatibility_date": "2025-06-01",\n  "mystery": 1,\n  "routes": []\n}\n',
@@ -361,9 +355,7 @@ describe('svc deploy with the real runtime', () => {
     assert.doesNotMatch(quiet.stderr, /warning/);
   });
 
-  test('a deployment that publishes but cannot turn ready is reported by svc deploy, and svc app show says why', {
-    skip: !runnable && 'runtime/bin/cell is not built',
-  }, async () => {
+  test('a deployment that publishes but cannot turn ready is reported by svc deploy, and svc app show says why', async () => {
     // Every `cell serve` of this node refuses its settings at start, so the deployment publishes
     // (publish does not read them) but never serves.
     const broken = await startSail([
@@ -420,9 +412,7 @@ describe('svc deploy with the real runtime', () => {
     }
   });
 
-  test('examples/hello publishes through runtime/bin/cell and its deployment is in the bucket', {
-    skip: !runnable && 'runtime/bin/cell is not built',
-  }, async () => {
+  test('examples/hello publishes through runtime/bin/cell and its deployment is in the bucket', async () => {
     const hello = resolve(import.meta.dirname, '..', 'examples', 'hello');
     const { code, stdout, stderr } = await svcDeploy([
       hello,
