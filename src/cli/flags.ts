@@ -51,6 +51,20 @@ export async function openCommandBucket(settings: Settings): Promise<Store> {
   return openStore({ ...settings.bucket, stateDir: settings.node.stateDir });
 }
 
+/** Opens the bucket the command's bucket flags, environment and config file name; closes it after. */
+export async function withBucket<T>(
+  flags: Record<string, unknown>,
+  work: (store: Store) => Promise<T>,
+): Promise<T> {
+  const settings = settingsFromCommand(flags);
+  const store = await openCommandBucket(settings);
+  try {
+    return await work(store);
+  } finally {
+    await store.close();
+  }
+}
+
 /** Declares `--config` and the bucket flags (docs/cli.md "Bucket flags"). */
 export function addBucketFlags(command: Command): Command {
   command.option('--config <file>', 'Path to svc.config.jsonc [env SVC_CONFIG]');

@@ -7,8 +7,7 @@ import { type MetricsResult, readMetrics } from '../observability/metrics.ts';
 import { parseLimit, parseSince } from '../observability/since.ts';
 import { readTraces, type TraceResult } from '../observability/traces.ts';
 import { resolveApplicationName } from '../registry/names.ts';
-import type { Store } from '../store/store.ts';
-import { addBucketFlags, addNameFlags, settingsFromCommand } from './flags.ts';
+import { addBucketFlags, addNameFlags, withBucket } from './flags.ts';
 import { say, warn } from './output.ts';
 import { table } from './remote.ts';
 
@@ -41,17 +40,6 @@ export function registerTraces(program: Command): void {
 function applicationOf(flags: ObserveFlags): string | undefined {
   if (flags.name === undefined && flags.env === undefined) return undefined;
   return resolveApplicationName(flags.name, flags.env);
-}
-
-async function withBucket<T>(flags: ObserveFlags, work: (store: Store) => Promise<T>): Promise<T> {
-  const settings = settingsFromCommand(flags);
-  const { openStore } = await import('../store/open.ts');
-  const store = await openStore({ ...settings.bucket, stateDir: settings.node.stateDir });
-  try {
-    return await work(store);
-  } finally {
-    await store.close();
-  }
 }
 
 async function tracesCommand(flags: ObserveFlags): Promise<void> {

@@ -19,15 +19,8 @@ import { checkOperatorId } from '../auth/names.ts';
 import { registerThroughBucket } from '../auth/operators.ts';
 import type { TrustedOperator } from '../auth/records.ts';
 import { Problem } from '../problem.ts';
-import type { Store } from '../store/store.ts';
 import { callNode, type RemoteFlags, resolveTarget, type Target } from './client.ts';
-import {
-  addBucketFlags,
-  addRemoteFlags,
-  openCommandBucket,
-  repeatable,
-  settingsFromCommand,
-} from './flags.ts';
+import { addBucketFlags, addRemoteFlags, repeatable, withBucket } from './flags.ts';
 import { loadRemotes, removeHomeKey, saveHomeKey, saveRemotes } from './operator-home.ts';
 import { say, warn } from './output.ts';
 import { table } from './remote.ts';
@@ -65,20 +58,6 @@ export function registerOperator(program: Command): void {
     .requiredOption('--id <id>', 'Key to revoke (not your own)')
     .action(revoke);
   addRemoteFlags(operator.command('list').description('List trusted operator keys')).action(list);
-}
-
-/** Opens the bucket the command's bucket flags, environment and config file name; closes it after. */
-export async function withBucket<T>(
-  flags: Record<string, unknown>,
-  work: (store: Store) => Promise<T>,
-): Promise<T> {
-  const settings = settingsFromCommand(flags);
-  const store = await openCommandBucket(settings);
-  try {
-    return await work(store);
-  } finally {
-    await store.close();
-  }
 }
 
 const BUCKET_FLAGS = ['config', 'endpoint', 'region', 'bucket', 'prefix', 'accessKey', 'secretKey'] as const;

@@ -13,8 +13,7 @@ import {
 } from '../auth/key-file.ts';
 import { registerThroughBucket } from '../auth/operators.ts';
 import { Problem } from '../problem.ts';
-import { repeatable } from './flags.ts';
-import { withBucket } from './operator.ts';
+import { repeatable, withBucket } from './flags.ts';
 import {
   checkRemoteName,
   loadHomeKey,

@@ -21,7 +21,7 @@ import {
 } from '../secrets/secrets.ts';
 import type { Store } from '../store/store.ts';
 import { bucketActor } from './app-actions.ts';
-import { settingsFromCommand } from './flags.ts';
+import { withBucket } from './flags.ts';
 import { say } from './output.ts';
 import { table } from './remote.ts';
 
@@ -30,17 +30,6 @@ export interface SecretFlags extends Record<string, unknown> {
   env?: string;
   secretFile?: string;
   json?: boolean;
-}
-
-async function withBucket<T>(flags: SecretFlags, work: (store: Store) => Promise<T>): Promise<T> {
-  const settings = settingsFromCommand(flags);
-  const { openStore } = await import('../store/open.ts');
-  const store = await openStore({ ...settings.bucket, stateDir: settings.node.stateDir });
-  try {
-    return await work(store);
-  } finally {
-    await store.close();
-  }
 }
 
 export async function secretSetAction(secret: string, flags: SecretFlags): Promise<void> {
