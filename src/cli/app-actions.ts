@@ -31,7 +31,7 @@ import { callNode, hasNode, resolveTarget, type Target } from './client.ts';
 import { checkDns, type DnsCheck, dnsLookups, probeLabel } from './domain-dns.ts';
 import { openCommandBucket, settingsFromCommand } from './flags.ts';
 import { readNodeRecords } from './fleet.ts';
-import { say, warn } from './output.ts';
+import { say, table, warn } from './output.ts';
 
 /** Flags every app subcommand may carry (commander's camelCase keys). */
 export interface AppFlags extends Record<string, unknown> {
@@ -149,7 +149,7 @@ export async function appList(flags: AppFlags): Promise<void> {
       ? ['labels' in record && Object.keys(record.labels).length ? pairs(record.labels) : '-']
       : []),
   ]);
-  for (const line of table([header, ...rows])) say(line);
+  for (const line of table(header, rows)) say(line);
 }
 
 export async function appShow(flags: AppFlags): Promise<void> {
@@ -454,11 +454,4 @@ function stateOf(record: Redacted): string {
 function hostLines(record: Redacted): string[] {
   const wild = new Set(record.wildcardDomains);
   return [...record.domains].sort().map((host) => (wild.has(host) ? `${host} (+subdomains)` : host));
-}
-
-function table(rows: string[][]): string[] {
-  const widths = rows[0]!.map((_, i) => Math.max(...rows.map((row) => row[i]!.length)));
-  return rows.map((row) =>
-    row.map((cell, i) => (i === row.length - 1 ? cell : cell.padEnd(widths[i]!))).join('  '),
-  );
 }

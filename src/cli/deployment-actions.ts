@@ -8,8 +8,7 @@ import { type HistoryEntry, type RollbackOutcome, readHistory, rollback } from '
 import { type AppFlags, onWay } from './app-actions.ts';
 import { callNode } from './client.ts';
 import { settingsFromCommand } from './flags.ts';
-import { say } from './output.ts';
-import { table } from './remote.ts';
+import { formatBytes, say, table } from './output.ts';
 
 export async function deploymentListAction(flags: AppFlags): Promise<void> {
   const application = resolveApplicationName(flags.name, flags.env);
@@ -35,7 +34,7 @@ export async function deploymentListAction(flags: AppFlags): Promise<void> {
       d.createdMs === null ? '?' : describeAge(now - d.createdMs),
       d.deploy ?? '-',
       d.by ?? '-',
-      describeSize(d.bytes),
+      formatBytes(d.bytes),
       describeSource(d),
     ]);
     for (const line of table(['', 'DEPLOYMENT', 'AGE', 'DEPLOY', 'BY', 'SIZE', 'SOURCE'], rows)) say(line);
@@ -75,12 +74,6 @@ export function describeAge(ms: number): string {
   if (s < 3600) return `${Math.floor(s / 60)}m`;
   if (s < 86_400) return `${Math.floor(s / 3600)}h`;
   return `${Math.floor(s / 86_400)}d`;
-}
-
-function describeSize(bytes: number): string {
-  if (bytes < 1024) return `${bytes} B`;
-  if (bytes < 1024 * 1024) return `${(bytes / 1024).toFixed(1)} KiB`;
-  return `${(bytes / 1024 / 1024).toFixed(1)} MiB`;
 }
 
 function describeSource(d: HistoryEntry): string {

@@ -9,7 +9,7 @@ import type { FreezeRecord, NodeRecord } from '../registry/records.ts';
 import { getJson, type Store } from '../store/store.ts';
 import { addBucketFlags, addRemoteFlags, openCommandBucket, settingsFromCommand } from './flags.ts';
 import { fleetFreeze, fleetUnfreeze } from './freeze.ts';
-import { say } from './output.ts';
+import { say, table } from './output.ts';
 
 export function registerFleet(program: Command): void {
   const fleet = program.command('fleet').description('The fleet: nodes and the deploy freeze');
@@ -104,24 +104,19 @@ export function renderNodes(rows: readonly NodeRow[], freeze: FreezeRecord | nul
       `deploys frozen since ${freeze.frozenAt} by ${freeze.by}${freeze.reason ? `: ${freeze.reason}` : ''}`,
     );
   }
-  const table = [
-    ['NODE', 'STATE', 'SEEN', 'API', 'CELL', 'SVC', 'LABELS'],
-    ...rows.map((r) => [
-      r.node,
-      r.state,
-      `${r.seenSecondsAgo}s ago`,
-      r.api,
-      r.versions.cell ?? '-',
-      r.versions.svc ?? '-',
-      Object.entries(r.labels)
-        .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
-        .map(([k, v]) => `${k}=${v}`)
-        .join(',') || '-',
-    ]),
-  ];
-  const widths = table[0]!.map((_, i) => Math.max(...table.map((row) => row[i]!.length)));
-  for (const row of table)
-    lines.push(row.map((cell, i) => (i === row.length - 1 ? cell : cell.padEnd(widths[i]!))).join('  '));
+  const cells = rows.map((r) => [
+    r.node,
+    r.state,
+    `${r.seenSecondsAgo}s ago`,
+    r.api,
+    r.versions.cell ?? '-',
+    r.versions.svc ?? '-',
+    Object.entries(r.labels)
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+      .map(([k, v]) => `${k}=${v}`)
+      .join(',') || '-',
+  ]);
+  lines.push(...table(['NODE', 'STATE', 'SEEN', 'API', 'CELL', 'SVC', 'LABELS'], cells));
   return lines;
 }
 

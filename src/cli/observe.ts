@@ -8,8 +8,7 @@ import { parseLimit, parseSince } from '../observability/since.ts';
 import { readTraces, type TraceResult } from '../observability/traces.ts';
 import { resolveApplicationName } from '../registry/names.ts';
 import { addBucketFlags, addNameFlags, withBucket } from './flags.ts';
-import { say, warn } from './output.ts';
-import { table } from './remote.ts';
+import { formatBytes, say, table, warn } from './output.ts';
 
 interface ObserveFlags extends Record<string, unknown> {
   name?: string;
@@ -151,8 +150,8 @@ export function renderMetrics(result: MetricsResult, since: string, application?
     String(a.status['4xx']),
     String(a.status['5xx']),
     `${(a.errorRate * 100).toFixed(1)}%`,
-    bytes(a.bytesIn),
-    bytes(a.bytesOut),
+    formatBytes(a.bytesIn),
+    formatBytes(a.bytesOut),
     ms(a.latencyMs.p50),
     ms(a.latencyMs.p90),
     ms(a.latencyMs.p99),
@@ -164,10 +163,4 @@ export function renderMetrics(result: MetricsResult, since: string, application?
       rows,
     ),
   ];
-}
-
-function bytes(n: number): string {
-  if (n < 1024) return `${n} B`;
-  if (n < 1024 * 1024) return `${(n / 1024).toFixed(1)} KiB`;
-  return `${(n / 1024 / 1024).toFixed(1)} MiB`;
 }

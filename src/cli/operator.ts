@@ -22,8 +22,7 @@ import { Problem } from '../problem.ts';
 import { callNode, type RemoteFlags, resolveTarget, type Target } from './client.ts';
 import { addBucketFlags, addRemoteFlags, repeatable, withBucket } from './flags.ts';
 import { loadRemotes, removeHomeKey, saveHomeKey, saveRemotes } from './operator-home.ts';
-import { say, warn } from './output.ts';
-import { table } from './remote.ts';
+import { say, table, warn } from './output.ts';
 
 export function registerOperator(program: Command): void {
   const operator = program

@@ -11,3 +11,26 @@ export function warn(message: string): void {
 export function say(line: string): void {
   process.stdout.write(`${line}\n`);
 }
+
+/**
+ * A table as lines: left-aligned columns two spaces apart, the last column unpadded, so a line
+ * never ends in blanks.
+ */
+export function table(header: readonly string[], rows: readonly (readonly string[])[]): string[] {
+  const widths = header.map((title, i) =>
+    Math.max(title.length, ...rows.map((row) => (row[i] ?? '').length)),
+  );
+  return [header, ...rows].map((row) =>
+    row
+      .map((cell, i) => (i === row.length - 1 ? cell : cell.padEnd(widths[i]!)))
+      .join('  ')
+      .trimEnd(),
+  );
+}
+
+/** A byte count for people: B below 1 KiB, then KiB and MiB with one decimal. */
+export function formatBytes(bytes: number): string {
+  if (bytes < 1024) return `${bytes} B`;
+  if (bytes < 1024 * 1024) return `${(bytes / 1024).toFixed(1)} KiB`;
+  return `${(bytes / 1024 / 1024).toFixed(1)} MiB`;
+}

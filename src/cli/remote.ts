@@ -23,7 +23,7 @@ import {
   saveHomeKey,
   saveRemotes,
 } from './operator-home.ts';
-import { say, warn } from './output.ts';
+import { say, table, warn } from './output.ts';
 
 export function registerRemote(program: Command): void {
   const remote = program.command('remote').description("Manage remotes in the operator's home");
@@ -161,18 +161,5 @@ async function exportRemote(name: string, flags: { out?: string }): Promise<void
   process.stderr.write(
     `wrote ${out} (owner-readable only): it signs as ${key.id}; use it with --key ${out}, ` +
       'SVC_OPERATOR_KEY, or inline as base64:<base64 of the file>\n',
-  );
-}
-
-/** Left-aligned columns separated by two spaces. */
-export function table(header: string[], rows: string[][]): string[] {
-  const widths = header.map((title, i) =>
-    Math.max(title.length, ...rows.map((row) => (row[i] ?? '').length)),
-  );
-  return [header, ...rows].map((row) =>
-    row
-      .map((cell, i) => (i === row.length - 1 ? cell : cell.padEnd(widths[i]!)))
-      .join('  ')
-      .trimEnd(),
   );
 }

@@ -22,8 +22,7 @@ import {
 import type { Store } from '../store/store.ts';
 import { bucketActor } from './app-actions.ts';
 import { withBucket } from './flags.ts';
-import { say } from './output.ts';
-import { table } from './remote.ts';
+import { say, table } from './output.ts';
 
 export interface SecretFlags extends Record<string, unknown> {
   name: string;
