@@ -7,15 +7,12 @@ import { resolveApplicationName } from '../registry/names.ts';
 import { type HistoryEntry, type RollbackOutcome, readHistory, rollback } from '../runtime-tools/history.ts';
 import { type AppFlags, onWay } from './app-actions.ts';
 import { callNode } from './client.ts';
-import { settingsFromCommand } from './flags.ts';
+import { withBucket } from './flags.ts';
 import { formatBytes, say, table } from './output.ts';
 
 export async function deploymentListAction(flags: AppFlags): Promise<void> {
   const application = resolveApplicationName(flags.name, flags.env);
-  const settings = settingsFromCommand(flags);
-  const { openStore } = await import('../store/open.ts');
-  const store = await openStore({ ...settings.bucket, stateDir: settings.node.stateDir });
-  try {
+  await withBucket(flags, async (store) => {
     const history = await readHistory(store, application);
     // Nothing in the bucket: a missing application is not-found, an existing one has no deployments.
     if (history.deployments.length === 0) await getApplication(store, application);
@@ -39,9 +36,7 @@ export async function deploymentListAction(flags: AppFlags): Promise<void> {
     ]);
     for (const line of table(['', 'DEPLOYMENT', 'AGE', 'DEPLOY', 'BY', 'SIZE', 'SOURCE'], rows)) say(line);
     say('* serves now; … a deploy in flight or one that never finished');
-  } finally {
-    await store.close();
-  }
+  });
 }
 
 export async function deploymentRollbackAction(flags: AppFlags & { to?: string }): Promise<void> {

@@ -56,7 +56,11 @@ export async function withBucket<T>(
   flags: Record<string, unknown>,
   work: (store: Store) => Promise<T>,
 ): Promise<T> {
-  const settings = settingsFromCommand(flags);
+  return withBucketOf(settingsFromCommand(flags), work);
+}
+
+/** {@link withBucket} for a command that has resolved its settings already. */
+export async function withBucketOf<T>(settings: Settings, work: (store: Store) => Promise<T>): Promise<T> {
   const store = await openCommandBucket(settings);
   try {
     return await work(store);

@@ -7,7 +7,7 @@ import { keys } from '../registry/keys.ts';
 import { isNodeLive } from '../registry/liveness.ts';
 import type { FreezeRecord, NodeRecord } from '../registry/records.ts';
 import { getJson, type Store } from '../store/store.ts';
-import { addBucketFlags, addRemoteFlags, openCommandBucket, settingsFromCommand } from './flags.ts';
+import { addBucketFlags, addRemoteFlags, withBucket } from './flags.ts';
 import { fleetFreeze, fleetUnfreeze } from './freeze.ts';
 import { say, table } from './output.ts';
 
@@ -37,9 +37,7 @@ export interface NodeRow {
 }
 
 async function fleetNodes(flags: Record<string, unknown>): Promise<void> {
-  const settings = settingsFromCommand(flags);
-  const store = await openCommandBucket(settings);
-  try {
+  await withBucket(flags, async (store) => {
     const [records, freeze] = await Promise.all([
       readNodeRecords(store),
       getJson<FreezeRecord>(store, keys.freeze),
@@ -50,9 +48,7 @@ async function fleetNodes(flags: Record<string, unknown>): Promise<void> {
       return;
     }
     for (const line of renderNodes(rows, freeze?.value ?? null)) say(line);
-  } finally {
-    await store.close();
-  }
+  });
 }
 
 /** Every node record in the bucket (unreadable ones left out). */

@@ -13,7 +13,7 @@ import {
   type TrustPolicy,
 } from '../registry/trust.ts';
 import type { Store } from '../store/store.ts';
-import { addBucketFlags, addNameFlags, openCommandBucket, repeatable, settingsFromCommand } from './flags.ts';
+import { addBucketFlags, addNameFlags, repeatable, withBucket } from './flags.ts';
 import { say } from './output.ts';
 
 interface TrustFlags extends Record<string, unknown> {
@@ -45,23 +45,17 @@ export function registerTrust(program: Command): void {
     .action((flags: TrustFlags) => trustRemove(flags));
 }
 
-async function withBucket<T>(
+/** Opens the bucket for one application's policy; the name is checked before the bucket is opened. */
+function withApplicationBucket<T>(
   flags: TrustFlags,
   work: (store: Store, application: string) => Promise<T>,
 ): Promise<T> {
-  // The name is checked before the bucket is opened.
   const application = resolveApplicationName(flags.name, flags.env);
-  const settings = settingsFromCommand(flags);
-  const store = await openCommandBucket(settings);
-  try {
-    return await work(store, application);
-  } finally {
-    await store.close();
-  }
+  return withBucket(flags, (store) => work(store, application));
 }
 
 async function trustChange(flags: TrustFlags, how: 'set' | 'add'): Promise<void> {
-  await withBucket(flags, async (store, application) => {
+  await withApplicationBucket(flags, async (store, application) => {
     const change = {
       issuer: flags.issuer ?? '',
       audience: flags.audience ?? DEFAULT_AUDIENCE,
@@ -79,14 +73,14 @@ async function trustChange(flags: TrustFlags, how: 'set' | 'add'): Promise<void>
 }
 
 async function trustShow(flags: TrustFlags): Promise<void> {
-  await withBucket(flags, async (store, application) => {
+  await withApplicationBucket(flags, async (store, application) => {
     const policy = await readTrustPolicy(store, application);
     for (const line of renderPolicy(application, policy)) say(line);
   });
 }
 
 async function trustRemove(flags: TrustFlags): Promise<void> {
-  await withBucket(flags, async (store, application) => {
+  await withApplicationBucket(flags, async (store, application) => {
     const issuer = flags.issuer ?? '';
     const { removed } = await removeTrustedIssuer(store, application, issuer);
     if (!removed) {

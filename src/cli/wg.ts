@@ -11,7 +11,7 @@ import { Problem } from '../problem.ts';
 import { ensureKeypair, requireKeypair, type WireguardKeypair } from '../wireguard/keypair.ts';
 import { publishTunnel, registeredTunnels, tunnelOf } from '../wireguard/publication.ts';
 import { renderInterface } from '../wireguard/render.ts';
-import { addBucketFlags, addSettingFlags, settingsFromCommand } from './flags.ts';
+import { addBucketFlags, addSettingFlags, settingsFromCommand, withBucketOf } from './flags.ts';
 import { say, warn } from './output.ts';
 
 const wgFlags = [
@@ -56,10 +56,7 @@ async function renderCommand(flags: Record<string, unknown>, mode: 'init' | 'pee
   const pair: WireguardKeypair =
     mode === 'init' ? await ensureKeypair(stateDir) : await requireKeypair(stateDir);
   const nodeId = await ensureNodeId(stateDir, settings.node.id);
-  const { openStore } = await import('../store/open.ts');
-  const store = await openStore({ ...settings.bucket, stateDir });
-  let text: string;
-  try {
+  const text = await withBucketOf(settings, async (store) => {
     if (mode === 'init') await publishTunnel(store, nodeId, tunnelOf(settings, pair));
     const rendered = renderInterface(
       {
@@ -71,10 +68,8 @@ async function renderCommand(flags: Record<string, unknown>, mode: 'init' | 'pee
       await registeredTunnels(store, (key) => warn(`${key} is not readable JSON; left out`)),
     );
     for (const { node, why } of rendered.skipped) warn(`node "${node}" left out of the peers: ${why}`);
-    text = rendered.text;
-  } finally {
-    await store.close();
-  }
+    return rendered.text;
+  });
   if (flags.stdout) {
     process.stdout.write(text);
     return;
