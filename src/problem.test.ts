@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { Problem, problemStatus, renderFailureLine } from './problem.ts';
+import { causeChain, Problem, problemStatus, renderFailureLine } from './problem.ts';
 
 test('every code maps to the status of docs/api.md "Errors"', () => {
   const expected: Record<string, number> = {
@@ -52,6 +52,23 @@ test('the CLI failure line follows docs/cli.md "Exit behaviour"', () => {
     }),
   });
   assert.equal(renderFailureLine(chain), 'svc: unexpected failure: a: b: c: d: e');
+});
+
+test('causeChain walks Error.cause outermost first, stops at a non-Error cause and at its limit', () => {
+  const name = new TypeError('');
+  assert.deepEqual(causeChain(new Error('outer', { cause: new Error('inner', { cause: 'why' }) })), [
+    'outer',
+    'inner',
+    'why',
+  ]);
+  assert.deepEqual(causeChain(new Error('only')), ['only']);
+  assert.deepEqual(causeChain(name), ['TypeError'], 'an empty message falls back to the name');
+  assert.deepEqual(causeChain(new Error('a', { cause: new Error('b', { cause: new Error('c') }) }), 2), [
+    'a',
+    'b',
+  ]);
+  assert.deepEqual(causeChain('plain'), ['plain']);
+  assert.deepEqual(causeChain(undefined), []);
 });
 
 test('a node problem document is re-rendered with the node code', () => {

@@ -102,9 +102,17 @@ export function renderFailureLine(err: unknown): string {
     const detail = err.detail ? `: ${err.detail}` : '';
     return `svc: ${err.title}${detail} [urn:svc:${err.code}]`;
   }
+  return `svc: unexpected failure: ${causeChain(err).join(': ')}`;
+}
+
+/**
+ * The messages of a failure and of the causes under it, outermost first, at most `limit` of
+ * them: the one walk of an `Error.cause` chain, for every line that prints an unnamed failure.
+ */
+export function causeChain(err: unknown, limit = 5): string[] {
   const messages: string[] = [];
   let current: unknown = err;
-  while (current !== undefined && current !== null && messages.length < 5) {
+  while (current !== undefined && current !== null && messages.length < limit) {
     if (current instanceof Error) {
       messages.push(current.message || current.name);
       current = current.cause;
@@ -113,5 +121,5 @@ export function renderFailureLine(err: unknown): string {
       break;
     }
   }
-  return `svc: unexpected failure: ${messages.join(': ')}`;
+  return messages;
 }
