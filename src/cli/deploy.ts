@@ -3,7 +3,8 @@
 
 import type { Command } from 'commander';
 import { pruneAction } from '../runtime-tools/commands.ts';
-import { type DeployFlags, deployAction } from './deploy-action.ts';
+import { deployAction } from './deploy-action.ts';
+import type { DeployFlags } from './deploy-flags.ts';
 import { deploymentListAction, deploymentRollbackAction } from './deployment-actions.ts';
 import { addBucketFlags, addNameFlags, addRemoteFlags, repeatable } from './flags.ts';
 

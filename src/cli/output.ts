@@ -12,6 +12,11 @@ export function say(line: string): void {
   process.stdout.write(`${line}\n`);
 }
 
+/** Prints a progress line on stderr: what a command is doing, never silenced (it is no warning). */
+export function progress(line: string): void {
+  process.stderr.write(`${line}\n`);
+}
+
 /**
  * A table as lines: left-aligned columns two spaces apart, the last column unpadded, so a line
  * never ends in blanks.

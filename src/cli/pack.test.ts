@@ -11,7 +11,8 @@ import { parse } from 'jsonc-parser';
 import { projectDir } from '../../test/helpers/artifacts.ts';
 import { unpackArtifact } from '../node/deploys/archive.ts';
 import { Problem } from '../problem.ts';
-import { retryDelay, sourceFromEnvironment } from './deploy-action.ts';
+import { sourceFromEnvironment } from './deploy-flags.ts';
+import { retryDelay } from './deploy-upload.ts';
 import {
   compileRule,
   configName,
