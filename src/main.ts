@@ -1,5 +1,5 @@
 // Entry point of the `svc` executable: builds the command tree (docs/cli.md, help order) and
-// maps every failure to the exit behaviour of docs/cli.md "Exit behaviour".
+// maps every failure to the exit behaviour of docs/cli.md "Output and exit status".
 
 import { Command, CommanderError } from 'commander';
 import { registerApp } from './cli/app.ts';

@@ -37,7 +37,7 @@ test('a problem renders as an RFC 9457 document', () => {
   });
 });
 
-test('the CLI failure line follows docs/cli.md "Exit behaviour"', () => {
+test('the CLI failure line follows docs/cli.md "Output and exit status"', () => {
   assert.equal(
     renderFailureLine(new Problem('not-found', 'Node is not answering', 'http://x')),
     'svc: Node is not answering: http://x [urn:svc:not-found]',

@@ -1,5 +1,5 @@
 // Failures as RFC 9457 problem documents: docs/api.md "Problem document" and "Errors",
-// docs/cli.md "Exit behaviour". Every refusal in svc is a Problem carrying one code.
+// docs/cli.md "Output and exit status". Every refusal in svc is a Problem carrying one code.
 
 /** Every error code of docs/api.md "Errors" and docs/cli.md "Errors", mapped to its HTTP status. */
 export const problemStatus = {
@@ -93,7 +93,7 @@ export const invalidInput = (title: string, detail?: string) => new Problem('inv
 export const notFound = (title: string, detail?: string) => new Problem('not-found', title, detail);
 
 /**
- * The CLI's one-line rendering of a failure (docs/cli.md "Exit behaviour"):
+ * The CLI's one-line rendering of a failure (docs/cli.md "Output and exit status"):
  * `svc: <title>[: <detail>] [urn:svc:<code>]`, or for anything unnamed
  * `svc: unexpected failure: <message chain, up to 4 causes>`.
  */

@@ -1,5 +1,5 @@
 // Spec 3 "Shared flag groups" (remote flags and resolution order), "Authentication" and
-// "Exit behaviour" (a node's problem document keeps the node's code), for the CLI client.
+// "Output and exit status" (a node's problem document keeps the node's code), for the CLI client.
 
 import assert from 'node:assert/strict';
 import { mkdtempSync, writeFileSync } from 'node:fs';

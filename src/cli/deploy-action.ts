@@ -13,7 +13,7 @@ import { hasNode, resolveTarget } from './client.ts';
 import { type DeployFlags, metadataFromFlags, parseQueueTimeout } from './deploy-flags.ts';
 import { submit } from './deploy-upload.ts';
 import { watchDeploy, watchServing } from './deploy-watch.ts';
-import { formatBytes, progress, say, warn } from './output.ts';
+import { formatBytes, note, say, warn } from './output.ts';
 import { configName, editConfig, packProject, parseVars, readProjectConfig, shown } from './pack.ts';
 
 export async function deployAction(dirArg: string | undefined, flags: DeployFlags): Promise<void> {
@@ -33,7 +33,7 @@ export async function deployAction(dirArg: string | undefined, flags: DeployFlag
     );
   }
   if (config.convertedFrom) {
-    progress(
+    note(
       `svc: no cell.jsonc in ${shown(dir)}; using ${config.convertedFrom}, converted to cell.jsonc in the artifact (the project is not changed)`,
     );
   }
@@ -69,7 +69,7 @@ export async function deployAction(dirArg: string | undefined, flags: DeployFlag
   const dependencies = await buildDependencies(dir, configBytes);
   const packed = await packProject(dir, config, configBytes, dependencies);
   try {
-    progress(
+    note(
       `svc: packed ${packed.files} files (${formatBytes(packed.bytes)}) from ${shown(dir)} for ${application}`,
     );
     const accepted = await submit(target, application, header, packed, {
@@ -78,7 +78,7 @@ export async function deployAction(dirArg: string | undefined, flags: DeployFlag
       token: flags.token,
     });
     await packed.dispose();
-    progress(`svc: deploy ${accepted.status.id} accepted by ${accepted.endpoint}`);
+    note(`svc: deploy ${accepted.status.id} accepted by ${accepted.endpoint}`);
     const done = await watchDeploy(target, accepted, flags.token);
     // The runtime's warnings (config keys it ignores, ...) are the user's to read, whatever the outcome.
     for (const warning of done.warnings ?? []) warn(warning);
@@ -90,7 +90,7 @@ export async function deployAction(dirArg: string | undefined, flags: DeployFlag
     // Published is not yet serving: say so when no placed node turns it ready.
     if (flags.token === undefined && done.deployment) {
       const verdict = await watchServing(target, accepted.endpoint, done.application, done.deployment);
-      if (verdict) progress(verdict);
+      if (verdict) note(verdict);
     }
   } finally {
     await packed.dispose();

@@ -14,7 +14,7 @@ import { signToken } from '../auth/token.ts';
 import type { DeployStatus } from '../node/deploys/records.ts';
 import { PROBLEM_CONTENT_TYPE, Problem } from '../problem.ts';
 import type { Target } from './client.ts';
-import { progress } from './output.ts';
+import { note } from './output.ts';
 import { UploadMeter } from './upload-meter.ts';
 
 /** Backoff bounds when a full node gives no `retry-after`. */
@@ -50,7 +50,7 @@ export async function submit(
   for (;;) {
     try {
       const accepted = await uploadOnce(target, application, header, packed, options.token);
-      if (waiting) progress(`svc: admitted after ${Math.round((Date.now() - started) / 1000)} s`);
+      if (waiting) note(`svc: admitted after ${Math.round((Date.now() - started) / 1000)} s`);
       return accepted;
     } catch (err) {
       if (!(err instanceof Problem) || err.code !== 'deploy-overloaded' || !options.wait) throw err;
@@ -65,7 +65,7 @@ export async function submit(
       }
       if (!waiting) {
         waiting = true;
-        progress(
+        note(
           `svc: the node is at deploy capacity; waiting for a queue place (up to ${options.queueTimeoutMs / 1000} s)`,
         );
       }

@@ -7,7 +7,7 @@ import type { DeployStatus } from '../node/deploys/records.ts';
 import { Problem } from '../problem.ts';
 import { requestNode, type Target } from './client.ts';
 import type { Accepted } from './deploy-upload.ts';
-import { progress } from './output.ts';
+import { note } from './output.ts';
 
 /** docs/cli.md "Limits": the deploy poll interval. */
 export const POLL_INTERVAL_MS = 1_000;
@@ -54,7 +54,7 @@ export async function watchDeploy(
     if (status.state !== last) {
       last = status.state;
       if (status.state !== 'deployed' && status.state !== 'failed')
-        progress(`svc: deploy ${status.id} ${status.state}`);
+        note(`svc: deploy ${status.id} ${status.state}`);
     }
     if (status.state === 'deployed' || status.state === 'failed') return status;
   }

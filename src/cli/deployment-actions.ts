@@ -8,7 +8,7 @@ import { type HistoryEntry, type RollbackOutcome, readHistory, rollback } from '
 import { type AppFlags, onWay } from './app-actions.ts';
 import { callNode } from './client.ts';
 import { withBucket } from './flags.ts';
-import { formatBytes, say, table } from './output.ts';
+import { formatBytes, note, say, table } from './output.ts';
 
 export async function deploymentListAction(flags: AppFlags): Promise<void> {
   const application = resolveApplicationName(flags.name, flags.env);
@@ -50,7 +50,7 @@ export async function deploymentRollbackAction(flags: AppFlags & { to?: string }
     async (session) => {
       const done = await rollback(session.store, { application, to: flags.to, nowMs: Date.now() });
       // No node saw this one: the line on stderr is its only trace besides the selector.
-      process.stderr.write(`svc: rollback of ${application} by ${session.by}\n`);
+      note(`svc: rollback of ${application} by ${session.by}`);
       return done;
     },
   );

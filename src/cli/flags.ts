@@ -8,6 +8,7 @@ import { loadConfigFile } from '../config/file.ts';
 import { resolveSettings, type SettingSpec, type Settings, settingSpecs } from '../config/settings.ts';
 import { Problem } from '../problem.ts';
 import type { Store } from '../store/store.ts';
+import { note } from './output.ts';
 
 /** Collector for repeatable flags: each occurrence appends. */
 export function repeatable(value: string, previous: string[] | undefined): string[] {
@@ -44,8 +45,8 @@ export async function openCommandBucket(settings: Settings): Promise<Store> {
   // Loaded on use: commands that never touch the bucket do not load its clients.
   const { openStore } = await import('../store/open.ts');
   if (!settings.bucket.endpoint?.trim()) {
-    process.stderr.write(
-      `svc: no bucket named (--endpoint, SVC_S3_ENDPOINT or svc.config.jsonc): using the embedded bucket ${join(settings.node.stateDir, 'bucket')}\n`,
+    note(
+      `svc: no bucket named (--endpoint, SVC_S3_ENDPOINT or svc.config.jsonc): using the embedded bucket ${join(settings.node.stateDir, 'bucket')}`,
     );
   }
   return openStore({ ...settings.bucket, stateDir: settings.node.stateDir });

@@ -22,7 +22,7 @@ import { Problem } from '../problem.ts';
 import { callNode, type RemoteFlags, resolveTarget, type Target } from './client.ts';
 import { addBucketFlags, addRemoteFlags, repeatable, withBucket } from './flags.ts';
 import { loadRemotes, removeHomeKey, saveHomeKey, saveRemotes } from './operator-home.ts';
-import { say, table, warn } from './output.ts';
+import { note, say, table, warn } from './output.ts';
 
 export function registerOperator(program: Command): void {
   const operator = program
@@ -84,16 +84,16 @@ async function keygen(
   // The private key is on disk before anything trusts it, so a registration that lands is never
   // without its key. A refused one trusts nothing: its file goes, so a rerun starts clean.
   await writeSecretFile(flags.out, `${JSON.stringify(keyFileDocument(key), null, 2)}\n`);
-  process.stderr.write(`wrote ${flags.out} (owner-readable only) for operator ${key.id}\n`);
+  note(`wrote ${flags.out} (owner-readable only) for operator ${key.id}`);
   if (flags.register) {
     try {
       await withBucket(flags, async (store) => {
         await registerThroughBucket(store, key.id, key.pair.publicJwk);
-        process.stderr.write(`registered ${key.id} as an admin key in ${store.description}\n`);
+        note(`registered ${key.id} as an admin key in ${store.description}`);
       });
     } catch (err) {
       await rm(flags.out, { force: true });
-      process.stderr.write(`removed ${flags.out}: the key was not registered\n`);
+      note(`removed ${flags.out}: the key was not registered`);
       throw err;
     }
   }
@@ -114,9 +114,9 @@ async function show(flags: RemoteFlags) {
     );
   }
   say(JSON.stringify(publicDocument(target.key), null, 2));
-  process.stderr.write(
+  note(
     `operator ${target.key.id} from ${target.key.source}; this is its public half, safe to share: ` +
-      'an admin trusts it with svc operator enroll <this document>\n',
+      'an admin trusts it with svc operator enroll <this document>',
   );
 }
 
@@ -220,16 +220,14 @@ async function rotate(flags: RemoteFlags & { keepOld?: boolean; purgeOld?: boole
   await saveRemotes(target.home, index);
   say(`rotated ${old.id} -> ${next.id} (${registered.role}; remotes ${flipped.join(', ')})`);
   if (flags.keepOld) {
-    process.stderr.write(
-      `old key ${old.id} is still trusted; revoke it with svc operator revoke --id ${old.id}\n`,
-    );
+    note(`old key ${old.id} is still trusted; revoke it with svc operator revoke --id ${old.id}`);
     return;
   }
   await callNode(nextTarget, 'DELETE', `/v1/operators/${encodeURIComponent(old.id)}`);
   say(`revoked ${old.id}`);
   if (flags.purgeOld) {
     await removeHomeKey(target.home, old.id);
-    process.stderr.write(`deleted the old key file of ${old.id}\n`);
+    note(`deleted the old key file of ${old.id}`);
   }
 }
 
@@ -266,8 +264,8 @@ async function revoke(flags: RemoteFlags & { id: string }): Promise<void> {
     removed: string;
   };
   say(`revoked ${removed}`);
-  process.stderr.write(
-    'every node drops the key within one reconcile pass (about 5 s; at most 60 s if the bucket misses the change marker)\n',
+  note(
+    'every node drops the key within one reconcile pass (about 5 s; at most 60 s if the bucket misses the change marker)',
   );
 }
 
@@ -285,5 +283,5 @@ async function list(flags: RemoteFlags): Promise<void> {
     record.registeredBy || '-',
   ]);
   for (const line of table(['ID', 'ROLE', 'APPLICATIONS', 'SUPERSEDES', 'REGISTERED BY'], rows)) say(line);
-  if (scoped) process.stderr.write("showing this key's rotation lineage only\n");
+  if (scoped) note("showing this key's rotation lineage only");
 }

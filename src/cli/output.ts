@@ -1,5 +1,6 @@
-// CLI output rules of docs/cli.md "Exit behaviour": results on stdout, warnings on stderr,
-// `SVC_SILENCE_WARNINGS=1` silences every warning.
+// CLI output rules of docs/cli.md "Output and exit status": results on stdout, warnings and notes on
+// stderr, `SVC_SILENCE_WARNINGS=1` silences every warning (never a note). Also the one way the
+// CLI lays out a table and writes a byte count.
 
 /** Prints `svc: warning: <message>` on stderr unless warnings are silenced. */
 export function warn(message: string): void {
@@ -12,8 +13,11 @@ export function say(line: string): void {
   process.stdout.write(`${line}\n`);
 }
 
-/** Prints a progress line on stderr: what a command is doing, never silenced (it is no warning). */
-export function progress(line: string): void {
+/**
+ * Prints a note on stderr: what a command is doing or did besides its result (progress, files
+ * written, what to do next). Never silenced: it is no warning.
+ */
+export function note(line: string): void {
   process.stderr.write(`${line}\n`);
 }
 

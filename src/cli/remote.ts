@@ -23,7 +23,7 @@ import {
   saveHomeKey,
   saveRemotes,
 } from './operator-home.ts';
-import { say, table, warn } from './output.ts';
+import { note, say, table, warn } from './output.ts';
 
 export function registerRemote(program: Command): void {
   const remote = program.command('remote').description("Manage remotes in the operator's home");
@@ -102,7 +102,7 @@ async function addRemote(nameArg: string | undefined, flags: AddFlags): Promise<
   if (flags.register) {
     await withBucket({ config: flags.config }, async (store) => {
       await registerThroughBucket(store, key.id, key.pair.publicJwk);
-      process.stderr.write(`registered ${key.id} as an admin key in ${store.description}\n`);
+      note(`registered ${key.id} as an admin key in ${store.description}`);
     });
   }
   await saveHomeKey(home, key);
@@ -110,8 +110,8 @@ async function addRemote(nameArg: string | undefined, flags: AddFlags): Promise<
   await saveRemotes(home, index);
   say(`remote ${name}: ${endpoints.join(' ')} (key ${key.id})`);
   if (!flags.register && !flags.key && !flags.from) {
-    process.stderr.write(
-      `the new key ${key.id} is local only; an admin trusts it with:\n  svc operator enroll '${JSON.stringify(publicDocument(key))}' --apps <name>\n`,
+    note(
+      `the new key ${key.id} is local only; an admin trusts it with:\n  svc operator enroll '${JSON.stringify(publicDocument(key))}' --apps <name>`,
     );
   }
 }
@@ -125,7 +125,7 @@ async function listRemotes(): Promise<void> {
     entry.endpoints.join(','),
   ]);
   if (rows.length === 0) {
-    process.stderr.write(`no remotes in ${home}; add one with svc remote add\n`);
+    note(`no remotes in ${home}; add one with svc remote add`);
     return;
   }
   for (const line of table(['NAME', 'KEY', 'ENDPOINTS'], rows)) say(line);
@@ -142,9 +142,9 @@ async function removeRemote(name: string): Promise<void> {
   const shared = Object.values(index.remotes).some((other) => other.key === entry.key);
   if (!shared) await removeHomeKey(home, entry.key);
   say(`removed remote ${name}`);
-  process.stderr.write(
+  note(
     `${shared ? `key ${entry.key} kept: another remote uses it` : `key ${entry.key} deleted from ${home}`}; ` +
-      `the fleet trusts it until an admin runs svc operator revoke --id ${entry.key}\n`,
+      `the fleet trusts it until an admin runs svc operator revoke --id ${entry.key}`,
   );
 }
 
@@ -158,8 +158,8 @@ async function exportRemote(name: string, flags: { out?: string }): Promise<void
   const out = flags.out ?? `${name}.svc-remote.json`;
   await writeSecretFile(out, `${JSON.stringify(portableDocument(key, name, entry.endpoints), null, 2)}\n`);
   say(out);
-  process.stderr.write(
+  note(
     `wrote ${out} (owner-readable only): it signs as ${key.id}; use it with --key ${out}, ` +
-      'SVC_OPERATOR_KEY, or inline as base64:<base64 of the file>\n',
+      'SVC_OPERATOR_KEY, or inline as base64:<base64 of the file>',
   );
 }
