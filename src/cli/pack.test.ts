@@ -11,8 +11,6 @@ import { parse } from 'jsonc-parser';
 import { projectDir } from '../../test/helpers/artifacts.ts';
 import { unpackArtifact } from '../node/deploys/archive.ts';
 import { Problem } from '../problem.ts';
-import { sourceFromEnvironment } from './deploy-flags.ts';
-import { retryDelay } from './deploy-upload.ts';
 import {
   compileRule,
   configName,
@@ -194,31 +192,6 @@ test('ignore rules, gitignore style', () => {
   assert.ok(!matchesIgnore(rules, 'x/dir', false));
   assert.equal(compileRule('# comment'), null);
   assert.equal(compileRule('   '), null);
-});
-
-test('retry delays are never sooner than retry-after asks, with jitter above it', () => {
-  for (const random of [0, 0.5, 0.999]) {
-    const pause = retryDelay('1', 0, () => random);
-    assert.ok(pause >= 1000 && pause <= 1500, String(pause));
-    assert.ok(retryDelay('3', 5, () => random) >= 3000);
-  }
-  // No retry-after: an exponential backoff, capped.
-  assert.ok(retryDelay(undefined, 0, () => 0) >= 1000);
-  assert.ok(retryDelay(undefined, 3, () => 0) >= 8000);
-  assert.ok(retryDelay(undefined, 20, () => 0.999) <= 45_000);
-});
-
-test('a deploy from CI carries its source', () => {
-  assert.deepEqual(
-    sourceFromEnvironment({
-      GITHUB_ACTIONS: 'true',
-      GITHUB_REPOSITORY: 'acme/shop',
-      GITHUB_REF: 'refs/heads/main',
-      GITHUB_SHA: 'abc',
-    }),
-    { provider: 'github', repo: 'acme/shop', ref: 'refs/heads/main', commit: 'abc' },
-  );
-  assert.equal(sourceFromEnvironment({}), undefined);
 });
 
 test('an empty directory tree still packs its config', async () => {
