@@ -11,6 +11,7 @@ import { type EventInput, noEvents, RECONCILE_PASS } from '../../observability/e
 import { onFleetChanged } from '../../registry/changes.ts';
 import { HEARTBEAT_MS, isNodeLive } from '../../registry/liveness.ts';
 import type { CoordinatorLease, NodeRecord, ProcessStatus } from '../../registry/records.ts';
+import { bucketEnvironment } from '../../runtime-contract/environment.ts';
 import { SecretsKeeper } from '../../secrets/keeper.ts';
 import { ensureSealKey } from '../../secrets/node-key.ts';
 import { ensureKeypair } from '../../wireguard/keypair.ts';
@@ -335,8 +336,6 @@ function defaultSupervisor(
   secretsFile: (application: string) => string,
 ): ProcessSupervisor {
   const { runtime, deploy, bucket } = ctx.settings;
-  const endpoint =
-    bucket.endpoint ?? (ctx.store.description.startsWith('file://') ? ctx.store.description : undefined);
   return new Supervisor({
     cellBin: runtime.cellBin,
     cellEnv: runtime.cellEnv,
@@ -345,14 +344,7 @@ function defaultSupervisor(
     portQuarantineMs: runtime.portQuarantineMs,
     outputBytes: deploy.outputBytes,
     nodeId: ctx.nodeId,
-    bucketEnv: {
-      SVC_S3_ENDPOINT: endpoint ?? '',
-      SVC_S3_REGION: bucket.region ?? '',
-      SVC_S3_BUCKET: bucket.bucket ?? '',
-      SVC_S3_PREFIX: bucket.prefix ?? '',
-      SVC_S3_ACCESS_KEY: bucket.accessKey ?? '',
-      SVC_S3_SECRET_KEY: bucket.secretKey ?? '',
-    },
+    bucketEnv: bucketEnvironment(bucket, ctx.store.description),
     log: ctx.log,
     observability: ctx.settings.observability.enabled,
     events: ctx.events,
