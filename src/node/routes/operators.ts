@@ -15,8 +15,8 @@ import {
   writeOperator,
 } from '../../auth/operators.ts';
 import type { TrustedOperator } from '../../auth/records.ts';
-import { authState } from '../../auth/state.ts';
 import type { NodeContext } from '../context.ts';
+import { authState } from '../identity-service.ts';
 
 const operatorOnly = { config: { auth: 'operator' as const } };
 
