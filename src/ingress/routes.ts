@@ -4,17 +4,28 @@
 
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Settings } from '../config/settings.ts';
-import type { NodeContext } from '../node/context.ts';
 import { Problem } from '../problem.ts';
 import { renderProxybBytes } from '../routing/proxyb.ts';
 import { renderRouting, resolvePrefer, serializeRouting } from '../routing/render.ts';
 import type { FleetRouting, RoutingInput } from '../routing/types.ts';
+import type { Store } from '../store/store.ts';
 import { IngressStorage } from './storage.ts';
 import { checkLockName, checkStorageKey, isRecursive, storageKeyFromPath } from './storage-keys.ts';
 
 /** Where the routes find the fleet state of the last reconcile pass; null until the first pass. */
 export interface RoutingSource {
   current(): RoutingInput | null;
+}
+
+/**
+ * What the ingress routes need of the daemon (its context passes as this): who this node is,
+ * its settings and bucket, and `routing`, which the fleet service sets once its loop runs.
+ */
+export interface IngressContext {
+  nodeId: string;
+  settings: Settings;
+  store: Store;
+  routing?: RoutingSource;
 }
 
 /** How one format turns the routing document into served bytes. */
@@ -34,7 +45,7 @@ export const ROUTING_FORMATS: readonly string[] = Object.keys(renderers).filter(
 const STORAGE_OBJECT_BYTES = 16 * 1024 * 1024;
 
 /** Registers the routing and storage routes; `ctx.routing` supplies the last pass's fleet state. */
-export async function ingressRoutes(app: FastifyInstance, ctx: NodeContext): Promise<void> {
+export async function ingressRoutes(app: FastifyInstance, ctx: IngressContext): Promise<void> {
   const rendered = new RenderedRouting({ current: () => ctx.routing?.current() ?? null }, ctx);
   await app.register(async (scope) => {
     registerRoutingRoutes(scope, rendered);
@@ -54,11 +65,11 @@ const CACHED_RENDERINGS = 64;
  */
 export class RenderedRouting {
   readonly #source: RoutingSource;
-  readonly #ctx: Pick<NodeContext, 'nodeId' | 'settings'>;
+  readonly #ctx: Pick<IngressContext, 'nodeId' | 'settings'>;
   #input: RoutingInput | null = null;
   #bytes = new Map<string, string>();
 
-  constructor(source: RoutingSource, ctx: Pick<NodeContext, 'nodeId' | 'settings'>) {
+  constructor(source: RoutingSource, ctx: Pick<IngressContext, 'nodeId' | 'settings'>) {
     this.#source = source;
     this.#ctx = ctx;
   }

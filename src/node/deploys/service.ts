@@ -15,8 +15,7 @@ import { updateApplication } from '../../registry/applications.ts';
 import { writeDeploymentNote } from '../../registry/deployments.ts';
 import { bucketEnvironment, runtimeBaseEnvironment } from '../../runtime-contract/environment.ts';
 import { readSecrets } from '../../secrets/secrets.ts';
-import type { NodeContext } from '../context.ts';
-import type { DaemonService } from '../daemon.ts';
+import type { DaemonService, Deploys, NodeContext, StagedDeploy } from '../context.ts';
 import { DeployLimits, type DeployTicket } from './limits.ts';
 import {
   applicationOfDeployId,
@@ -48,18 +47,7 @@ interface Task {
   done?: Promise<void>;
 }
 
-/** What intake hands over once an artifact is staged and checked. */
-export interface StagedDeploy {
-  id: string;
-  application: string;
-  dir: string;
-  root: string;
-  config: string;
-  ticket: DeployTicket;
-  writer: DeployRecordWriter;
-}
-
-export class DeployService implements DaemonService {
+export class DeployService implements DaemonService, Deploys {
   readonly name = 'deploys';
   readonly probe = new RuntimeProbe();
   #ctx: NodeContext | null = null;
