@@ -1,6 +1,7 @@
 // The command-line actions of `svc deployment prune` and `svc app lease show|drop` (docs/cli.md
 // "svc deployment prune", "svc app" Leases): flags in, warning first, capability guard, then
-// the tools of runtime-tools/prune.ts and runtime-tools/lease.ts against the bucket the bucket flags name.
+// the tools of runtime-tools/prune.ts and runtime-tools/lease.ts against the bucket the bucket
+// flags name.
 
 import { resolveApplicationName } from '../registry/names.ts';
 import { requireVerifiedRuntimes } from '../runtime-tools/capability.ts';

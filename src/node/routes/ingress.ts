@@ -3,14 +3,19 @@
 // formats, and the storage protocol. Only the ingress token reaches them.
 
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import type { Settings } from '../config/settings.ts';
-import type { NodeContext } from '../node/context.ts';
-import { Problem } from '../problem.ts';
-import { renderProxybBytes } from '../routing/proxyb.ts';
-import { renderRouting, resolvePrefer, serializeRouting } from '../routing/render.ts';
-import type { FleetRouting, RoutingInput } from '../routing/types.ts';
-import { IngressStorage } from './storage.ts';
-import { checkLockName, checkStorageKey, isRecursive, storageKeyFromPath } from './storage-keys.ts';
+import type { Settings } from '../../config/settings.ts';
+import { IngressStorage } from '../../ingress/storage.ts';
+import {
+  checkLockName,
+  checkStorageKey,
+  isRecursive,
+  storageKeyFromPath,
+} from '../../ingress/storage-keys.ts';
+import { Problem } from '../../problem.ts';
+import { renderProxybBytes } from '../../routing/proxyb.ts';
+import { renderRouting, resolvePrefer, serializeRouting } from '../../routing/render.ts';
+import type { FleetRouting, RoutingInput } from '../../routing/types.ts';
+import type { NodeContext } from '../context.ts';
 
 /** Where the routes find the fleet state of the last reconcile pass; null until the first pass. */
 export interface RoutingSource {
