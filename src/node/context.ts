@@ -4,12 +4,12 @@ import type { Logger } from 'pino';
 import type { SigningKeyPair } from '../auth/ed25519.ts';
 import type { AuthState } from '../auth/state.ts';
 import type { Settings } from '../config/settings.ts';
+import type { RoutingSource } from '../ingress/rendered-routing.ts';
 import type { EventSink } from '../observability/events.ts';
 import type { Store } from '../store/store.ts';
 import type { DeployService } from './deploys/service.ts';
 import type { LeaseKeeper } from './fleet/lease.ts';
 import type { FleetView } from './fleet/service.ts';
-import type { RoutingSource } from './routes/ingress.ts';
 
 /** The daemon's shared state, handed to every route plugin and background loop. */
 export interface NodeContext {
