@@ -26,7 +26,7 @@ tools: setup
 check: setup adapter-check
 	$(WITH_NODE) npx tsc --noEmit -p .
 	$(WITH_NODE) npx biome check .
-	$(WITH_NODE) node src/routing/write-vectors.ts --check
+	$(WITH_NODE) node scripts/write-routing-vectors.ts --check
 
 # The Go adapter's guardrails: gofmt must list no file, go vet must be silent.
 adapter-check:

@@ -9,7 +9,7 @@ import type { Logger } from 'pino';
 import type { SigningKeyPair } from '../auth/ed25519.ts';
 import type { AuthState } from '../auth/state.ts';
 import type { Settings } from '../config/settings.ts';
-import type { RoutingSource } from '../ingress/routes.ts';
+import type { RoutingSource } from '../ingress/rendered-routing.ts';
 import type { EventSink } from '../observability/events.ts';
 import type { CoordinatorLease, NodeRecord, ProcessStatus } from '../registry/records.ts';
 import type { Store } from '../store/store.ts';

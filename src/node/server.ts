@@ -7,7 +7,6 @@ import type { Duplex } from 'node:stream';
 import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply } from 'fastify';
 import { authGuard } from '../auth/guard.ts';
 import { verifyWorkloadToken } from '../auth/workload.ts';
-import { ingressRoutes } from '../ingress/routes.ts';
 import { isProblem, PROBLEM_CONTENT_TYPE, Problem } from '../problem.ts';
 import type { NodeContext } from './context.ts';
 import { authState } from './identity-service.ts';
@@ -15,6 +14,7 @@ import { applicationRoutes } from './routes/applications.ts';
 import { deployRoutes } from './routes/deploys.ts';
 import { freezeRoutes } from './routes/freeze.ts';
 import { healthRoutes } from './routes/health.ts';
+import { ingressRoutes } from './routes/ingress.ts';
 import { operatorRoutes } from './routes/operators.ts';
 import { stateRoutes } from './routes/state.ts';
 
