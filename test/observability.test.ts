@@ -8,7 +8,6 @@
 
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { signerFor } from '../src/auth/in-process.test-helper.ts';
 import type { TrustedOperator } from '../src/auth/records.ts';
 import { keys } from '../src/registry/keys.ts';
 import { openStore } from '../src/store/open.ts';
@@ -16,6 +15,7 @@ import { putJson, type Store } from '../src/store/store.ts';
 import { call, ensureDeployedApplication } from './helpers/applications.ts';
 import { standinArtifact } from './helpers/artifacts.ts';
 import { CELL_STANDIN, postDeploy, settledDeploy } from './helpers/deploys.ts';
+import { signerFor } from './helpers/in-process-node.ts';
 import { useMinio } from './helpers/minio.ts';
 import { runSvc, type SailProcess, startSail, tempDir, waitFor } from './helpers/svc.ts';
 

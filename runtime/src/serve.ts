@@ -13,9 +13,13 @@ import { createServer, type IncomingMessage, request, type ServerResponse } from
 import { connect, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { NODE_ID_PATTERN } from '../../src/node/node-id.ts';
 import { keys } from '../../src/registry/keys.ts';
-import { isApplicationName } from '../../src/registry/names.ts';
+import {
+  HEALTH_PATH,
+  readServeIdentity,
+  type ServeIdentity,
+  SUPERVISOR_HEADER,
+} from '../../src/runtime-contract/environment.ts';
 import {
   KNOWN_FEATURES,
   type Manifest,
@@ -31,10 +35,6 @@ import { NodeLease } from './lease.ts';
 import { claimStateDir, sweepOrphans } from './orphans.ts';
 import { SecretsFile } from './secrets.ts';
 import { CELL_VERSION_LINE } from './version.ts';
-
-export const HEALTH_PATH = '/.well-known/cell/health';
-/** Health probes of svc's supervisor carry this header; they say the process is supervised. */
-const SUPERVISOR_HEADER = 'cell-supervisor';
 
 /** How long requests (WebSockets included) may run on after SIGTERM/SIGINT. */
 const STOP_DRAIN_MS = 10_000;
@@ -87,32 +87,10 @@ export function tuningFromEnv(env: NodeJS.ProcessEnv): ServeTuning {
   };
 }
 
-interface ServeIdentity {
-  application: string;
-  node: string;
-  port: number;
-  host: string;
-}
-
 function identityFromEnv(env: NodeJS.ProcessEnv): ServeIdentity {
-  const application = env.CELL_APP;
-  if (!application || !isApplicationName(application)) {
-    throw new CellError(
-      `CELL_APP must name the application to serve, got ${JSON.stringify(application ?? '')}`,
-    );
-  }
-  const node = env.CELL_NODE;
-  if (!node || !NODE_ID_PATTERN.test(node) || node === '.' || node === '..') {
-    throw new CellError(
-      `CELL_NODE must be the node id (1-128 letters, digits, _ - .), got ${JSON.stringify(node ?? '')}`,
-    );
-  }
-  const portText = env.CELL_PORT ?? '';
-  const port = Number(portText);
-  if (!/^\d+$/.test(portText) || port < 1 || port > 65535) {
-    throw new CellError(`CELL_PORT must be a port number 1-65535, got ${JSON.stringify(portText)}`);
-  }
-  return { application, node, port, host: env.CELL_BIND_HOST || '127.0.0.1' };
+  const identity = readServeIdentity(env);
+  if (typeof identity === 'string') throw new CellError(identity);
+  return identity;
 }
 
 /** Runs until SIGTERM or SIGINT; answers the exit code. */

@@ -1,25 +1,12 @@
 // Name rules the guard and the operators API check (docs/api.md "Identifiers and name rules").
-// Kept apart from I/O so every caller (routes, CLI, registry) shares one definition.
+// Kept apart from I/O so every caller (routes, CLI, registry) shares one definition. The
+// application name rule is the registry's (src/registry/names.ts); auth reads it from there.
 
 import { NODE_ID_PATTERN } from '../node/node-id.ts';
 import { Problem } from '../problem.ts';
+import { checkApplicationName, isApplicationName } from '../registry/names.ts';
 
-const APPLICATION_NAME = /^[a-z0-9]+(-[a-z0-9]+)*$/;
-
-/** 1-63 lowercase alphanumeric characters, optionally separated by single hyphens. */
-export function isApplicationName(value: unknown): value is string {
-  return typeof value === 'string' && value.length >= 1 && value.length <= 63 && APPLICATION_NAME.test(value);
-}
-
-/** Refuses a value that is no application name with `invalid-slug` naming it. */
-export function checkApplicationName(value: unknown, what = 'application name'): string {
-  if (isApplicationName(value)) return value;
-  throw new Problem(
-    'invalid-slug',
-    'Invalid application name',
-    `${JSON.stringify(value)} is not an ${what}: 1-63 lowercase letters and digits, optionally separated by single hyphens`,
-  );
-}
+export { checkApplicationName, isApplicationName };
 
 /**
  * Operator ids share one keyspace with node ids (docs/api.md), so they follow the node id rule:

@@ -2,11 +2,11 @@
 // history and rollback in docs/deploys.md).
 
 import type { Command } from 'commander';
-import { pruneAction } from '../runtime-tools/commands.ts';
 import { deployAction } from './deploy-action.ts';
 import type { DeployFlags } from './deploy-flags.ts';
 import { deploymentListAction, deploymentRollbackAction } from './deployment-actions.ts';
 import { addBucketFlags, addNameFlags, addRemoteFlags, repeatable } from './flags.ts';
+import { pruneAction } from './runtime-data-actions.ts';
 
 export function registerDeploy(program: Command): void {
   program

@@ -1,11 +1,25 @@
-// docs/cli.md "Naming an application": `--name` and `--env`, resolved client-side (the node never sees
-// `--env`). The application name rule itself (docs/api.md "Identifiers and name rules") lives in
-// src/auth/names.ts, with the guard that checks `:name`.
+// The application name rule (docs/api.md "Identifiers and name rules"), which the guard checks on
+// `:name`, and docs/cli.md "Naming an application": `--name` and `--env`, resolved client-side
+// (the node never sees `--env`).
 
-import { isApplicationName } from '../auth/names.ts';
 import { Problem } from '../problem.ts';
 
-export { isApplicationName };
+const APPLICATION_NAME = /^[a-z0-9]+(-[a-z0-9]+)*$/;
+
+/** 1-63 lowercase alphanumeric characters, optionally separated by single hyphens. */
+export function isApplicationName(value: unknown): value is string {
+  return typeof value === 'string' && value.length >= 1 && value.length <= 63 && APPLICATION_NAME.test(value);
+}
+
+/** Refuses a value that is no application name with `invalid-slug` naming it. */
+export function checkApplicationName(value: unknown, what = 'application name'): string {
+  if (isApplicationName(value)) return value;
+  throw new Problem(
+    'invalid-slug',
+    'Invalid application name',
+    `${JSON.stringify(value)} is not an ${what}: 1-63 lowercase letters and digits, optionally separated by single hyphens`,
+  );
+}
 
 /**
  * The application `--name` and `--env` address: `<name>`, or `<name>-<env>`. Both halves and the
