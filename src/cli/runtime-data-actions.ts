@@ -8,24 +8,8 @@ import { requireVerifiedRuntimes } from '../runtime-tools/capability.ts';
 import { terminalAnswerer } from '../runtime-tools/consent.ts';
 import { checkLeaseNode, dropLease, readLeases, renderReading } from '../runtime-tools/lease.ts';
 import { parseKeep, parseOlderThan, prune } from '../runtime-tools/prune.ts';
-import type { Store } from '../store/store.ts';
-import { settingsFromCommand } from './flags.ts';
-import { say, warn } from './output.ts';
-
-async function openBucket(flags: Record<string, unknown>): Promise<Store> {
-  const settings = settingsFromCommand(flags);
-  const { openStore } = await import('../store/open.ts');
-  return openStore({ ...settings.bucket, stateDir: settings.node.stateDir });
-}
-
-async function withBucket<T>(flags: Record<string, unknown>, work: (store: Store) => Promise<T>): Promise<T> {
-  const store = await openBucket(flags);
-  try {
-    return await work(store);
-  } finally {
-    await store.close();
-  }
-}
+import { withBucket } from './flags.ts';
+import { note, say, warn } from './output.ts';
 
 interface PruneFlags extends Record<string, unknown> {
   name?: string;
@@ -110,7 +94,7 @@ export async function leaseDropAction(flags: DropFlags): Promise<void> {
       answerer: terminalAnswerer(),
       now: Date.now,
       // With --json the reading and the closing line go to stderr, so stdout is the document.
-      out: flags.json ? (line) => process.stderr.write(`${line}\n`) : say,
+      out: flags.json ? note : say,
     });
     if (flags.json) say(JSON.stringify(outcome, null, 2));
   });
