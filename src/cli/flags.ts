@@ -6,7 +6,6 @@ import { join } from 'node:path';
 import { type Command, Option } from 'commander';
 import { loadConfigFile } from '../config/file.ts';
 import { resolveSettings, type SettingSpec, type Settings, settingSpecs } from '../config/settings.ts';
-import { Problem } from '../problem.ts';
 import type { Store } from '../store/store.ts';
 import { note } from './output.ts';
 
@@ -113,15 +112,4 @@ export function settingsFromCommand(
 ): Settings {
   const file = loadConfigFile(flags.config as string | undefined, env);
   return resolveSettings({ flags, env, file: file.data, filePath: file.path });
-}
-
-/** The refusal for a command whose implementation has not landed yet. */
-export function notBuilt(commandPath: string): () => never {
-  return () => {
-    throw new Problem(
-      'capability-missing',
-      'Command not available',
-      `\`${commandPath}\` is not built in this release of svc`,
-    );
-  };
 }
