@@ -16,7 +16,7 @@ import { writeDeploymentNote } from '../../registry/deployments.ts';
 import { bucketEnvironment, runtimeBaseEnvironment } from '../../runtime-contract/environment.ts';
 import { readSecrets } from '../../secrets/secrets.ts';
 import type { DaemonService, Deploys, NodeContext, StagedDeploy } from '../context.ts';
-import { DeployLimits, type DeployTicket } from './limits.ts';
+import { DeployLimits } from './limits.ts';
 import {
   applicationOfDeployId,
   DeployRecordWriter,
@@ -29,17 +29,8 @@ import {
 import { type Published, RuntimeProbe, runPublish } from './runner.ts';
 import { findSkew, readNodeRecords, readRuntimePairs, versionSkew } from './skew.ts';
 
-/** One accepted deploy on this node, from acceptance to its end. */
-interface Task {
-  id: string;
-  application: string;
-  /** `<staging>/<id>`, removed when the task ends. */
-  dir: string;
-  /** The unpacked artifact and its worker config. */
-  root: string;
-  config: string;
-  ticket: DeployTicket;
-  writer: DeployRecordWriter;
+/** One accepted deploy on this node, from acceptance to its end: what intake staged, and its run. */
+interface Task extends StagedDeploy {
   phase: 'queued' | 'active' | 'ending';
   queuedTimer?: NodeJS.Timeout;
   beat?: NodeJS.Timeout;
