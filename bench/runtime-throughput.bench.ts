@@ -9,16 +9,15 @@
 // the instance's unix socket to a loopback TCP port: same code, same config, no front. Rounds
 // alternate which side goes first so drift from other load on the machine hits both alike.
 
-import { execFile, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { cpSync, readFileSync, readlinkSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { promisify } from 'node:util';
 import { workerdBinary } from '../runtime/src/workerd.ts';
 import { buildDist, DIST_CELL } from '../scripts/build-dist.ts';
 import { dirBucketEnv, EXAMPLES, publish, startCell } from '../test/helpers/cell.ts';
 import { freePort, tempDir, waitFor } from '../test/helpers/svc.ts';
+import { wrkRequestsPerSecond, wrkVersion } from './wrk.ts';
 
-const run = promisify(execFile);
 const [seconds = 10, rounds = 3, connections = 32] = process.argv.slice(2, 5).map(Number);
 const runner = process.argv[5] ?? 'dist';
 const TARGET = 0.9;
@@ -44,12 +43,10 @@ async function main(): Promise<void> {
       [cell.url, `http://127.0.0.1:${bare.port}`].map(async (u) => (await fetch(`${u}/`)).text()),
     );
     if (cellBody !== bareBody) throw new Error(`the two sides answer differently: ${cellBody} / ${bareBody}`);
-    const { stdout: version } = await run('wrk', ['--version']).catch((err) => ({
-      stdout: String(err.stdout),
-    }));
+    const version = await wrkVersion();
     console.log(
       `runtime throughput bench: ${rounds} rounds of ${seconds} s per side, ${connections} connections, wrk -t1 ` +
-        `(${version.split('\n')[0]!.trim()}; node ${process.version}; runtime ${runner}; load ${loadAverage()})`,
+        `(${version}; node ${process.version}; runtime ${runner}; load ${loadAverage()})`,
     );
     await wrk(cell.port, 2); // warm-up, both sides
     await wrk(bare.port, 2);
@@ -93,19 +90,9 @@ function loadAverage(): string {
   return readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ');
 }
 
-/** Requests per second wrk measured against `port`; any error or non-2xx answer fails the bench. */
-async function wrk(port: number, duration: number): Promise<number> {
-  const { stdout } = await run('wrk', [
-    '-t1',
-    `-c${connections}`,
-    `-d${duration}s`,
-    `http://127.0.0.1:${port}/`,
-  ]);
-  const errors = /Non-2xx or 3xx responses: (\d+)|Socket errors: .*/.exec(stdout);
-  if (errors) throw new Error(`wrk saw errors against port ${port}:\n${stdout}`);
-  const match = /Requests\/sec:\s+([\d.]+)/.exec(stdout);
-  if (!match) throw new Error(`no Requests/sec in wrk output:\n${stdout}`);
-  return Number(match[1]);
+/** Requests per second wrk measured against `port`. */
+function wrk(port: number, duration: number): Promise<number> {
+  return wrkRequestsPerSecond(`http://127.0.0.1:${port}/`, { seconds: duration, connections });
 }
 
 await main();

@@ -18,7 +18,7 @@ import { recordWorkerd } from './orphans.ts';
 import { ROUTER_MODULE, ROUTER_SOURCE } from './router-worker.ts';
 import { CRON_MODULE, CRON_SOURCE, renderWorkerdConfig, type WorkerdPlan, workerdBinary } from './workerd.ts';
 
-/** The path the probe asks the worker for; any HTTP answer means the deployment answers. */
+/** The probe asks the worker for the health path; any HTTP answer means the deployment answers. */
 const PROBE_EVERY_MS = 50;
 const PROBE_REQUEST_MS = 2_000;
 const STOP_GRACE_MS = 5_000;
