@@ -2,7 +2,7 @@
 // message a user can act on). A CellError is such a message; anything else is a bug and is
 // printed with its cause chain.
 
-import { isProblem } from '../../src/problem.ts';
+import { causeChain, isProblem } from '../../src/problem.ts';
 
 /** A failure the user can act on: printed as `cell: <message>`, exit 1. */
 export class CellError extends Error {
@@ -17,16 +17,5 @@ export function renderError(err: unknown): string {
   if (err instanceof CellError) return `cell: ${err.message}`;
   // The store names its failures (store-unavailable, store-nonconforming) as svc does.
   if (isProblem(err)) return `cell: ${err.message} [urn:svc:${err.code}]`;
-  const messages: string[] = [];
-  let current: unknown = err;
-  while (current !== undefined && current !== null && messages.length < 5) {
-    if (current instanceof Error) {
-      messages.push(current.message || current.name);
-      current = current.cause;
-    } else {
-      messages.push(String(current));
-      break;
-    }
-  }
-  return `cell: unexpected failure: ${messages.join(': ')}`;
+  return `cell: unexpected failure: ${causeChain(err).join(': ')}`;
 }
