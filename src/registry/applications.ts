@@ -4,7 +4,8 @@
 // (`ensureApplicationForDeploy`); every other operation on a missing one is `not-found`.
 
 import { invalidInput, Problem } from '../problem.ts';
-import { getJson, isCasConflict, putJson, type Store } from '../store/store.ts';
+import { getJson, parseJsonBody, type Store } from '../store/store.ts';
+import { updateJson } from '../store/update.ts';
 import { markFleetChanged } from './changes.ts';
 import { keys } from './keys.ts';
 import type { ApplicationRecord, DomainClaim, Replicas } from './records.ts';
@@ -15,13 +16,10 @@ export interface StoredApplication {
   etag: string;
 }
 
-/** Lost races before a write gives up; each loss means someone else's write landed. */
-const CAS_TRIES = 10;
-
 /** Reads one application; null when there is none. */
 export async function readApplication(store: Store, name: string): Promise<StoredApplication | null> {
-  const found = await getJson<ApplicationRecord>(store, keys.application(name));
-  return found ? { record: normalizeRecord(found.value), etag: found.etag } : null;
+  const found = await store.get(keys.application(name));
+  return found ? { record: parseApplication(found.body), etag: found.etag } : null;
 }
 
 /** Reads one application; `not-found` when there is none. */
@@ -60,21 +58,18 @@ export async function updateApplication(
   change: (current: ApplicationRecord) => ApplicationRecord | null,
   now: () => Date = () => new Date(),
 ): Promise<ApplicationRecord> {
-  for (let attempt = 0; attempt < CAS_TRIES; attempt++) {
-    const found = await readApplication(store, name);
-    if (!found) throw applicationNotFound(name);
-    const next = change(structuredClone(found.record));
-    if (next === null) return found.record;
-    const written: ApplicationRecord = { ...next, updatedAt: now().toISOString() };
-    try {
-      await putJson(store, keys.application(name), written, { ifMatch: found.etag });
-      await markFleetChanged(store, `application ${name}`);
-      return written;
-    } catch (err) {
-      if (!isCasConflict(err)) throw err;
-    }
-  }
-  throw busy(keys.application(name));
+  const updated = await updateJson<ApplicationRecord>(
+    store,
+    keys.application(name),
+    (current) => {
+      if (!current) throw applicationNotFound(name);
+      const next = change(structuredClone(current.value));
+      return next === null ? null : { put: { ...next, updatedAt: now().toISOString() } };
+    },
+    { parse: parseApplication },
+  );
+  if (updated.changed) await markFleetChanged(store, `application ${name}`);
+  return updated.value!;
 }
 
 /** What a deploy asks of placement; null or absent preserves the application's setting. */
@@ -97,46 +92,36 @@ export async function ensureApplicationForDeploy(
   by: string,
   now: () => Date = () => new Date(),
 ): Promise<ApplicationRecord> {
-  for (let attempt = 0; attempt < CAS_TRIES; attempt++) {
-    const found = await readApplication(store, name);
-    if (!found) {
-      const stamp = now().toISOString();
-      const record: ApplicationRecord = {
-        v: 1,
-        name,
-        createdAt: stamp,
-        updatedAt: stamp,
-        createdBy: by,
-        labels: {},
-        blocked: false,
-        selector: intent.nodeSelector ?? null,
-        replicas: intent.replicas ?? 'all',
-        domains: [],
-        wildcardDomains: [],
-      };
-      try {
-        await putJson(store, keys.application(name), record, { ifNoneMatch: '*' });
-        await markFleetChanged(store, `application ${name}`);
-        return record;
-      } catch (err) {
-        if (!isCasConflict(err)) throw err;
-        continue; // Another deploy created it first: treat it as existing.
-      }
-    }
-    const current = found.record;
-    if (current.blocked) throw applicationBlocked(name);
-    const next = applyPlacementIntent(current, intent);
-    if (!next) return current;
-    const written = { ...next, updatedAt: now().toISOString() };
-    try {
-      await putJson(store, keys.application(name), written, { ifMatch: found.etag });
-      await markFleetChanged(store, `application ${name}`);
-      return written;
-    } catch (err) {
-      if (!isCasConflict(err)) throw err;
-    }
-  }
-  throw busy(keys.application(name));
+  const updated = await updateJson<ApplicationRecord>(
+    store,
+    keys.application(name),
+    (current) => {
+      if (!current) return { put: firstRecord(name, intent, by, now().toISOString()) };
+      if (current.value.blocked) throw applicationBlocked(name);
+      const next = applyPlacementIntent(current.value, intent);
+      return next ? { put: { ...next, updatedAt: now().toISOString() } } : null;
+    },
+    { parse: parseApplication },
+  );
+  if (updated.changed) await markFleetChanged(store, `application ${name}`);
+  return updated.value!;
+}
+
+/** The record an application's first deploy creates. */
+function firstRecord(name: string, intent: PlacementIntent, by: string, stamp: string): ApplicationRecord {
+  return {
+    v: 1,
+    name,
+    createdAt: stamp,
+    updatedAt: stamp,
+    createdBy: by,
+    labels: {},
+    blocked: false,
+    selector: intent.nodeSelector ?? null,
+    replicas: intent.replicas ?? 'all',
+    domains: [],
+    wildcardDomains: [],
+  };
 }
 
 function applyPlacementIntent(current: ApplicationRecord, intent: PlacementIntent): ApplicationRecord | null {
@@ -418,8 +403,9 @@ function sameSelector(a: Record<string, string> | null, b: Record<string, string
   return sameStringMap(a, b);
 }
 
-/** Fills members an older writer may have left out, so readers need no guards. */
-function normalizeRecord(record: ApplicationRecord): ApplicationRecord {
+/** A stored record, with the members an older writer may have left out filled, so readers need no guards. */
+function parseApplication(body: Uint8Array): ApplicationRecord {
+  const record = parseJsonBody<ApplicationRecord>(body);
   return {
     ...record,
     labels: record.labels ?? {},
@@ -429,12 +415,4 @@ function normalizeRecord(record: ApplicationRecord): ApplicationRecord {
     domains: record.domains ?? [],
     wildcardDomains: record.wildcardDomains ?? [],
   };
-}
-
-function busy(key: string): Problem {
-  return new Problem(
-    'store-unavailable',
-    'Registry is busy',
-    `${CAS_TRIES} conditional writes to ${key} each lost to another writer; retry`,
-  );
 }

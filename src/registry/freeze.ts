@@ -3,7 +3,8 @@
 // serving, reconciliation, retirement and deletion carry on.
 
 import { invalidInput, Problem } from '../problem.ts';
-import { getJson, isCasConflict, putJson, type Store } from '../store/store.ts';
+import { getJson, type Store } from '../store/store.ts';
+import { updateJson } from '../store/update.ts';
 import { markFleetChanged } from './changes.ts';
 import { keys } from './keys.ts';
 import type { FreezeRecord } from './records.ts';
@@ -64,21 +65,14 @@ export async function freezeDeploys(
   reason: string | undefined,
   now: () => Date = () => new Date(),
 ): Promise<{ freeze: FreezeRecord; created: boolean }> {
-  for (let attempt = 0; attempt < 10; attempt++) {
+  const updated = await updateJson<FreezeRecord>(store, keys.freeze, (standing) => {
+    if (standing) return null;
     const freeze: FreezeRecord = { v: 1, frozenAt: now().toISOString(), by };
     if (reason !== undefined) freeze.reason = reason;
-    try {
-      await putJson(store, keys.freeze, freeze, { ifNoneMatch: '*' });
-      await markFleetChanged(store, 'freeze');
-      return { freeze, created: true };
-    } catch (err) {
-      if (!isCasConflict(err)) throw err;
-    }
-    const standing = await readFreeze(store);
-    if (standing) return { freeze: standing, created: false };
-    // Lifted between the write and the read: try again.
-  }
-  throw new Problem('store-unavailable', 'Registry is busy', `the freeze record kept changing; retry`);
+    return { put: freeze };
+  });
+  if (updated.created) await markFleetChanged(store, 'freeze');
+  return { freeze: updated.value!, created: updated.created };
 }
 
 /** Lifts the freeze; answers whether there was one. */
