@@ -6,11 +6,11 @@
 import { Problem } from '../problem.ts';
 import { markFleetChanged } from '../registry/changes.ts';
 import { keys } from '../registry/keys.ts';
+import { isApplicationName, isOperatorId } from '../registry/names.ts';
 import { isCasConflict, parseJsonBody, type Store } from '../store/store.ts';
 import { updateJson } from '../store/update.ts';
 import { type OperatorCaller, type Role, scopeWithin } from './caller.ts';
 import { asPublicJwk, type PublicJwk } from './ed25519.ts';
-import { isApplicationName, isOperatorId } from './names.ts';
 import { asTrustedOperator, type TrustedOperator } from './records.ts';
 import { readJson } from './verifier.ts';
 

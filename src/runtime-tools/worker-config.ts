@@ -10,7 +10,8 @@
 
 import { findNodeAtLocation, type Node, type ParseError, parseTree, printParseErrorCode } from 'jsonc-parser';
 import { cronProblem } from '../../runtime/src/cron.ts';
-import { type AssetsConfig, isScriptName } from './layout.ts';
+import { isScriptName } from '../registry/names.ts';
+import type { AssetsConfig } from './layout.ts';
 
 export const CONFIG_FILES = ['cell.jsonc', 'cell.json'] as const;
 
