@@ -17,7 +17,7 @@ import type { DeployMetadata, DeploySource } from '../node/deploys/metadata.ts';
 import { encodeDeployMetadata } from '../node/deploys/metadata.ts';
 import type { DeployStatus } from '../node/deploys/records.ts';
 import { PROBLEM_CONTENT_TYPE, Problem, type ProblemCode } from '../problem.ts';
-import { parseReplicas } from '../registry/applications.ts';
+import { parseReplicas } from '../registry/application-bodies.ts';
 import { resolveApplicationName } from '../registry/names.ts';
 import { parseConfigSyntax, parseWorkerConfig, WorkerConfigError } from '../runtime-tools/worker-config.ts';
 import { buildDependencies } from './build-inputs.ts';

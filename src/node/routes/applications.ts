@@ -13,13 +13,11 @@ import {
   requireScope,
 } from '../../auth/caller.ts';
 import { Problem } from '../../problem.ts';
+import { parseLabelsBody, parseReplicasBody, parseSelectorBody } from '../../registry/application-bodies.ts';
+import { redactApplication } from '../../registry/application-view.ts';
 import {
   getApplication,
   listApplications,
-  parseLabelsBody,
-  parseReplicasBody,
-  parseSelectorBody,
-  redactApplication,
   retireApplication,
   setBlocked,
   setLabels,
