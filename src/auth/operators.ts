@@ -7,7 +7,7 @@ import { Problem } from '../problem.ts';
 import { markFleetChanged } from '../registry/changes.ts';
 import { keys } from '../registry/keys.ts';
 import { isApplicationName, isOperatorId } from '../registry/names.ts';
-import { isCasConflict, parseJsonBody, type Store } from '../store/store.ts';
+import { parseJsonBody, type Store } from '../store/store.ts';
 import { updateJson } from '../store/update.ts';
 import { type OperatorCaller, type Role, scopeWithin } from './caller.ts';
 import { asPublicJwk, type PublicJwk } from './ed25519.ts';
@@ -193,21 +193,19 @@ export async function writeOperator(store: Store, record: TrustedOperator): Prom
       `${JSON.stringify(record.id)} is a node id; node and operator ids share one keyspace`,
     );
   }
-  const existing = await readOperator(store, record.id);
-  if (existing) {
-    if (sameGrant(existing.record, record)) return existing.record;
-    throw idTaken(record.id);
-  }
-  try {
-    await store.put(keys.operator(record.id), JSON.stringify(record), { ifNoneMatch: '*' });
-    await markFleetChanged(store, `operator ${record.id}`);
-    return record;
-  } catch (err) {
-    if (!isCasConflict(err)) throw err;
-    const raced = await readOperator(store, record.id);
-    if (raced && sameGrant(raced.record, record)) return raced.record;
-    throw idTaken(record.id);
-  }
+  const updated = await updateJson<TrustedOperator | null>(
+    store,
+    keys.operator(record.id),
+    (existing) => {
+      if (!existing) return { put: record };
+      // The same grant again is answered as stored; anything else there (unreadable too) holds the id.
+      if (existing.value && sameGrant(existing.value, record)) return null;
+      throw idTaken(record.id);
+    },
+    { parse: (body) => parseOperator(body, record.id) },
+  );
+  if (updated.changed) await markFleetChanged(store, `operator ${record.id}`);
+  return updated.value!;
 }
 
 /** One operator record with its ETag; null when absent or unreadable. */
