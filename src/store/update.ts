@@ -46,7 +46,8 @@ export interface UpdateOptions<T> {
 /**
  * Reads `key`, applies `change` to what is there (null when absent) and writes the result as JSON
  * on the condition that nothing changed since the read; on a lost race, reads and applies again.
- * `change` is called once per attempt and must not write; a Problem it throws refuses the update.
+ * `change` is called once per attempt, on what that attempt read; it may read other objects but
+ * must not write. A Problem it throws refuses the update (nothing is written, nothing retried).
  * A write that keeps losing ends in `store-unavailable` (Registry is busy).
  */
 export async function updateJson<T>(
