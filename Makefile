@@ -4,6 +4,10 @@
 SHELL := /bin/bash
 WITH_NODE := scripts/with-node
 
+# The test files, named here only: unit tests sit beside their module, integration tests in test/.
+UNIT_TESTS := 'src/**/*.test.ts' 'runtime/**/*.test.ts'
+INTEGRATION_TESTS := 'test/**/*.test.ts'
+
 .PHONY: demo test setup tools check adapter-check unit integration adapter-test dist clean images image-test podman-setup
 
 # `npm install`, not `npm ci`: the registry this project is built from serves only the
@@ -22,7 +26,7 @@ tools: setup
 check: setup adapter-check
 	$(WITH_NODE) npx tsc --noEmit -p .
 	$(WITH_NODE) npx biome check .
-	$(WITH_NODE) node src/routing/write-vectors.ts --check
+	$(WITH_NODE) node scripts/write-routing-vectors.ts --check
 
 # The Go adapter's guardrails: gofmt must list no file, go vet must be silent.
 adapter-check:
@@ -31,10 +35,10 @@ adapter-check:
 	cd adapter && go vet ./...
 
 unit: setup
-	$(WITH_NODE) node --test --test-concurrency=2 'src/**/*.test.ts' 'runtime/**/*.test.ts'
+	$(WITH_NODE) node --test --test-concurrency=2 $(UNIT_TESTS)
 
 integration: tools
-	$(WITH_NODE) node --test --test-concurrency=1 'test/**/*.test.ts'
+	$(WITH_NODE) node --test --test-concurrency=1 $(INTEGRATION_TESTS)
 
 adapter-test:
 	cd adapter && go test ./...

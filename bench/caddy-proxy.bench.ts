@@ -17,6 +17,7 @@ import { promisify } from 'node:util';
 import type { FleetRouting } from '../src/routing/types.ts';
 import { ensureCaddyBuilt, startCaddy } from '../test/helpers/caddy.ts';
 import { freePort, waitFor } from '../test/helpers/svc.ts';
+import { wrkRequestsPerSecond, wrkVersion } from './wrk.ts';
 
 const run = promisify(execFile);
 const [seconds = 10, rounds = 3, connections = 64] = process.argv.slice(2).map(Number);
@@ -88,12 +89,10 @@ http://:${backendPort} {
     }, 'both sides to answer ok').catch((err) => {
       throw new Error(`${err.message}\n--- svc-caddy output ---\n${caddy.log()}`);
     });
-    const { stdout: version } = await run('wrk', ['--version']).catch((err) => ({
-      stdout: String(err.stdout),
-    }));
+    const version = await wrkVersion();
     console.log(
       `caddy proxy bench: ${rounds} rounds of ${seconds} s per side, ${connections} connections, wrk -t1 ` +
-        `(${version.split('\n')[0].trim()}; node ${process.version})`,
+        `(${version}; node ${process.version})`,
     );
     await wrk(staticPort, 2); // warm-up, both sides
     await wrk(dynamicPort, 2);
@@ -124,20 +123,12 @@ http://:${backendPort} {
 }
 
 /** Requests per second wrk measured against `port` with the application's Host header. */
-async function wrk(port: number, duration: number): Promise<number> {
-  const { stdout } = await run('wrk', [
-    '-t1',
-    `-c${connections}`,
-    `-d${duration}s`,
-    '-H',
-    `Host: ${HOST}`,
-    `http://127.0.0.1:${port}/`,
-  ]);
-  const errors = /Non-2xx or 3xx responses: (\d+)|Socket errors: .*/.exec(stdout);
-  if (errors) throw new Error(`wrk saw errors against port ${port}:\n${stdout}`);
-  const match = /Requests\/sec:\s+([\d.]+)/.exec(stdout);
-  if (!match) throw new Error(`no Requests/sec in wrk output:\n${stdout}`);
-  return Number(match[1]);
+function wrk(port: number, duration: number): Promise<number> {
+  return wrkRequestsPerSecond(`http://127.0.0.1:${port}/`, {
+    seconds: duration,
+    connections,
+    headers: [`Host: ${HOST}`],
+  });
 }
 
 await main();

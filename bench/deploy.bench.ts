@@ -16,10 +16,10 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { request } from 'node:http';
 import { join, resolve } from 'node:path';
-import { IngressClient } from '../src/ingress/client.ts';
 import { keyArg, openBucket } from '../test/helpers/applications.ts';
 import { ensureCaddyBuilt, startCaddy } from '../test/helpers/caddy.ts';
 import { copyProject, EXAMPLES } from '../test/helpers/cell.ts';
+import { IngressClient } from '../test/helpers/ingress-client.ts';
 import { freePort, runSvc, tempDir, waitFor } from '../test/helpers/svc.ts';
 
 const [redeploys = 10, firstDeploys = 5] = process.argv.slice(2, 4).map(Number);

@@ -8,10 +8,10 @@
 import { verify } from 'node:crypto';
 import { compactVerify } from 'jose';
 import { generateSigningKey } from '../src/auth/ed25519.ts';
-import { MemoryStore } from '../src/auth/memory-store.test-double.ts';
 import { signToken } from '../src/auth/token.ts';
 import { TokenVerifier } from '../src/auth/verifier.ts';
 import { keys } from '../src/registry/keys.ts';
+import { MemoryStore } from '../test/helpers/memory-store.ts';
 
 const TARGET_PER_S = 10_000;
 const TOKENS = 30_000;

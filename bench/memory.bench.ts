@@ -25,11 +25,11 @@ import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 
 import { buildDist, DIST_SVC } from '../scripts/build-dist.ts';
-import { IngressClient } from '../src/ingress/client.ts';
 import { ensureApplicationForDeploy, setBlocked } from '../src/registry/applications.ts';
 import type { Store } from '../src/store/store.ts';
 import { call, openBucket, type Signer } from '../test/helpers/applications.ts';
 import { CELL_REAL } from '../test/helpers/deploys.ts';
+import { IngressClient } from '../test/helpers/ingress-client.ts';
 import { freePort, type SailProcess, tempDir, waitFor } from '../test/helpers/svc.ts';
 
 type Mode = 'empty' | 'blocked' | 'unplaced';

@@ -23,10 +23,10 @@ import { Agent, request } from 'node:http';
 import { createServer } from 'node:net';
 import { loadavg } from 'node:os';
 import { join, resolve } from 'node:path';
-import { IngressClient } from '../src/ingress/client.ts';
 import { keyArg, openBucket } from '../test/helpers/applications.ts';
 import { type CaddyProcess, ensureCaddyBuilt, startCaddy } from '../test/helpers/caddy.ts';
 import { copyProject, EXAMPLES, isRunning } from '../test/helpers/cell.ts';
+import { IngressClient } from '../test/helpers/ingress-client.ts';
 import { freePort, runSvc, type SailProcess, startSail, tempDir, waitFor } from '../test/helpers/svc.ts';
 
 const [concurrency = 16, minLoadSeconds = 20] = process.argv.slice(2, 4).map(Number);

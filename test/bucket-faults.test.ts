@@ -8,14 +8,14 @@ import assert from 'node:assert/strict';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
-import type { Signer } from '../src/auth/in-process.test-helper.ts';
-import { signerFor } from '../src/auth/in-process.test-helper.ts';
 import type { TrustedOperator } from '../src/auth/records.ts';
 import { getApplication } from '../src/registry/applications.ts';
 import { keys } from '../src/registry/keys.ts';
 import { openStore } from '../src/store/open.ts';
 import { putJson, type Store } from '../src/store/store.ts';
 import { assertProblem, call, ensureDeployedApplication } from './helpers/applications.ts';
+import type { Signer } from './helpers/in-process-node.ts';
+import { signerFor } from './helpers/in-process-node.ts';
 import { type Minio, type MinioBucketOptions, startMinio } from './helpers/minio.ts';
 import { type RunResult, runSvc, type SailProcess, startSail, tempDir, waitFor } from './helpers/svc.ts';
 

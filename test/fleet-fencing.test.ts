@@ -6,7 +6,6 @@
 
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { type Signer, signerFor } from '../src/auth/in-process.test-helper.ts';
 import type { TrustedOperator } from '../src/auth/records.ts';
 import { PASS_INTERVAL_MS } from '../src/node/fleet/reconcile.ts';
 import { setReplicas } from '../src/registry/applications.ts';
@@ -16,6 +15,7 @@ import { openStore } from '../src/store/open.ts';
 import { getJson, putJson, type Store } from '../src/store/store.ts';
 import { call, ensureDeployedApplication } from './helpers/applications.ts';
 import { CELL_STANDIN } from './helpers/deploys.ts';
+import { type Signer, signerFor } from './helpers/in-process-node.ts';
 import { useMinio } from './helpers/minio.ts';
 import { type SailProcess, startSail, tempDir, waitFor } from './helpers/svc.ts';
 

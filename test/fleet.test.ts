@@ -10,7 +10,6 @@
 
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { type Signer, signerFor } from '../src/auth/in-process.test-helper.ts';
 import type { TrustedOperator } from '../src/auth/records.ts';
 import { PASS_INTERVAL_MS } from '../src/node/fleet/reconcile.ts';
 import { keys } from '../src/registry/keys.ts';
@@ -19,6 +18,7 @@ import { openStore } from '../src/store/open.ts';
 import { getJson, putJson, type Store } from '../src/store/store.ts';
 import { assertProblem, call, ensureDeployedApplication } from './helpers/applications.ts';
 import { CELL_STANDIN } from './helpers/deploys.ts';
+import { type Signer, signerFor } from './helpers/in-process-node.ts';
 import { useMinio } from './helpers/minio.ts';
 import { runSvc, type SailProcess, startSail, tempDir, waitFor } from './helpers/svc.ts';
 

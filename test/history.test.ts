@@ -11,11 +11,11 @@ import { isProblem } from '../src/problem.ts';
 import { writeDeploymentNote } from '../src/registry/deployments.ts';
 import { freezeDeploys } from '../src/registry/freeze.ts';
 import { keys } from '../src/registry/keys.ts';
-import { refuses, tempStore } from '../src/registry/testing.ts';
 import { readHistory, rollback } from '../src/runtime-tools/history.ts';
 import { parsePointer } from '../src/runtime-tools/layout.ts';
 import type { Store } from '../src/store/store.ts';
 import { seedDeployment, seedSelector } from './helpers/runtime-seed.ts';
+import { refuses, tempStore } from './helpers/temp-store.ts';
 
 const APP = 'shop';
 const V1 = '019a00000001aaaaaaaa';

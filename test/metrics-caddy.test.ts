@@ -185,9 +185,8 @@ test('known requests to two applications are counted exactly, across a rotation 
   });
   assert.equal(out.silence, undefined);
   assert.deepEqual(out.nodes, [node.nodeId]);
-  // biome-ignore lint/suspicious/noExplicitAny: see above
   assert.deepEqual(
-    out.applications.map((a: any) => a.application),
+    out.applications.map((a: { application: string }) => a.application),
     ['blog', 'shop'],
   );
   for (const app of out.applications) {

@@ -8,7 +8,6 @@
 
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { signerFor } from '../src/auth/in-process.test-helper.ts';
 import type { TrustedOperator } from '../src/auth/records.ts';
 import { keys } from '../src/registry/keys.ts';
 import { openStore } from '../src/store/open.ts';
@@ -16,6 +15,7 @@ import { putJson, type Store } from '../src/store/store.ts';
 import { call, ensureDeployedApplication } from './helpers/applications.ts';
 import { standinArtifact } from './helpers/artifacts.ts';
 import { CELL_STANDIN, postDeploy, settledDeploy } from './helpers/deploys.ts';
+import { signerFor } from './helpers/in-process-node.ts';
 import { useMinio } from './helpers/minio.ts';
 import { runSvc, type SailProcess, startSail, tempDir, waitFor } from './helpers/svc.ts';
 
@@ -104,9 +104,8 @@ test('block and unblock appear in svc traces, naming the admin key', async () =>
     Date.parse(byKind('application.blocked').at) <= Date.parse(byKind('application.unblocked').at),
     'in order',
   );
-  // biome-ignore lint/suspicious/noExplicitAny: see above
   assert.ok(
-    shown.events.every((e: any) => e.application === 'shop'),
+    shown.events.every((e: { application?: string }) => e.application === 'shop'),
     '--name keeps one application',
   );
 
@@ -198,9 +197,9 @@ test('deploys: accepted, deployed, and failed with its code, naming the deployer
     const deploys = o.events.filter((e: any) => e.kind.startsWith('deploy.'));
     return deploys.length >= 4 ? deploys : null;
   }, 'deploy events');
-  // biome-ignore lint/suspicious/noExplicitAny: see above
+  type Shown = { deploy?: string; kind: string; actor?: string; node?: string };
   const of = (id: string) =>
-    out!.filter((e: any) => e.deploy === id).map((e: any) => [e.kind, e.actor, e.node]);
+    out!.filter((e: Shown) => e.deploy === id).map((e: Shown) => [e.kind, e.actor, e.node]);
   assert.deepEqual(of(good.body.id), [
     ['deploy.accepted', 'admin-key', 'obs-a'],
     ['deploy.deployed', 'admin-key', 'obs-a'],

@@ -10,13 +10,13 @@ import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { signerFor } from '../src/auth/in-process.test-helper.ts';
 import type { TrustedOperator } from '../src/auth/records.ts';
 import { keys } from '../src/registry/keys.ts';
 import { putJson } from '../src/store/store.ts';
 import { type Bucket, call, keyArg, openBucket, type Signer } from './helpers/applications.ts';
 import { copyProject, EXAMPLES, fetchText, isRunning } from './helpers/cell.ts';
 import { CELL_REAL } from './helpers/deploys.ts';
+import { signerFor } from './helpers/in-process-node.ts';
 import { freePort, runSvc, type SailProcess, startSail, tempDir, waitFor } from './helpers/svc.ts';
 
 /** Deadline for a deploy to be served (publish, workerd start, readiness). */

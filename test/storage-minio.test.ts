@@ -5,7 +5,7 @@
 
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { IngressClient } from '../src/ingress/client.ts';
+import { IngressClient } from './helpers/ingress-client.ts';
 import { useMinio } from './helpers/minio.ts';
 import { type SailProcess, startSail } from './helpers/svc.ts';
 

@@ -10,7 +10,7 @@ import { request as httpsRequest } from 'node:https';
 import { join, relative } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import fc from 'fast-check';
-import { IngressClient } from '../src/ingress/client.ts';
+import { IngressClient } from './helpers/ingress-client.ts';
 import { type SailProcess, startSail, tempDir, waitFor } from './helpers/svc.ts';
 
 let node: SailProcess | undefined;

@@ -7,7 +7,7 @@ import { createHash } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
 import { builtinModules } from 'node:module';
 import { basename, dirname, join, matchesGlob, relative, resolve as resolvePath, sep } from 'node:path';
-import * as esbuild from 'esbuild';
+import type * as esbuild from 'esbuild';
 import type { ModuleType } from '../../src/runtime-tools/layout.ts';
 import type { ModuleRule } from './config.ts';
 import { CellError } from './errors.ts';
@@ -199,7 +199,7 @@ async function bundle(options: BundleOptions): Promise<BuiltWorker> {
   const main = Object.keys(build.entryPoints)[0]!;
   let result: esbuild.BuildResult<{ write: false }>;
   try {
-    result = (await esbuild.build(build)) as esbuild.BuildResult<{ write: false }>;
+    result = (await (await loadEsbuild()).build(build)) as esbuild.BuildResult<{ write: false }>;
   } catch (err) {
     throw new CellError(`the worker does not build:\n${await describeBuildFailure(err)}`);
   }
@@ -285,7 +285,7 @@ function walk(dir: string, skipDirs: string[], into: string[]): void {
 
 async function checkSyntax(bytes: Uint8Array, type: ModuleType, file: string): Promise<void> {
   try {
-    await esbuild.transform(new TextDecoder().decode(bytes), {
+    await (await loadEsbuild()).transform(new TextDecoder().decode(bytes), {
       loader: 'js',
       format: type === 'esm' ? 'esm' : 'cjs',
       sourcefile: file,
@@ -304,4 +304,12 @@ export function sha256(bytes: Uint8Array): string {
 export function isInside(root: string, path: string): boolean {
   const rel = relative(root, path);
   return rel === '' || (!rel.startsWith('..') && !rel.startsWith(sep) && !/^[A-Za-z]:/.test(rel));
+}
+
+/**
+ * esbuild's API, loaded on first use: a node's daemon shares this code but never builds, and
+ * loading esbuild at start would cost it resident memory for nothing.
+ */
+export function loadEsbuild(): Promise<typeof esbuild> {
+  return import('esbuild');
 }

@@ -9,15 +9,9 @@ import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
 import { keys } from '../../src/registry/keys.ts';
+import { cronProblem, earlierScheduledMs, nextScheduledMs } from '../../src/runtime-tools/cron-schedule.ts';
 import { openDirStore } from '../../src/store/dir.ts';
-import {
-  CLAIMS_KEPT,
-  CronScheduler,
-  cronId,
-  cronProblem,
-  earlierScheduledMs,
-  nextScheduledMs,
-} from './cron.ts';
+import { CLAIMS_KEPT, CronScheduler, cronId } from './cron.ts';
 
 const MINUTE = 60_000;
 const T = Date.UTC(2026, 10, 23, 14, 0, 0);

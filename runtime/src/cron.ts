@@ -4,45 +4,15 @@
 // tries a conditional create (`If-None-Match: *`) of the claim object for (schedule, time), and
 // only the replica whose write lands runs the handler. It then records the outcome in the claim.
 //
-// Expressions are Workers' five fields (minute, hour, day of month, month, day of week), in UTC,
-// parsed by croner.
+// Expressions and their times: src/runtime-tools/cron-schedule.ts (svc checks them at deploy).
 
 import { createHash } from 'node:crypto';
-import { Cron } from 'croner';
 import { keys } from '../../src/registry/keys.ts';
+import { cronProblem, earlierScheduledMs, nextScheduledMs } from '../../src/runtime-tools/cron-schedule.ts';
 import { isCasConflict, type Store } from '../../src/store/store.ts';
 
 /** How far back a claim is deleted by the replica that fires: claims of older times are not kept. */
 export const CLAIMS_KEPT = 60;
-
-/** Why `expression` is not a five-field cron expression; null when it is one. */
-export function cronProblem(expression: string): string | null {
-  if (expression.trim().split(/\s+/).length !== 5) {
-    return 'give five fields: minute, hour, day of month, month, day of week (UTC)';
-  }
-  try {
-    parseCron(expression);
-    return null;
-  } catch (err) {
-    return (err as Error).message;
-  }
-}
-
-function parseCron(expression: string): Cron {
-  return new Cron(expression.trim(), { mode: '5-part', timezone: 'UTC', paused: true });
-}
-
-/** The first scheduled time strictly after `afterMs`; null when the schedule never fires again. */
-export function nextScheduledMs(expression: string, afterMs: number): number | null {
-  const next = parseCron(expression).nextRun(new Date(afterMs));
-  return next ? next.getTime() : null;
-}
-
-/** The scheduled time `count` fires before `scheduledMs`; null when there is none. */
-export function earlierScheduledMs(expression: string, scheduledMs: number, count: number): number | null {
-  const runs = parseCron(expression).previousRuns(count, new Date(scheduledMs));
-  return runs.length === count ? runs[count - 1]!.getTime() : null;
-}
 
 /** The claim keys' name for a schedule: a short hash, since an expression holds spaces and `*`. */
 export function cronId(expression: string): string {

@@ -10,6 +10,7 @@ import { mkdir, rename, rm, writeFile } from 'node:fs/promises';
 import { Agent, request } from 'node:http';
 import { dirname, join } from 'node:path';
 import { keys } from '../../src/registry/keys.ts';
+import { HEALTH_PATH } from '../../src/runtime-contract/environment.ts';
 import { isModulePath, type Manifest, parseAssetsIndex } from '../../src/runtime-tools/layout.ts';
 import type { Store } from '../../src/store/store.ts';
 import { CellError } from './errors.ts';
@@ -17,8 +18,7 @@ import { recordWorkerd } from './orphans.ts';
 import { ROUTER_MODULE, ROUTER_SOURCE } from './router-worker.ts';
 import { CRON_MODULE, CRON_SOURCE, renderWorkerdConfig, type WorkerdPlan, workerdBinary } from './workerd.ts';
 
-/** The path the probe asks the worker for; any HTTP answer means the deployment answers. */
-export const PROBE_PATH = '/.well-known/cell/health';
+/** The probe asks the worker for the health path; any HTTP answer means the deployment answers. */
 const PROBE_EVERY_MS = 50;
 const PROBE_REQUEST_MS = 2_000;
 const STOP_GRACE_MS = 5_000;
@@ -263,7 +263,7 @@ export class Instance {
       const probe = request(
         {
           socketPath: this.socketPath,
-          path: PROBE_PATH,
+          path: HEALTH_PATH,
           method: 'GET',
           headers: { host: 'localhost', 'cell-probe': '1' },
           timeout: PROBE_REQUEST_MS,

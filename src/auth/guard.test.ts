@@ -6,8 +6,13 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import fc from 'fast-check';
 import type { FastifyInstance } from 'fastify';
+import {
+  type Signer,
+  startTestNode,
+  type TestNode,
+  type TestResponse,
+} from '../../test/helpers/in-process-node.ts';
 import { keys } from '../registry/keys.ts';
-import { type Signer, startTestNode, type TestNode, type TestResponse } from './in-process.test-helper.ts';
 
 let node: TestNode;
 let admin: Signer;

@@ -14,17 +14,18 @@
 // (`invalid-slug`) and the caller's scope must reach it (`auth-scope`), before any handler I/O.
 
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import type { NodeContext } from '../node/context.ts';
+import type { Logger } from 'pino';
 import { Problem } from '../problem.ts';
 import { keys } from '../registry/keys.ts';
 import { checkApplicationName, isApplicationName } from '../registry/names.ts';
+import type { Store } from '../store/store.ts';
 import { type Caller, requireScope } from './caller.ts';
 import { asTrustedOperator, type TrustedOperator } from './records.ts';
-import { authState } from './state.ts';
+import type { AuthState } from './state.ts';
 import { authInvalid, bearerToken } from './token.ts';
 import { isReadMethod, recordTokenUse } from './token-uses.ts';
 import { readJson } from './verifier.ts';
-import { isWorkloadToken, verifyWorkloadToken } from './workload.ts';
+import { isWorkloadToken, type WorkloadCaller } from './workload.ts';
 
 export type AuthLevel = 'public' | 'ingress' | 'node-or-operator' | 'operator' | 'admin' | 'deploy';
 
@@ -46,42 +47,65 @@ export function operatorRecordOf(request: FastifyRequest): TrustedOperator | und
   return operatorRecords.get(request);
 }
 
+/**
+ * What the guard needs, and nothing of the daemon (the way Hono's bearer-auth takes a
+ * `verifyToken` callback); src/node/server.ts wires them from the daemon's context.
+ */
+export interface GuardDeps {
+  /** Where operator records are re-read and token uses recorded. */
+  store: Store;
+  log: Pick<Logger, 'error' | 'debug'>;
+  /** The verifier and the admitted ingress tokens, asked per request: they are set up at boot. */
+  auth(): AuthState;
+  /** Verifies a workload token for `application` (src/auth/workload.ts). */
+  verifyWorkloadToken(token: string, application: string | null): Promise<WorkloadCaller>;
+}
+
+/** The verified caller the guard attached, for a handler of a route that declares a tier. */
+export function callerOf(request: FastifyRequest): Caller {
+  const caller = (request as FastifyRequest & { caller?: Caller }).caller;
+  // The guard runs for every route that declares `config.auth`; a missing caller is a wiring bug.
+  if (!caller)
+    throw new Problem('internal', 'Internal error', 'the request reached a handler unauthenticated');
+  return caller;
+}
+
 const LEVELS = new Set<string>(['public', 'ingress', 'node-or-operator', 'operator', 'admin', 'deploy']);
 
 /** Installs the guard on the root instance; buildServer calls it before any route plugin. */
-export function authGuard(app: FastifyInstance, ctx: NodeContext): void {
+export function authGuard(app: FastifyInstance, deps: GuardDeps): void {
   app.decorateRequest('caller', null as never);
   app.addHook('onRoute', (route) => {
     const level = (route.config as { auth?: string } | undefined)?.auth;
     if (!level || !LEVELS.has(level)) {
-      ctx.log.error(
+      deps.log.error(
         { method: route.method, url: route.url },
         'route declares no auth tier; it refuses every call',
       );
     }
   });
   app.addHook('onRequest', async (request) => {
-    const caller = await authenticate(request, ctx);
+    const caller = await authenticate(request, deps);
     if (caller) request.caller = caller;
   });
 }
 
 /** Authenticates one request against its route's tier; null for public routes and the 404 handler. */
-export async function authenticate(request: FastifyRequest, ctx: NodeContext): Promise<Caller | null> {
+export async function authenticate(request: FastifyRequest, deps: GuardDeps): Promise<Caller | null> {
   if (request.is404) return null;
   const level = (request.routeOptions.config as { auth?: string } | undefined)?.auth;
   switch (level) {
     case 'public':
       return null;
     case 'ingress':
-      return authenticateIngress(request, ctx);
+      return authenticateIngress(request, deps);
     case 'node-or-operator':
     case 'operator':
     case 'admin':
     case 'deploy':
-      return authenticateSigned(request, ctx, level);
+      return authenticateSigned(request, deps, level);
     default:
-      ctx.log.error({ url: request.url }, 'refused a call to a route that declares no auth tier');
+      deps.log.error({ url: request.url }, 'refused a call to a route that declares no auth tier');
       throw new Problem(
         'internal',
         'Route not guarded',
@@ -90,8 +114,8 @@ export async function authenticate(request: FastifyRequest, ctx: NodeContext): P
   }
 }
 
-function authenticateIngress(request: FastifyRequest, ctx: NodeContext): Caller {
-  const tokens = authState(ctx).ingress;
+function authenticateIngress(request: FastifyRequest, deps: GuardDeps): Caller {
+  const tokens = deps.auth().ingress;
   if (!tokens?.admits(bearerToken(request.headers.authorization))) throw authInvalid();
   const version = request.headers['x-svc-storage-version'];
   if (version !== undefined && version !== '' && version !== '1') {
@@ -106,7 +130,7 @@ function authenticateIngress(request: FastifyRequest, ctx: NodeContext): Caller 
 
 async function authenticateSigned(
   request: FastifyRequest,
-  ctx: NodeContext,
+  deps: GuardDeps,
   level: 'node-or-operator' | 'operator' | 'admin' | 'deploy',
 ): Promise<Caller> {
   const token = bearerToken(request.headers.authorization);
@@ -116,12 +140,12 @@ async function authenticateSigned(
   let caller: Caller;
   let used: { jti: string; exp: number } | null = null;
   if (isWorkloadToken(token)) {
-    caller = await verifyWorkloadToken(ctx, token, applicationOf(request));
+    caller = await deps.verifyWorkloadToken(token, applicationOf(request));
     // Verified, but workload tokens reach the deploy routes only (docs/api.md): like a node token on
     // an operator route, the answer is auth-scope, not auth-invalid.
     if (level !== 'deploy') throw workloadOutOfReach();
   } else {
-    const verifier = authState(ctx).verifier;
+    const verifier = deps.auth().verifier;
     const signer = await verifier.verify(token);
     used = signer.token;
     if (signer.kind === 'node') {
@@ -132,7 +156,7 @@ async function authenticateSigned(
       if (level === 'operator' || level === 'admin') {
         // docs/api.md: operator routes re-read the operator record on every request, so a revoked
         // key or a changed grant takes effect at once here, not after the key cache expires.
-        const fresh = asTrustedOperator(await readJson(ctx.store, keys.operator(signer.id)), signer.id);
+        const fresh = asTrustedOperator(await readJson(deps.store, keys.operator(signer.id)), signer.id);
         if (!fresh || fresh.publicKey.x !== record.publicKey.x) {
           verifier.forget(signer.id);
           throw authInvalid();
@@ -151,8 +175,8 @@ async function authenticateSigned(
   if (level === 'admin' && !(caller.kind === 'operator' && caller.role === 'admin')) {
     throw new Problem('auth-scope', 'Admin key required', 'this route answers admin operator keys only');
   }
-  if (used && (await recordTokenUse(ctx.store, used, !isReadMethod(request.method))) === 'replayed') {
-    ctx.log.debug({ reason: 'jti recorded by another request of the fleet' }, 'token rejected');
+  if (used && (await recordTokenUse(deps.store, used, !isReadMethod(request.method))) === 'replayed') {
+    deps.log.debug({ reason: 'jti recorded by another request of the fleet' }, 'token rejected');
     throw authInvalid();
   }
   return caller;

@@ -5,7 +5,6 @@
 
 import { join } from 'node:path';
 import { createStateFile, readStateFile } from '../config/state-file.ts';
-import type { NodeContext } from '../node/context.ts';
 import { Problem } from '../problem.ts';
 import { keys } from '../registry/keys.ts';
 import type { Store } from '../store/store.ts';
@@ -89,7 +88,7 @@ function safeParse(text: string): unknown {
  * A fresh token signed by this node for one call to another node (tokens are single use:
  * sign one per request). Refused with `capability-missing` when the node has no key.
  */
-export async function mintNodeToken(ctx: Pick<NodeContext, 'nodeId' | 'nodeKey'>): Promise<string> {
+export async function mintNodeToken(ctx: { nodeId: string; nodeKey?: SigningKeyPair }): Promise<string> {
   if (!ctx.nodeKey) {
     throw new Problem(
       'capability-missing',

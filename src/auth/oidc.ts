@@ -23,7 +23,6 @@ import {
   type JWTVerifyGetKey,
   jwtVerify,
 } from 'jose';
-import type { NodeContext } from '../node/context.ts';
 import { Problem } from '../problem.ts';
 import {
   isLoopbackHost,
@@ -34,6 +33,7 @@ import {
 } from '../registry/trust.ts';
 import type { Store } from '../store/store.ts';
 import type { Caller } from './caller.ts';
+import type { VerifierDeps } from './state.ts';
 import { authInvalid } from './token.ts';
 
 export type WorkloadCaller = Extract<Caller, { kind: 'workload' }>;
@@ -320,7 +320,8 @@ function shellQuote(value: string): string {
 /** One verifier per running node: its issuer cache is shared by every request. */
 const verifiers = new WeakMap<object, WorkloadVerifier>();
 
-export function workloadVerifierFor(ctx: Pick<NodeContext, 'store' | 'log'>): WorkloadVerifier {
+/** The verifier of one owner (the daemon's context): created on first use, kept while the owner lives. */
+export function workloadVerifierFor(ctx: VerifierDeps): WorkloadVerifier {
   let verifier = verifiers.get(ctx);
   if (!verifier) {
     const store: Store = ctx.store;

@@ -3,17 +3,17 @@
 
 import assert from 'node:assert/strict';
 import { after, beforeEach, describe, test } from 'node:test';
-import { operatorRoutes } from '../node/routes/operators.ts';
-import { keys } from '../registry/keys.ts';
-import { generateSigningKey } from './ed25519.ts';
 import {
   type Signer,
   signerFor,
   startTestNode,
   type TestNode,
   type TestResponse,
-} from './in-process.test-helper.ts';
-import { MemoryStore } from './memory-store.test-double.ts';
+} from '../../test/helpers/in-process-node.ts';
+import { MemoryStore } from '../../test/helpers/memory-store.ts';
+import { operatorRoutes } from '../node/routes/operators.ts';
+import { keys } from '../registry/keys.ts';
+import { generateSigningKey } from './ed25519.ts';
 import { registerThroughBucket, revokeOperator } from './operators.ts';
 
 let node: TestNode;

@@ -1,10 +1,11 @@
 // The daemon's authentication state (docs/api.md "Authentication"): the one token verifier
 // (its key cache and replay set must be shared by every route) and the admitted ingress
-// tokens. The identity service sets it up at boot; an in-process server without it (unit
-// tests) gets a verifier over its store and only the configured ingress tokens.
+// tokens. The daemon keeps it in its context (src/node/identity-service.ts); auth itself takes
+// only the store and a log.
 
-import type { NodeContext } from '../node/context.ts';
-import { IngressTokens } from './ingress-token.ts';
+import type { Logger } from 'pino';
+import type { Store } from '../store/store.ts';
+import type { IngressTokens } from './ingress-token.ts';
 import { TokenVerifier } from './verifier.ts';
 
 export interface AuthState {
@@ -13,21 +14,15 @@ export interface AuthState {
   ingress: IngressTokens | null;
 }
 
-export function createVerifier(ctx: Pick<NodeContext, 'store' | 'log'>): TokenVerifier {
-  return new TokenVerifier({
-    store: ctx.store,
-    onReject: (reason) => ctx.log.debug({ reason }, 'token rejected'),
-  });
+/** What a verifier is built over: the bucket its keys are read from, and where rejections are logged. */
+export interface VerifierDeps {
+  store: Store;
+  log: Pick<Logger, 'debug'>;
 }
 
-/** The context's auth state, created on first use. */
-export function authState(ctx: NodeContext): AuthState {
-  if (!ctx.auth) {
-    const configured = ctx.settings.ingress.token;
-    ctx.auth = {
-      verifier: createVerifier(ctx),
-      ingress: configured.length > 0 ? new IngressTokens(configured) : null,
-    };
-  }
-  return ctx.auth;
+export function createVerifier(deps: VerifierDeps): TokenVerifier {
+  return new TokenVerifier({
+    store: deps.store,
+    onReject: (reason) => deps.log.debug({ reason }, 'token rejected'),
+  });
 }

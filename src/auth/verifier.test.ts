@@ -6,10 +6,10 @@ import assert from 'node:assert/strict';
 import { createHmac, generateKeyPairSync, randomBytes, sign } from 'node:crypto';
 import { describe, test } from 'node:test';
 import fc from 'fast-check';
+import { MemoryStore } from '../../test/helpers/memory-store.ts';
 import { isProblem } from '../problem.ts';
 import { keys } from '../registry/keys.ts';
 import { generateSigningKey, type SigningKeyPair } from './ed25519.ts';
-import { MemoryStore } from './memory-store.test-double.ts';
 import { signToken } from './token.ts';
 import { ReplaySet, TokenVerifier } from './verifier.ts';
 

@@ -4,23 +4,24 @@
 // claim (node and operator tokens never do). The verification itself (issuer selection from the
 // trust policy, discovery and JWKS caching, the algorithm table, trust-mismatch) is in oidc.ts.
 
-import type { NodeContext } from '../node/context.ts';
 import type { Caller } from './caller.ts';
 import { workloadVerifierFor } from './oidc.ts';
+import type { VerifierDeps } from './state.ts';
 
 export type WorkloadCaller = Extract<Caller, { kind: 'workload' }>;
 
 /**
  * Verifies a workload token for `application` (null when the request names none, such as a
- * poll of a malformed deploy id). Answers the caller, or throws `auth-invalid` (token does not
+ * poll of a malformed deploy id), with the verifier of `owner` (its issuer cache lives as long
+ * as `owner`, the daemon's context). Answers the caller, or throws `auth-invalid` (token does not
  * hold up) or `trust-mismatch` (verified, but the policy admits neither issuer nor subject).
  */
 export async function verifyWorkloadToken(
-  ctx: NodeContext,
+  owner: VerifierDeps,
   token: string,
   application: string | null,
 ): Promise<WorkloadCaller> {
-  return workloadVerifierFor(ctx).verify(token, application);
+  return workloadVerifierFor(owner).verify(token, application);
 }
 
 /**

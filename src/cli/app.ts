@@ -1,7 +1,6 @@
 // `svc app` (docs/cli.md "svc app"): applications, their domains and runtime leases.
 
 import type { Command } from 'commander';
-import { leaseDropAction, leaseShowAction } from '../runtime-tools/commands.ts';
 import {
   type AppFlags,
   appBlock,
@@ -18,6 +17,7 @@ import {
   domainRemove,
 } from './app-actions.ts';
 import { addBucketFlags, addNameFlags, addRemoteFlags, repeatable } from './flags.ts';
+import { leaseDropAction, leaseShowAction } from './runtime-data-actions.ts';
 import { type SecretFlags, secretListAction, secretRemoveAction, secretSetAction } from './secret-actions.ts';
 
 /** An app subcommand: remote flags, --name and --env; bucket flags when it has a bucket path. */

@@ -9,9 +9,9 @@
 import { existsSync } from 'node:fs';
 import { realpath } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
-import * as esbuild from 'esbuild';
+import type * as esbuild from 'esbuild';
 import { type ParseError, parse } from 'jsonc-parser';
-import { bundleBuildOptions } from '../../runtime/src/bundle.ts';
+import { bundleBuildOptions, loadEsbuild } from '../../runtime/src/bundle.ts';
 import type { ModuleRule } from '../../runtime/src/config.ts';
 import { invalidInput } from '../problem.ts';
 
@@ -31,7 +31,7 @@ export async function buildDependencies(dir: string, configBytes: Buffer): Promi
   });
   let metafile: esbuild.Metafile;
   try {
-    metafile = (await esbuild.build({ ...build, metafile: true })).metafile!;
+    metafile = (await (await loadEsbuild()).build({ ...build, metafile: true })).metafile!;
   } catch (err) {
     throw invalidInput('Worker does not build', describeFailure(err));
   }

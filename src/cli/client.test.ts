@@ -6,7 +6,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { startTestNode, type TestNode } from '../auth/in-process.test-helper.ts';
+import { startTestNode, type TestNode } from '../../test/helpers/in-process-node.ts';
 import { generateOperatorKey, keyFileDocument, portableDocument } from '../auth/key-file.ts';
 import { operatorRoutes } from '../node/routes/operators.ts';
 import { keys } from '../registry/keys.ts';

@@ -2,10 +2,10 @@
 // history and rollback in docs/deploys.md).
 
 import type { Command } from 'commander';
-import { pruneAction } from '../runtime-tools/commands.ts';
 import { type DeployFlags, deployAction } from './deploy-action.ts';
 import { deploymentListAction, deploymentRollbackAction } from './deployment-actions.ts';
 import { addBucketFlags, addNameFlags, addRemoteFlags, repeatable } from './flags.ts';
+import { pruneAction } from './runtime-data-actions.ts';
 
 export function registerDeploy(program: Command): void {
   program

@@ -1,15 +1,22 @@
-// What every part of the running daemon shares: settings, the bucket, who this node is.
+// What every part of the running daemon shares: settings, the bucket, who this node is, and the
+// slots the daemon's services fill at boot. The bottom of node/: every slot is typed by a narrow
+// interface declared here (what its readers ask of it), never by the class that fills it, so any
+// part may import this file without importing the parts. It imports types only, and only from
+// folders below node/ (auth's key and state types, config, store, registry, routing, observability's
+// event sink, the ingress routes' source) and from leaf modules of node/deploys and node/fleet.
 
 import type { Logger } from 'pino';
 import type { SigningKeyPair } from '../auth/ed25519.ts';
 import type { AuthState } from '../auth/state.ts';
 import type { Settings } from '../config/settings.ts';
-import type { RoutingSource } from '../ingress/routes.ts';
+import type { RoutingSource } from '../ingress/rendered-routing.ts';
 import type { EventSink } from '../observability/events.ts';
+import type { CoordinatorLease, NodeRecord, ProcessStatus } from '../registry/records.ts';
 import type { Store } from '../store/store.ts';
-import type { DeployService } from './deploys/service.ts';
-import type { LeaseKeeper } from './fleet/lease.ts';
-import type { FleetView } from './fleet/service.ts';
+import type { DeployLimits, DeployTicket } from './deploys/limits.ts';
+import type { DeployRecordWriter, DeployStatus } from './deploys/records.ts';
+import type { Unplaced } from './fleet/placement.ts';
+import type { PlacementView, ReconcileStatus } from './fleet/reconcile.ts';
 
 /** The daemon's shared state, handed to every route plugin and background loop. */
 export interface NodeContext {
@@ -18,16 +25,16 @@ export interface NodeContext {
   nodeId: string;
   version: string;
   log: Logger;
-  /** The fleet state of the last reconcile pass, for the routing routes; set by the reconcile loop. */
+  /** The fleet state of the last reconcile pass, for the routing routes; set by the fleet service. */
   routing?: RoutingSource;
   /** This node's signing key (src/auth/node-key.ts); set by the identity service at boot. */
   nodeKey?: SigningKeyPair;
-  /** The token verifier and admitted ingress tokens (src/auth/state.ts); created on first use. */
+  /** The token verifier and admitted ingress tokens (src/node/identity-service.ts); created on first use. */
   auth?: AuthState;
-  /** The deploy runner: staging, queue and limits, publishing (src/node/deploys/); set by its service. */
-  deploys?: DeployService;
+  /** The deploy runner (src/node/deploys/service.ts); set by the deploy service. */
+  deploys?: Deploys;
   /** The coordinator lease as this node keeps it (src/node/fleet/lease.ts); set by the fleet service. */
-  lease?: LeaseKeeper;
+  lease?: LeaseGate;
   /** What GET /v1/state reports of the fleet (src/node/fleet/service.ts); set by the fleet service. */
   fleet?: FleetView;
   /**
@@ -37,4 +44,96 @@ export interface NodeContext {
   events?: EventSink;
   /** A fresh single-use node token (src/auth/node-key.ts), for forwarding to the coordinator. */
   mintNodeToken?: () => Promise<string>;
+}
+
+/**
+ * A background part of the daemon (identity, deploys, heartbeat, lease, reconcile loop...).
+ * The daemon (src/node/daemon.ts) starts its services in list order once the bucket is open and
+ * stops them in reverse order.
+ */
+export interface DaemonService {
+  name: string;
+  start(ctx: NodeContext): Promise<void>;
+  /** `keepApplications`: the daemon is restarting; leave the runtime processes serving. */
+  stop(options?: StopOptions): Promise<void>;
+}
+
+export interface StopOptions {
+  keepApplications?: boolean;
+}
+
+/** What deploy intake, the deploy routes and the reaper ask of this node's deploy runner. */
+export interface Deploys {
+  /** The queue and capacity limits intake admits a deploy under. */
+  readonly limits: DeployLimits;
+  /** Aborted when the node stops: intake gives up receiving. */
+  readonly stopping: AbortSignal;
+  /** Whether this node runs this deploy now (queued or active). */
+  runs(id: string): boolean;
+  /** The staging directory and the runtime's version; `capability-missing` when either is absent. */
+  capabilities(): Promise<{ staging: string; runtimeVersion: string }>;
+  /** `version-skew` when another answering node serves the application on another runtime. */
+  checkVersionSkew(application: string, runtimeVersion: string): Promise<void>;
+  /** Takes a staged, recorded deploy into the queue; it runs when a runner slot is free. */
+  enqueue(staged: StagedDeploy): DeployStatus;
+}
+
+/** What intake hands over to the runner once an artifact is staged and checked. */
+export interface StagedDeploy {
+  id: string;
+  application: string;
+  /** `<staging>/<id>`, removed when the deploy ends. */
+  dir: string;
+  /** The unpacked artifact and its worker config. */
+  root: string;
+  config: string;
+  ticket: DeployTicket;
+  writer: DeployRecordWriter;
+}
+
+/** What the rest of the daemon asks of the coordinator lease (deletion, the shard reaper). */
+export interface LeaseGate {
+  /** The holder as this node last saw it; null when nobody holds an unexpired lease. */
+  view(): { node: string } | null;
+  isCoordinator(): boolean;
+  /** Offers this node as coordinator once; afterwards `isCoordinator()` and `view()` tell who won. */
+  tryAcquire(): Promise<unknown>;
+}
+
+/** docs/api.md "CoordinatorView". */
+export interface CoordinatorView {
+  node: string;
+  fence: number;
+  self: boolean;
+  unplaced?: Unplaced[];
+}
+
+/** One node's process of an application. */
+export interface NodeProcess extends ProcessStatus {
+  node: string;
+}
+
+/** What GET /v1/state and the application routes read of the fleet concern (`ctx.fleet`). */
+export interface FleetView {
+  node(): NodeRecord | null;
+  lease(): CoordinatorLease | null;
+  coordinator(): CoordinatorView | null;
+  processes(): ProcessStatus[];
+  /**
+   * The application's runtime processes on every live node, from the node records this node
+   * keeps (its own from memory): no request of its own.
+   */
+  processesOf(application: string): NodeProcess[];
+  placements(): PlacementView[];
+  reconcile(): ReconcileStatus;
+  /**
+   * This node changed the registry (a deploy created or moved an application): re-list it and
+   * run a pass now instead of within the resync interval.
+   */
+  changed(): void;
+  /**
+   * The application's selector was moved by this node (a deploy, a rollback): its runtime process
+   * on this node looks at it now. Other nodes learn it from the application record's `deployment`.
+   */
+  selectorMoved(application: string): void;
 }

@@ -4,32 +4,17 @@
 import { mkdir } from 'node:fs/promises';
 import type { FastifyInstance } from 'fastify';
 import { pino } from 'pino';
-import { identityService } from '../auth/identity-service.ts';
 import type { Settings } from '../config/settings.ts';
 import { checkObservabilitySettings, observabilityService } from '../observability/service.ts';
 import { openStore } from '../store/open.ts';
 import { selfTestStore } from '../store/selftest.ts';
 import { SVC_VERSION } from '../version.ts';
-import type { NodeContext } from './context.ts';
+import type { DaemonService, NodeContext, StopOptions } from './context.ts';
 import { deployService } from './deploys/service.ts';
 import { fleetService } from './fleet/service.ts';
+import { identityService } from './identity-service.ts';
 import { ensureNodeId } from './node-id.ts';
 import { buildServer } from './server.ts';
-
-/**
- * A background part of the daemon (heartbeat, lease, reconcile loop, supervisor...).
- * Started in list order once the bucket is open, stopped in reverse order.
- */
-export interface DaemonService {
-  name: string;
-  start(ctx: NodeContext): Promise<void>;
-  /** `keepApplications`: the daemon is restarting; leave the runtime processes serving. */
-  stop(options?: StopOptions): Promise<void>;
-}
-
-export interface StopOptions {
-  keepApplications?: boolean;
-}
 
 /** Builds the daemon's services for one context; each concern adds its own here. */
 function buildServices(_ctx: NodeContext): DaemonService[] {

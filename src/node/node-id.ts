@@ -6,10 +6,6 @@ import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { checkNodeId } from '../registry/names.ts';
 
-// runtime/src/serve.ts still imports the pattern from here; the rule itself lives in
-// src/registry/names.ts. Drop this line once the runtime imports it from there.
-export { NODE_ID_PATTERN } from '../registry/names.ts';
-
 /** Answers the configured id, else the one kept in `<stateDir>/node-id`, else a new `node-<hex>` kept there. */
 export async function ensureNodeId(stateDir: string, configured: string | undefined): Promise<string> {
   if (configured !== undefined) return checkNodeId(configured, 'node.id');

@@ -6,13 +6,15 @@ import http from 'node:http';
 import type { Duplex } from 'node:stream';
 import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply } from 'fastify';
 import { authGuard } from '../auth/guard.ts';
-import { ingressRoutes } from '../ingress/routes.ts';
+import { verifyWorkloadToken } from '../auth/workload.ts';
 import { isProblem, PROBLEM_CONTENT_TYPE, Problem } from '../problem.ts';
 import type { NodeContext } from './context.ts';
+import { authState } from './identity-service.ts';
 import { applicationRoutes } from './routes/applications.ts';
 import { deployRoutes } from './routes/deploys.ts';
 import { freezeRoutes } from './routes/freeze.ts';
 import { healthRoutes } from './routes/health.ts';
+import { ingressRoutes } from './routes/ingress.ts';
 import { operatorRoutes } from './routes/operators.ts';
 import { stateRoutes } from './routes/state.ts';
 
@@ -72,7 +74,13 @@ export async function buildServer(
     return sendProblem(reply, problem);
   });
   // Authentication runs in onRequest, before any body is read, for every route below.
-  authGuard(app, ctx);
+  authGuard(app, {
+    store: ctx.store,
+    log: ctx.log,
+    auth: () => authState(ctx),
+    // The context owns the workload verifier, so its issuer cache is shared by every request.
+    verifyWorkloadToken: (token, application) => verifyWorkloadToken(ctx, token, application),
+  });
   for (const plugin of plugins) await plugin(app, ctx);
   return app;
 }

@@ -4,8 +4,7 @@
 // reaps shards past the retention about once an hour. Off, the sink does nothing and nothing runs.
 
 import type { Settings } from '../config/settings.ts';
-import type { NodeContext } from '../node/context.ts';
-import type { DaemonService } from '../node/daemon.ts';
+import type { DaemonService, NodeContext } from '../node/context.ts';
 import { Problem } from '../problem.ts';
 import { keys } from '../registry/keys.ts';
 import { renderRouting } from '../routing/render.ts';

@@ -3,6 +3,7 @@
 
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import { refuses, tempStore } from '../../test/helpers/temp-store.ts';
 import type { Store } from '../store/store.ts';
 import { parseLabelsBody, parseReplicasBody, parseSelectorBody } from './application-bodies.ts';
 import { checkDeletable, deleteApplicationData } from './application-deletion.ts';
@@ -19,7 +20,6 @@ import {
   unretireApplication,
 } from './applications.ts';
 import { keys } from './keys.ts';
-import { refuses, tempStore } from './testing.ts';
 
 describe('application records', () => {
   let store: Store;

@@ -5,6 +5,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import fc from 'fast-check';
+import { refuses, tempStore } from '../../test/helpers/temp-store.ts';
 import { routingInputFromRegistry } from '../routing/input.ts';
 import type { Store } from '../store/store.ts';
 import { getJson } from '../store/store.ts';
@@ -24,7 +25,6 @@ import {
 } from './domains.ts';
 import { keys } from './keys.ts';
 import type { DomainClaim } from './records.ts';
-import { refuses, tempStore } from './testing.ts';
 
 const platformDomains = ['apps.test'];
 

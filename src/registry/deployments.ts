@@ -3,9 +3,9 @@
 // days; a deployment lives until pruned, and its history (`svc deployment list`) must still say
 // who deployed it and from what source. Written once by the node that ran the publish.
 
-import type { DeploySource } from '../node/deploys/metadata.ts';
 import { getJson, putJson, type Store } from '../store/store.ts';
 import { keys } from './keys.ts';
+import type { DeploySource } from './records.ts';
 
 /** One deployment's provenance. */
 export interface DeploymentNote {

@@ -2,6 +2,7 @@
 
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import { refuses, tempStore } from '../../test/helpers/temp-store.ts';
 import type { Store } from '../store/store.ts';
 import {
   assertDeploysOpen,
@@ -11,7 +12,6 @@ import {
   readFreeze,
   unfreezeDeploys,
 } from './freeze.ts';
-import { refuses, tempStore } from './testing.ts';
 
 test('reason: trimmed, empty reads as none, at most 200 characters, one line', async () => {
   assert.equal(checkFreezeReason('  incident 42  '), 'incident 42');

@@ -4,6 +4,14 @@
 /** How many nodes run an application: every eligible node, or a fixed count. */
 export type Replicas = 'all' | number;
 
+/** Where deployed code came from (the deploy metadata's `source`); all four members non-empty when given. */
+export interface DeploySource {
+  provider: string;
+  repo: string;
+  ref: string;
+  commit: string;
+}
+
 /** One application (docs/api.md "ApplicationRecord"); created by its first deploy. */
 export interface ApplicationRecord {
   v: 1;

@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
-import { MemoryStore } from '../auth/memory-store.test-double.ts';
+import { MemoryStore } from '../../test/helpers/memory-store.ts';
 import { Problem } from '../problem.ts';
 import { keys } from './keys.ts';
 import {

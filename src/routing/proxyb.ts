@@ -1,5 +1,6 @@
 // Spec 2 "Rendering for the second proxy (proxyb)": the routing document as Traefik v3 dynamic
 // configuration, served by GET /v1/ingress/routes/proxyb.
+import { HEALTH_PATH } from '../runtime-contract/environment.ts';
 import { compare } from './render.ts';
 import { inner, TextSink } from './text.ts';
 import type { FleetRouting, Upstream } from './types.ts';
@@ -38,7 +39,6 @@ export interface ProxybConfig {
   };
 }
 
-const CELL_HEALTH = '/.well-known/cell/health';
 const API_HEALTH = '/.well-known/svc/health';
 
 /** The Traefik dynamic configuration as an object (tests, tools); the node serves renderProxybBytes. */
@@ -83,7 +83,7 @@ export function renderProxybBytes(doc: FleetRouting, options: ProxybOptions): st
     const base = wildcard ? route.host.slice(2) : route.host;
     const text = inner(base);
     // A wildcard service checks health under the base: the pattern is no host a process answers.
-    const healthCheck = `{"hostname":"${text}","interval":"10s","path":"${CELL_HEALTH}","timeout":"3s"}`;
+    const healthCheck = `{"hostname":"${text}","interval":"10s","path":"${HEALTH_PATH}","timeout":"3s"}`;
     if (wildcard) {
       const rule = JSON.stringify(`HostRegexp(\`^[^.]+\\.${escapeRegex(base)}$\`)`);
       add(`svc_wild_${base}`, `svc_wild_${text}`, rule, route.upstreams, healthCheck, WILD_ROUTER);

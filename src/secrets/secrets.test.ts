@@ -5,8 +5,8 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
+import { refuses, tempStore } from '../../test/helpers/temp-store.ts';
 import type { NodeRecord } from '../registry/records.ts';
-import { refuses, tempStore } from '../registry/testing.ts';
 import { generateSealKey, open, seal } from './seal.ts';
 import {
   checkSecretName,

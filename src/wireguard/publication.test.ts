@@ -2,10 +2,10 @@
 // object wins; nothing private is published.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { tempStore } from '../../test/helpers/temp-store.ts';
 import { keys } from '../registry/keys.ts';
 import { NODE_DEAD_AFTER_MS } from '../registry/liveness.ts';
 import type { NodeRecord } from '../registry/records.ts';
-import { tempStore } from '../registry/testing.ts';
 import { getJson, putJson } from '../store/store.ts';
 import { generateKeypair } from './keypair.ts';
 import { publishTunnel, registeredTunnels } from './publication.ts';

@@ -5,7 +5,6 @@
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import type { Role } from '../../src/auth/caller.ts';
-import { type Signer, signerFor } from '../../src/auth/in-process.test-helper.ts';
 import { keyFileDocument } from '../../src/auth/key-file.ts';
 import type { TrustedOperator } from '../../src/auth/records.ts';
 import {
@@ -17,6 +16,7 @@ import { keys } from '../../src/registry/keys.ts';
 import type { ApplicationRecord } from '../../src/registry/records.ts';
 import { openStore } from '../../src/store/open.ts';
 import { putJson, type Store } from '../../src/store/store.ts';
+import { type Signer, signerFor } from './in-process-node.ts';
 import { type SailProcess, startSail, tempDir } from './svc.ts';
 
 export type { Signer };

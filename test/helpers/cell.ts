@@ -89,9 +89,12 @@ export async function startCell(
   node: string,
   bucket: BucketEnv,
   env: NodeJS.ProcessEnv = {},
+  /** An executable runtime to run instead of the checkout's (e.g. dist/cell.mjs, run through its shebang). */
+  bin?: string,
 ): Promise<CellProcess> {
   const port = await freePort();
-  const child = spawn(process.execPath, [CELL_BIN, 'serve'], {
+  const [command, args] = bin ? [bin, ['serve']] : [process.execPath, [CELL_BIN, 'serve']];
+  const child = spawn(command, args, {
     env: {
       ...process.env,
       ...bucket,

@@ -8,21 +8,16 @@
 // This parser faces the network: it never throws anything but that one Problem.
 
 import { Problem } from '../../problem.ts';
-import type { Replicas } from '../../registry/records.ts';
+import type { DeploySource, Replicas } from '../../registry/records.ts';
+
+// The source is recorded with the deploy and the deployment (src/registry/); svc deploy builds it.
+export type { DeploySource };
 
 /** docs/api.md "Limits": the header's length in characters. */
 export const MAX_METADATA_CHARS = 8192;
 
 const BASE64URL = /^[A-Za-z0-9_-]+$/;
 const SOURCE_FIELDS = ['provider', 'repo', 'ref', 'commit'] as const;
-
-/** Where the deployed code came from; all four members non-empty when given. */
-export interface DeploySource {
-  provider: string;
-  repo: string;
-  ref: string;
-  commit: string;
-}
 
 /** What a deploy asks for besides its artifact. Absent or null placement members preserve. */
 export interface DeployMetadata {

@@ -17,9 +17,8 @@ import type { ProblemCode } from '../../problem.ts';
 import { keys } from '../../registry/keys.ts';
 import { isNodeLive } from '../../registry/liveness.ts';
 import { isApplicationName } from '../../registry/names.ts';
-import type { NodeRecord } from '../../registry/records.ts';
+import type { DeploySource, NodeRecord } from '../../registry/records.ts';
 import { getJson, isCasConflict, putJson, type Store } from '../../store/store.ts';
-import type { DeploySource } from './metadata.ts';
 
 export type DeployState = 'accepted' | 'uploading' | 'deployed' | 'failed';
 

@@ -13,10 +13,10 @@ import { join } from 'node:path';
 import { isProblem, Problem } from '../../problem.ts';
 import { updateApplication } from '../../registry/applications.ts';
 import { writeDeploymentNote } from '../../registry/deployments.ts';
+import { bucketEnvironment, runtimeBaseEnvironment } from '../../runtime-contract/environment.ts';
 import { readSecrets } from '../../secrets/secrets.ts';
-import type { NodeContext } from '../context.ts';
-import type { DaemonService } from '../daemon.ts';
-import { DeployLimits, type DeployTicket } from './limits.ts';
+import type { DaemonService, Deploys, NodeContext, StagedDeploy } from '../context.ts';
+import { DeployLimits } from './limits.ts';
 import {
   applicationOfDeployId,
   DeployRecordWriter,
@@ -29,17 +29,8 @@ import {
 import { type Published, RuntimeProbe, runPublish } from './runner.ts';
 import { findSkew, readNodeRecords, readRuntimePairs, versionSkew } from './skew.ts';
 
-/** One accepted deploy on this node, from acceptance to its end. */
-interface Task {
-  id: string;
-  application: string;
-  /** `<staging>/<id>`, removed when the task ends. */
-  dir: string;
-  /** The unpacked artifact and its worker config. */
-  root: string;
-  config: string;
-  ticket: DeployTicket;
-  writer: DeployRecordWriter;
+/** One accepted deploy on this node, from acceptance to its end: what intake staged, and its run. */
+interface Task extends StagedDeploy {
   phase: 'queued' | 'active' | 'ending';
   queuedTimer?: NodeJS.Timeout;
   beat?: NodeJS.Timeout;
@@ -47,18 +38,7 @@ interface Task {
   done?: Promise<void>;
 }
 
-/** What intake hands over once an artifact is staged and checked. */
-export interface StagedDeploy {
-  id: string;
-  application: string;
-  dir: string;
-  root: string;
-  config: string;
-  ticket: DeployTicket;
-  writer: DeployRecordWriter;
-}
-
-export class DeployService implements DaemonService {
+export class DeployService implements DaemonService, Deploys {
   readonly name = 'deploys';
   readonly probe = new RuntimeProbe();
   #ctx: NodeContext | null = null;
@@ -416,22 +396,9 @@ async function recordDeployment(ctx: NodeContext, application: string, deploymen
  * `--cell-env` values, the application, and the bucket.
  */
 export function publishEnv(ctx: NodeContext, application: string): NodeJS.ProcessEnv {
-  const env: NodeJS.ProcessEnv = {};
-  for (const [name, value] of Object.entries(process.env)) {
-    if (!name.startsWith('SVC_') && !name.startsWith('CELL_')) env[name] = value;
-  }
-  Object.assign(env, ctx.settings.runtime.cellEnv);
-  const bucket = ctx.settings.bucket;
-  const endpoint =
-    bucket.endpoint ?? (ctx.store.description.startsWith('file://') ? ctx.store.description : undefined);
-  Object.assign(env, {
+  return {
+    ...runtimeBaseEnvironment(process.env, ctx.settings.runtime.cellEnv),
     CELL_APP: application,
-    SVC_S3_ENDPOINT: endpoint ?? '',
-    SVC_S3_REGION: bucket.region ?? '',
-    SVC_S3_BUCKET: bucket.bucket ?? '',
-    SVC_S3_PREFIX: bucket.prefix ?? '',
-    SVC_S3_ACCESS_KEY: bucket.accessKey ?? '',
-    SVC_S3_SECRET_KEY: bucket.secretKey ?? '',
-  });
-  return env;
+    ...bucketEnvironment(ctx.settings.bucket, ctx.store.description),
+  };
 }

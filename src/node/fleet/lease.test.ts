@@ -5,9 +5,9 @@
 
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { refuses, tempStore } from '../../../test/helpers/temp-store.ts';
 import { keys } from '../../registry/keys.ts';
 import type { CoordinatorLease } from '../../registry/records.ts';
-import { refuses, tempStore } from '../../registry/testing.ts';
 import { getJson, putJson } from '../../store/store.ts';
 import { type LeaseClock, LeaseKeeper } from './lease.ts';
 

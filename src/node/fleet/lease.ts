@@ -50,8 +50,8 @@ interface Held {
 }
 
 /**
- * This node's side of the coordinator election. Implements the LeaseGate that
- * src/node/routes/delete-application.ts reads as `ctx.lease`.
+ * This node's side of the coordinator election. The fleet service puts it in the context as
+ * `ctx.lease`, a LeaseGate (src/node/context.ts).
  */
 export class LeaseKeeper {
   readonly #store: Store;

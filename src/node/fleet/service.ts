@@ -10,13 +10,13 @@ import { reapTokenUses } from '../../auth/token-uses.ts';
 import { type EventInput, noEvents, RECONCILE_PASS } from '../../observability/events.ts';
 import { onFleetChanged } from '../../registry/changes.ts';
 import { HEARTBEAT_MS, isNodeLive } from '../../registry/liveness.ts';
-import type { CoordinatorLease, NodeRecord, ProcessStatus } from '../../registry/records.ts';
+import type { NodeRecord } from '../../registry/records.ts';
+import { bucketEnvironment } from '../../runtime-contract/environment.ts';
 import { SecretsKeeper } from '../../secrets/keeper.ts';
 import { ensureSealKey } from '../../secrets/node-key.ts';
 import { ensureKeypair } from '../../wireguard/keypair.ts';
 import { publishTunnel, tunnelOf } from '../../wireguard/publication.ts';
-import type { NodeContext } from '../context.ts';
-import type { DaemonService } from '../daemon.ts';
+import type { DaemonService, NodeContext } from '../context.ts';
 import { deployReaperFor } from '../deploys/reaper.ts';
 import { applicationOfDeployId } from '../deploys/records.ts';
 import { RuntimeProbe } from '../deploys/runner.ts';
@@ -24,54 +24,14 @@ import { RegistryCache } from './cache.ts';
 import { LeaseKeeper, systemClock } from './lease.ts';
 import { listedAppsStore } from './listed-store.ts';
 import { NodeRegistration } from './node-record.ts';
-import type { Unplaced } from './placement.ts';
 import {
   CHANGE_WATCH_EVERY_MS,
   PASS_INTERVAL_MS,
-  type PlacementView,
   type ProcessSupervisor,
   Reconciler,
   type ReconcileStatus,
 } from './reconcile.ts';
 import { Supervisor } from './supervisor.ts';
-
-/** docs/api.md "CoordinatorView". */
-export interface CoordinatorView {
-  node: string;
-  fence: number;
-  self: boolean;
-  unplaced?: Unplaced[];
-}
-
-/** One node's process of an application. */
-export interface NodeProcess extends ProcessStatus {
-  node: string;
-}
-
-/** What GET /v1/state reads of the fleet concern (`ctx.fleet`). */
-export interface FleetView {
-  node(): NodeRecord | null;
-  lease(): CoordinatorLease | null;
-  coordinator(): CoordinatorView | null;
-  processes(): ProcessStatus[];
-  /**
-   * The application's runtime processes on every live node, from the node records this node
-   * keeps (its own from memory): no request of its own.
-   */
-  processesOf(application: string): NodeProcess[];
-  placements(): PlacementView[];
-  reconcile(): ReconcileStatus;
-  /**
-   * This node changed the registry (a deploy created or moved an application): re-list it and
-   * run a pass now instead of within the resync interval.
-   */
-  changed(): void;
-  /**
-   * The application's selector was moved by this node (a deploy, a rollback): its runtime process
-   * on this node looks at it now. Other nodes learn it from the application record's `deployment`.
-   */
-  selectorMoved(application: string): void;
-}
 
 export interface FleetServiceOptions {
   /** The supervisor to run; the default starts `--cell-bin` processes. */
@@ -335,8 +295,6 @@ function defaultSupervisor(
   secretsFile: (application: string) => string,
 ): ProcessSupervisor {
   const { runtime, deploy, bucket } = ctx.settings;
-  const endpoint =
-    bucket.endpoint ?? (ctx.store.description.startsWith('file://') ? ctx.store.description : undefined);
   return new Supervisor({
     cellBin: runtime.cellBin,
     cellEnv: runtime.cellEnv,
@@ -345,14 +303,7 @@ function defaultSupervisor(
     portQuarantineMs: runtime.portQuarantineMs,
     outputBytes: deploy.outputBytes,
     nodeId: ctx.nodeId,
-    bucketEnv: {
-      SVC_S3_ENDPOINT: endpoint ?? '',
-      SVC_S3_REGION: bucket.region ?? '',
-      SVC_S3_BUCKET: bucket.bucket ?? '',
-      SVC_S3_PREFIX: bucket.prefix ?? '',
-      SVC_S3_ACCESS_KEY: bucket.accessKey ?? '',
-      SVC_S3_SECRET_KEY: bucket.secretKey ?? '',
-    },
+    bucketEnv: bucketEnvironment(bucket, ctx.store.description),
     log: ctx.log,
     observability: ctx.settings.observability.enabled,
     events: ctx.events,

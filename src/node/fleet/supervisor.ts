@@ -15,6 +15,12 @@ import { createServer } from 'node:net';
 import type { Logger } from 'pino';
 import { type EventSink, eventTail } from '../../observability/events.ts';
 import type { ProcessStatus } from '../../registry/records.ts';
+import {
+  HEALTH_PATH,
+  runtimeBaseEnvironment,
+  SUPERVISOR_HEADER,
+  serveIdentityEnvironment,
+} from '../../runtime-contract/environment.ts';
 import { OutputTail, RuntimeProbe } from '../deploys/runner.ts';
 import {
   AdoptedProcess,
@@ -27,8 +33,6 @@ import {
 } from './process-leftovers.ts';
 import { DEFAULT_RESTART_POLICY, judgeExit, PortPool, type RestartPolicy } from './process-policy.ts';
 
-export const HEALTH_PATH = '/.well-known/cell/health';
-
 /**
  * How long a runtime process whose daemon is gone keeps serving without a supervisor's health
  * probe before it drains and exits (CELL_UNSUPERVISED_EXIT_MS, unless `--cell-env` names it): a
@@ -36,9 +40,6 @@ export const HEALTH_PATH = '/.well-known/cell/health';
  * past it.
  */
 export const UNSUPERVISED_EXIT_MS = 300_000;
-
-/** The header the supervisor's health probes carry: the runtime counts them as "supervised". */
-export const SUPERVISOR_HEADER = 'cell-supervisor';
 
 /** A runtime process: one this daemon spawned, or one it adopted from a previous run. */
 interface RuntimeChild {
@@ -608,23 +609,21 @@ export function runtimeEnv(input: {
   secretsFile?: string;
   base?: NodeJS.ProcessEnv;
 }): Record<string, string> {
-  const env: Record<string, string> = {};
-  for (const [name, value] of Object.entries(input.base ?? process.env)) {
-    if (value !== undefined && !name.startsWith('SVC_') && !name.startsWith('CELL_')) env[name] = value;
-  }
-  Object.assign(env, input.cellEnv);
+  const env = runtimeBaseEnvironment(input.base ?? process.env, input.cellEnv);
   if (input.observability && !Object.hasOwn(input.cellEnv, 'CELL_OTEL')) env.CELL_OTEL = '1';
   if (!Object.hasOwn(input.cellEnv, 'CELL_UNSUPERVISED_EXIT_MS'))
     env.CELL_UNSUPERVISED_EXIT_MS = String(UNSUPERVISED_EXIT_MS);
-  Object.assign(env, {
-    CELL_APP: input.application,
-    CELL_NODE: input.nodeId,
-    CELL_PORT: String(input.port),
-    CELL_BIND_HOST: input.bindHost,
-  });
+  Object.assign(
+    env,
+    serveIdentityEnvironment({
+      application: input.application,
+      node: input.nodeId,
+      port: input.port,
+      host: input.bindHost,
+    }),
+  );
   if (input.secretsFile) env.CELL_SECRETS_FILE = input.secretsFile;
-  Object.assign(env, input.bucketEnv);
-  return env;
+  return Object.assign(env, input.bucketEnv);
 }
 
 /** Where the node reaches a process bound to `bindHost`: a wildcard bind is probed on loopback. */

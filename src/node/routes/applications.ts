@@ -12,6 +12,7 @@ import {
   readView,
   requireScope,
 } from '../../auth/caller.ts';
+import { callerOf } from '../../auth/guard.ts';
 import { Problem } from '../../problem.ts';
 import { parseLabelsBody, parseReplicasBody, parseSelectorBody } from '../../registry/application-bodies.ts';
 import { redactApplication } from '../../registry/application-view.ts';
@@ -173,15 +174,6 @@ export async function applicationRoutes(app: FastifyInstance, ctx: NodeContext):
 
   await deleteApplicationRoute(app, ctx);
   await rollbackRoute(app, ctx);
-}
-
-/** The verified caller the guard attached. */
-export function callerOf(request: FastifyRequest): Caller {
-  const caller = (request as FastifyRequest & { caller?: Caller }).caller;
-  // The guard runs for every route that declares `config.auth`; a missing caller is a wiring bug.
-  if (!caller)
-    throw new Problem('internal', 'Internal error', 'the request reached a handler unauthenticated');
-  return caller;
 }
 
 /** The caller and `:name`, with scope re-checked (no I/O; the guard already refused out-of-scope calls). */

@@ -5,11 +5,12 @@
 
 import assert from 'node:assert/strict';
 import { after, before, beforeEach, describe, test } from 'node:test';
-import { type Signer, startTestNode, type TestNode } from '../../auth/in-process.test-helper.ts';
+import { type Signer, startTestNode, type TestNode } from '../../../test/helpers/in-process-node.ts';
 import { ensureApplicationForDeploy, retireApplication } from '../../registry/applications.ts';
 import { keys } from '../../registry/keys.ts';
 import { putJson } from '../../store/store.ts';
-import { type DeletionDeps, deleteApplicationRoute, type LeaseGate } from './delete-application.ts';
+import type { LeaseGate } from '../context.ts';
+import { type DeletionDeps, deleteApplicationRoute } from './delete-application.ts';
 
 /** A lease whose state each test sets; `tryAcquire` applies `onOffer`. */
 class ScriptedLease implements LeaseGate {

@@ -11,22 +11,13 @@ import { getApplication } from '../../registry/applications.ts';
 import { keys } from '../../registry/keys.ts';
 import type { NodeRecord } from '../../registry/records.ts';
 import { getJson } from '../../store/store.ts';
-import type { NodeContext } from '../context.ts';
+import type { LeaseGate, NodeContext } from '../context.ts';
 
 /** Marks a deletion one node has already forwarded, so it is never forwarded twice. */
 export const FORWARDED_HEADER = 'x-svc-forwarded';
 
 /** How long a forwarded deletion may take before this node gives up on the coordinator. */
 const FORWARD_TIMEOUT_MS = 30_000;
-
-/** What deletion needs of the coordinator lease (the fleet concern's `ctx.lease`). */
-export interface LeaseGate {
-  /** The holder as this node last saw it; null when nobody holds an unexpired lease. */
-  view(): { node: string } | null;
-  isCoordinator(): boolean;
-  /** Offers this node as coordinator once; afterwards `isCoordinator()` and `view()` tell who won. */
-  tryAcquire(): Promise<unknown>;
-}
 
 /** What the route needs from the rest of the daemon; the route wires the real ones. */
 export interface DeletionDeps {
@@ -67,8 +58,7 @@ export async function deleteApplicationRoute(
 }
 
 function defaultDeps(ctx: NodeContext): DeletionDeps {
-  const extended = ctx as NodeContext & { lease?: LeaseGate; mintNodeToken?: () => Promise<string> };
-  return { lease: extended.lease, mintNodeToken: extended.mintNodeToken };
+  return { lease: ctx.lease, mintNodeToken: ctx.mintNodeToken };
 }
 
 async function deleteThroughCoordinator(

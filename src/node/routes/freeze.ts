@@ -3,6 +3,7 @@
 
 import type { FastifyInstance } from 'fastify';
 import { describeCaller } from '../../auth/caller.ts';
+import { callerOf } from '../../auth/guard.ts';
 import {
   freezeDeploys,
   notFrozen,
@@ -11,7 +12,6 @@ import {
   unfreezeDeploys,
 } from '../../registry/freeze.ts';
 import type { NodeContext } from '../context.ts';
-import { callerOf } from './applications.ts';
 
 export async function freezeRoutes(app: FastifyInstance, ctx: NodeContext): Promise<void> {
   app.post('/v1/fleet/freeze', { config: { auth: 'admin' as const } }, async (request) => {

@@ -14,7 +14,6 @@ import {
   writeOperator,
 } from '../../auth/operators.ts';
 import type { TrustedOperator } from '../../auth/records.ts';
-import { authState } from '../../auth/state.ts';
 import { checkOperatorId } from '../../registry/names.ts';
 import type { NodeContext } from '../context.ts';
 
@@ -32,8 +31,9 @@ export function operatorRoutes(app: FastifyInstance, ctx: NodeContext): void {
     const { caller } = operatorOf(request);
     const decided = decideRegistration(caller, parseRegistration(request.body));
     const operator = await writeOperator(ctx.store, decided);
-    // A kid this node remembered as unknown becomes usable at once here.
-    authState(ctx).verifier.forget(operator.id);
+    // A kid this node remembered as unknown becomes usable at once here. (The verifier is there:
+    // the guard verified the caller's operator token with it.)
+    ctx.auth?.verifier.forget(operator.id);
     ctx.events?.emit({
       kind: 'operator.registered',
       actor: caller.id,
@@ -51,7 +51,7 @@ export function operatorRoutes(app: FastifyInstance, ctx: NodeContext): void {
     const { caller, record } = operatorOf(request);
     const id = checkOperatorId(request.params.id);
     await revokeOperator(ctx.store, caller, record, id);
-    authState(ctx).verifier.forget(id);
+    ctx.auth?.verifier.forget(id);
     ctx.events?.emit({ kind: 'operator.revoked', actor: caller.id, operator: id });
     ctx.log.info(
       { event: 'operator.revoked', operator: id, by: caller.id },

@@ -4,10 +4,10 @@
 
 import type { FastifyInstance } from 'fastify';
 import { describeCaller } from '../../auth/caller.ts';
+import { callerOf } from '../../auth/guard.ts';
 import { invalidInput } from '../../problem.ts';
 import { rollback } from '../../runtime-tools/history.ts';
 import type { NodeContext } from '../context.ts';
-import { callerOf } from './applications.ts';
 
 const operator = { config: { auth: 'operator' as const } };
 

@@ -6,9 +6,8 @@ import type { FastifyInstance } from 'fastify';
 import type { Caller } from '../../auth/caller.ts';
 import { patternsReach } from '../../auth/caller.ts';
 import type { CoordinatorLease, NodeRecord, ProcessStatus } from '../../registry/records.ts';
-import type { NodeContext } from '../context.ts';
+import type { CoordinatorView, FleetView, NodeContext } from '../context.ts';
 import type { PlacementView, ReconcileStatus } from '../fleet/reconcile.ts';
-import type { CoordinatorView, FleetView } from '../fleet/service.ts';
 
 export interface DaemonState {
   node: NodeRecord | null;

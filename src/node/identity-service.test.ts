@@ -6,13 +6,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { pino } from 'pino';
+import { MemoryStore } from '../../test/helpers/memory-store.ts';
+import { establishIngressTokens, IngressTokens } from '../auth/ingress-token.ts';
+import { ensureNodeKey, mintNodeToken } from '../auth/node-key.ts';
 import { defaultSettings } from '../config/settings.ts';
-import type { NodeContext } from '../node/context.ts';
 import { keys } from '../registry/keys.ts';
+import type { NodeContext } from './context.ts';
 import { identityService } from './identity-service.ts';
-import { establishIngressTokens, IngressTokens } from './ingress-token.ts';
-import { MemoryStore } from './memory-store.test-double.ts';
-import { ensureNodeKey, mintNodeToken } from './node-key.ts';
 
 const tempDir = () => mkdtempSync(join(tmpdir(), 'svc-auth-'));
 

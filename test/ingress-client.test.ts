@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, test } from 'node:test';
-import { IngressClient, IngressError } from './client.ts';
+import { IngressClient, IngressError } from './helpers/ingress-client.ts';
 
 let server: Server;
 let client: IngressClient;

@@ -1,12 +1,12 @@
-// Helpers for the registry's unit tests: a fresh local-directory bucket and a refusal check.
+// Helpers for unit tests over the bucket: a fresh local-directory bucket and a refusal check.
 
 import assert from 'node:assert/strict';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Problem } from '../problem.ts';
-import { openDirStore } from '../store/dir.ts';
-import type { Store } from '../store/store.ts';
+import { Problem } from '../../src/problem.ts';
+import { openDirStore } from '../../src/store/dir.ts';
+import type { Store } from '../../src/store/store.ts';
 
 /** Asserts `run` refuses with this code and title; answers the Problem. */
 export async function refuses(run: () => unknown, code: string, title: string | RegExp): Promise<Problem> {

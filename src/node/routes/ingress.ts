@@ -1,34 +1,19 @@
 // The node's ingress-facing routes (docs/ingress.md "Endpoints", "Storage protocol v1", "Errors";
 // docs/api.md "Storage and ingress routes"): the routing document in the generic and native
-// formats, and the storage protocol. Only the ingress token reaches them.
+// formats (rendered by src/ingress/rendered-routing.ts), and the storage protocol
+// (src/ingress/storage.ts). Only the ingress token reaches them.
 
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import type { Settings } from '../config/settings.ts';
-import type { NodeContext } from '../node/context.ts';
-import { Problem } from '../problem.ts';
-import { renderProxybBytes } from '../routing/proxyb.ts';
-import { renderRouting, resolvePrefer, serializeRouting } from '../routing/render.ts';
-import type { FleetRouting, RoutingInput } from '../routing/types.ts';
-import { IngressStorage } from './storage.ts';
-import { checkLockName, checkStorageKey, isRecursive, storageKeyFromPath } from './storage-keys.ts';
-
-/** Where the routes find the fleet state of the last reconcile pass; null until the first pass. */
-export interface RoutingSource {
-  current(): RoutingInput | null;
-}
-
-/** How one format turns the routing document into served bytes. */
-type Format = (doc: FleetRouting, preferNode: string | undefined, settings: Settings) => string;
-
-/** The generic document (key '') and the native formats the node renders, by name. */
-const renderers: Record<string, Format> = {
-  '': (doc) => serializeRouting(doc),
-  proxyb: (doc, preferNode, settings) =>
-    renderProxybBytes(doc, { entryPoints: settings.ingress.entryPoints, preferNode }),
-};
-
-/** The native format names, as the unknown-format refusal lists them. */
-export const ROUTING_FORMATS: readonly string[] = Object.keys(renderers).filter((f) => f !== '');
+import { preferFromQuery, RenderedRouting, routingFormat } from '../../ingress/rendered-routing.ts';
+import { IngressStorage } from '../../ingress/storage.ts';
+import {
+  checkLockName,
+  checkStorageKey,
+  isRecursive,
+  storageKeyFromPath,
+} from '../../ingress/storage-keys.ts';
+import { Problem } from '../../problem.ts';
+import type { NodeContext } from '../context.ts';
 
 /** Storage objects are certificates and ACME state: small. */
 const STORAGE_OBJECT_BYTES = 16 * 1024 * 1024;
@@ -44,68 +29,9 @@ export async function ingressRoutes(app: FastifyInstance, ctx: NodeContext): Pro
 
 const ingressOnly = { config: { auth: 'ingress' as const } };
 
-/** Distinct `prefer` values kept per pass; more only costs a render per request, never memory. */
-const CACHED_RENDERINGS = 64;
-
-/**
- * The bytes of the last pass's rendering, per format and `prefer`. Rendered once per pass and
- * kept: an unchanged fleet must give identical bytes (rendering is deterministic anyway), and a
- * poll every few seconds from every ingress should not redo the work.
- */
-export class RenderedRouting {
-  readonly #source: RoutingSource;
-  readonly #ctx: Pick<NodeContext, 'nodeId' | 'settings'>;
-  #input: RoutingInput | null = null;
-  #bytes = new Map<string, string>();
-
-  constructor(source: RoutingSource, ctx: Pick<NodeContext, 'nodeId' | 'settings'>) {
-    this.#source = source;
-    this.#ctx = ctx;
-  }
-
-  /** The served text; `format` '' is the generic document. Throws `draining` before the first pass. */
-  bytes(format: string, prefer: string | undefined): string {
-    const input = this.#source.current();
-    if (!input) {
-      throw new Problem(
-        'draining',
-        'Routing is not known yet',
-        `node ${this.#ctx.nodeId} has not completed its first reconcile pass`,
-      );
-    }
-    if (input !== this.#input) {
-      this.#input = input;
-      this.#bytes = new Map();
-    }
-    const key = `${format} ${prefer ?? ''}`;
-    let text = this.#bytes.get(key);
-    if (text === undefined) {
-      const preferNode = resolvePrefer(prefer, input.selfNodeId);
-      text = renderers[format](renderRouting(input, prefer), preferNode, this.#ctx.settings);
-      if (this.#bytes.size < CACHED_RENDERINGS) this.#bytes.set(key, text);
-    }
-    return text;
-  }
-}
-
-/**
- * The `prefer` query value: absent or empty is the fleet order; anything else is a node id or
- * `self`, taken verbatim. Given twice it means nothing the spec defines, so it is refused.
- */
-export function preferFromQuery(query: unknown): string | undefined {
-  const prefer = (query as Record<string, unknown> | undefined)?.prefer;
-  if (prefer === undefined || typeof prefer === 'string') return prefer;
-  throw new Problem('invalid-input', 'Malformed request', 'give prefer at most once: self or a node id');
-}
-
+/** The native format named in the path, checked against those this node renders. */
 function formatOf(request: FastifyRequest): string {
-  const { format } = request.params as { format: string };
-  if (format !== '' && Object.hasOwn(renderers, format)) return format;
-  throw new Problem(
-    'not-found',
-    'Unknown routing format',
-    `this node renders: ${ROUTING_FORMATS.join(', ')}`,
-  );
+  return routingFormat((request.params as { format: string }).format);
 }
 
 function registerRoutingRoutes(app: FastifyInstance, rendered: RenderedRouting): void {

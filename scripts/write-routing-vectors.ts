@@ -5,14 +5,21 @@
 // the spec, not from the code: the script refuses to write a vector whose rendering disagrees with
 // them. Cases without `hand` were rendered, then read and checked against the spec before commit.
 //
-//   scripts/with-node node src/routing/write-vectors.ts           write every file
-//   scripts/with-node node src/routing/write-vectors.ts --check   fail if any file would change
+//   scripts/with-node node scripts/write-routing-vectors.ts           write every file
+//   scripts/with-node node scripts/write-routing-vectors.ts --check   fail if any file would change
 import assert from 'node:assert/strict';
 import { readdirSync, readFileSync, unlinkSync, writeFileSync } from 'node:fs';
-import { renderProxyb } from './proxyb.ts';
-import { renderRouting, resolvePrefer } from './render.ts';
-import { type Resolution, resolveRequest } from './resolve.ts';
-import type { FleetRouting, Route, RoutingInput, RoutingNode, RoutingProcess, Upstream } from './types.ts';
+import { renderProxyb } from '../src/routing/proxyb.ts';
+import { renderRouting, resolvePrefer } from '../src/routing/render.ts';
+import { type Resolution, resolveRequest } from '../src/routing/resolve.ts';
+import type {
+  FleetRouting,
+  Route,
+  RoutingInput,
+  RoutingNode,
+  RoutingProcess,
+  Upstream,
+} from '../src/routing/types.ts';
 
 interface Case {
   name: string;
@@ -967,7 +974,7 @@ cases.push({
 
 // ---- writing ----
 
-const dir = new URL('../../testdata/routing/', import.meta.url);
+const dir = new URL('../testdata/routing/', import.meta.url);
 const check = process.argv.includes('--check');
 let stale = 0;
 

@@ -1,17 +1,18 @@
-// For the auth unit tests: a real node API server (buildServer, so the real guard and
-// error handler) on loopback over the in-memory store test double, with keys to sign as.
+// For unit tests of the node API: a real node API server (buildServer, so the real guard and
+// error handler) on loopback over the in-memory store test double, with keys to sign as
+// (`signerFor` also signs for the integration tests' real nodes).
 
 import type { FastifyInstance } from 'fastify';
 import { pino } from 'pino';
-import { defaultSettings } from '../config/settings.ts';
-import type { NodeContext } from '../node/context.ts';
-import { buildServer, type RoutePlugin } from '../node/server.ts';
-import { keys } from '../registry/keys.ts';
-import type { Role } from './caller.ts';
-import { generateSigningKey, type SigningKeyPair } from './ed25519.ts';
-import { MemoryStore } from './memory-store.test-double.ts';
-import type { TrustedOperator } from './records.ts';
-import { signToken } from './token.ts';
+import type { Role } from '../../src/auth/caller.ts';
+import { generateSigningKey, type SigningKeyPair } from '../../src/auth/ed25519.ts';
+import type { TrustedOperator } from '../../src/auth/records.ts';
+import { signToken } from '../../src/auth/token.ts';
+import { defaultSettings } from '../../src/config/settings.ts';
+import type { NodeContext } from '../../src/node/context.ts';
+import { buildServer, type RoutePlugin } from '../../src/node/server.ts';
+import { keys } from '../../src/registry/keys.ts';
+import { MemoryStore } from './memory-store.ts';
 
 export interface Signer {
   id: string;

@@ -1,15 +1,16 @@
 // The command-line actions of `svc deployment prune` and `svc app lease show|drop` (docs/cli.md
 // "svc deployment prune", "svc app" Leases): flags in, warning first, capability guard, then
-// the tools of prune.ts and lease.ts against the bucket the bucket flags name.
+// the tools of runtime-tools/prune.ts and runtime-tools/lease.ts against the bucket the bucket
+// flags name.
 
-import { settingsFromCommand } from '../cli/flags.ts';
-import { say, warn } from '../cli/output.ts';
 import { resolveApplicationName } from '../registry/names.ts';
+import { requireVerifiedRuntimes } from '../runtime-tools/capability.ts';
+import { terminalAnswerer } from '../runtime-tools/consent.ts';
+import { checkLeaseNode, dropLease, readLeases, renderReading } from '../runtime-tools/lease.ts';
+import { parseKeep, parseOlderThan, prune } from '../runtime-tools/prune.ts';
 import type { Store } from '../store/store.ts';
-import { requireVerifiedRuntimes } from './capability.ts';
-import { terminalAnswerer } from './consent.ts';
-import { checkLeaseNode, dropLease, readLeases, renderReading } from './lease.ts';
-import { parseKeep, parseOlderThan, prune } from './prune.ts';
+import { settingsFromCommand } from './flags.ts';
+import { say, warn } from './output.ts';
 
 async function openBucket(flags: Record<string, unknown>): Promise<Store> {
   const settings = settingsFromCommand(flags);

@@ -1,4 +1,4 @@
-// TEST DOUBLE: an in-memory Store for the auth unit tests, at the Store interface seam
+// TEST DOUBLE: an in-memory Store for unit tests and benchmarks, at the Store interface seam
 // (src/store/store.ts). Conditional writes behave as the interface promises. Integration
 // tests under test/ use the real local-directory bucket instead.
 
@@ -10,7 +10,7 @@ import {
   type Store,
   type StoredObject,
   type WriteCondition,
-} from '../store/store.ts';
+} from '../../src/store/store.ts';
 
 export class MemoryStore implements Store {
   readonly description = 'memory://test';

@@ -1,10 +1,10 @@
 // A client for both ingress protocols (docs/ingress.md "Storage protocol v1" and the routing routes),
-// used by tests and tools. Failures report the problem document's title and detail when
+// used by tests and benchmarks. Failures report the problem document's title and detail when
 // present, otherwise the status alone (docs/ingress.md "Errors").
 
-import type { FleetRouting } from '../routing/types.ts';
-import type { StorageStat } from './storage.ts';
-import { storageKeyToPath } from './storage-keys.ts';
+import type { StorageStat } from '../../src/ingress/storage.ts';
+import { storageKeyToPath } from '../../src/ingress/storage-keys.ts';
+import type { FleetRouting } from '../../src/routing/types.ts';
 
 /** A non-2xx answer, carrying what the node said. */
 export class IngressError extends Error {
