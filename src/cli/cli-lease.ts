@@ -1,6 +1,6 @@
-// Spec 3 "svc app": "Deleting through the bucket takes the coordinator lease for its duration; a
-// live coordinator refuses with `lease-lost`, saying to use `--node`." The command line holds the
-// same lease object the nodes elect through (`_svc/fleet/coordinator.json`), by the same rules
+// `svc app delete` through the bucket (docs/cli.md "svc app") takes the coordinator lease for its
+// duration; a live coordinator refuses it with `lease-lost`, saying to use `--node`. The command
+// holds the same lease object the nodes elect through (`_svc/fleet/coordinator.json`), by the same rules
 // (src/registry/coordinator-lease.ts): a fence above the last lease's and every placement's,
 // renewed while it works and let go when done, so no node coordinates meanwhile.
 

@@ -1,4 +1,4 @@
-// Spec 1 "FreezeRecord", "States and transitions: Fleet freeze" and "Fleet freeze": one record at
+// The fleet freeze (docs/api.md "Fleet freeze"): one record at
 // `_svc/fleet/freeze.json`. While it exists every node refuses deploy intake with `deploys-frozen`;
 // serving, reconciliation, retirement and deletion carry on.
 
@@ -9,7 +9,7 @@ import { markFleetChanged } from './changes.ts';
 import { keys } from './keys.ts';
 import type { FreezeRecord } from './records.ts';
 
-/** Spec 1 "Limits": freeze reason. */
+/** The longest freeze reason, in characters (docs/api.md "Fleet freeze"). */
 export const MAX_FREEZE_REASON = 200;
 
 // Newlines and every other C0/C1 control character, plus the Unicode line and paragraph separators.
