@@ -10,6 +10,7 @@ import { realpathSync } from 'node:fs';
 import { dirname, relative, resolve } from 'node:path';
 import { keys } from '../../src/registry/keys.ts';
 import { isApplicationName } from '../../src/registry/names.ts';
+import { readPublishRequest } from '../../src/runtime-contract/environment.ts';
 import {
   type AssetsIndex,
   type DeploymentRecord,
@@ -51,7 +52,8 @@ export async function publish(options: {
   env: NodeJS.ProcessEnv;
   log: (line: string) => void;
 }): Promise<Published> {
-  const application = options.env.CELL_APP;
+  const request = readPublishRequest(options.env);
+  const application = request.application;
   if (!application) throw new CellError('CELL_APP is not set: name the application to publish to');
   if (!isApplicationName(application)) {
     throw new CellError(
@@ -67,7 +69,7 @@ export async function publish(options: {
   for (const warning of config.warnings) options.log(`cell: warning: ${warning}`);
   const script = config.name ?? application;
   // svc names the application's secrets (never their values): a var may not shadow one.
-  const secretNames = (options.env.CELL_SECRET_NAMES ?? '').split(',').filter(Boolean);
+  const secretNames = request.secretNames;
   const clash = Object.keys(config.vars).filter((name) => secretNames.includes(name));
   if (clash.length > 0) {
     throw new CellError(

@@ -9,7 +9,12 @@ import { createServer } from 'node:http';
 import type { Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { readServeIdentity, type ServeIdentity } from '../../src/runtime-contract/environment.ts';
+import {
+  readServeIdentity,
+  readServeOptions,
+  type ServeIdentity,
+  UNSUPERVISED_EXIT_VARIABLE,
+} from '../../src/runtime-contract/environment.ts';
 import type { Store } from '../../src/store/store.ts';
 import { openBucketFromEnv } from './bucket.ts';
 import { CronScheduler } from './cron.ts';
@@ -63,7 +68,7 @@ export function tuningFromEnv(env: NodeJS.ProcessEnv): ServeTuning {
     drainMs: ms('CELL_DRAIN_MS', 30_000, 0),
     startTimeoutMs: ms('CELL_START_TIMEOUT_MS', 60_000, 1000),
     retryMs: ms('CELL_RETRY_MS', 10_000, 100),
-    unsupervisedExitMs: env.CELL_UNSUPERVISED_EXIT_MS ? ms('CELL_UNSUPERVISED_EXIT_MS', 0, 1000) : null,
+    unsupervisedExitMs: env[UNSUPERVISED_EXIT_VARIABLE] ? ms(UNSUPERVISED_EXIT_VARIABLE, 0, 1000) : null,
   };
 }
 
@@ -119,6 +124,7 @@ class Server {
     this.store = store;
     this.log = log;
     this.stateDir = makeStateDir(env, id.application, log);
+    const options = readServeOptions(env);
     const context: InstanceContext = {
       store,
       application: id.application,
@@ -131,7 +137,7 @@ class Server {
       application: id.application,
       store,
       context,
-      secretsFile: new SecretsFile(env.CELL_SECRETS_FILE),
+      secretsFile: new SecretsFile(options.secretsFile),
       tuning,
       log,
       onServing: (manifest) => {
@@ -139,7 +145,7 @@ class Server {
         void this.lease.renew();
       },
     });
-    this.front = new FrontProxy(id, this.follower, env.CELL_OTEL === '1', log);
+    this.front = new FrontProxy(id, this.follower, options.otel, log);
     this.lease = new NodeLease({
       store,
       application: id.application,

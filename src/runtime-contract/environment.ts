@@ -98,3 +98,45 @@ export function readServeIdentity(env: NodeJS.ProcessEnv): ServeIdentity | strin
   }
   return { application, node, port, host: env.CELL_BIND_HOST || '127.0.0.1' };
 }
+
+/**
+ * What else a node tells `cell serve`. `otel`: one span line per request on stdout (observability
+ * is on). `secretsFile`: the file the node's keeper writes the application's secrets to.
+ * `unsupervisedExitMs`: how long to keep serving once the daemon is gone and no supervisor probes.
+ * An operator's `--cell-env` value for a variable wins over what the node would set.
+ */
+export function serveOptionsEnvironment(
+  options: { otel: boolean; secretsFile?: string; unsupervisedExitMs: number },
+  cellEnv: Record<string, string>,
+): Record<string, string> {
+  const env: Record<string, string> = {};
+  if (options.otel && !Object.hasOwn(cellEnv, 'CELL_OTEL')) env.CELL_OTEL = '1';
+  if (!Object.hasOwn(cellEnv, UNSUPERVISED_EXIT_VARIABLE))
+    env[UNSUPERVISED_EXIT_VARIABLE] = String(options.unsupervisedExitMs);
+  if (options.secretsFile) env.CELL_SECRETS_FILE = options.secretsFile;
+  return env;
+}
+
+/** The variable of `unsupervisedExitMs`; the runtime reads it with its other timing knobs. */
+export const UNSUPERVISED_EXIT_VARIABLE = 'CELL_UNSUPERVISED_EXIT_MS';
+
+/** Reads `serveOptionsEnvironment` back (the unsupervised bound apart). */
+export function readServeOptions(env: NodeJS.ProcessEnv): { otel: boolean; secretsFile: string | undefined } {
+  return { otel: env.CELL_OTEL === '1', secretsFile: env.CELL_SECRETS_FILE || undefined };
+}
+
+/** What a node tells `cell publish`: the application, and the names (never values) of its secrets. */
+export function publishEnvironment(application: string, secretNames: string[]): Record<string, string> {
+  return { CELL_APP: application, CELL_SECRET_NAMES: secretNames.join(',') };
+}
+
+/** Reads `publishEnvironment` back; the application is checked by the runtime, which names the fix. */
+export function readPublishRequest(env: NodeJS.ProcessEnv): {
+  application: string | undefined;
+  secretNames: string[];
+} {
+  return {
+    application: env.CELL_APP || undefined,
+    secretNames: (env.CELL_SECRET_NAMES ?? '').split(',').filter(Boolean),
+  };
+}

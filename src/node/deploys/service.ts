@@ -13,7 +13,11 @@ import { join } from 'node:path';
 import { isProblem, Problem } from '../../problem.ts';
 import { updateApplication } from '../../registry/applications.ts';
 import { writeDeploymentNote } from '../../registry/deployments.ts';
-import { bucketEnvironment, runtimeBaseEnvironment } from '../../runtime-contract/environment.ts';
+import {
+  bucketEnvironment,
+  publishEnvironment,
+  runtimeBaseEnvironment,
+} from '../../runtime-contract/environment.ts';
 import { readSecrets } from '../../secrets/secrets.ts';
 import type { DaemonService, Deploys, NodeContext, StagedDeploy } from '../context.ts';
 import { DeployLimits } from './limits.ts';
@@ -178,10 +182,7 @@ export class DeployService implements DaemonService, Deploys {
         cellBin: ctx.settings.runtime.cellBin,
         cwd: task.root,
         config: task.config,
-        env: {
-          ...publishEnv(ctx, task.application),
-          CELL_SECRET_NAMES: await secretNames(ctx, task.application),
-        },
+        env: publishEnv(ctx, task.application, await secretNames(ctx, task.application)),
         timeoutMs: ctx.settings.deploy.taskTimeoutMs,
         outputBytes: ctx.settings.deploy.outputBytes,
         signal: task.abort.signal,
@@ -373,9 +374,9 @@ async function stopLeftoverPublish(entry: string): Promise<void> {
 
 /** The application record names the deployment the last successful deploy produced. */
 /** The application's secret names, for the runtime to refuse a var of the same name. */
-async function secretNames(ctx: NodeContext, application: string): Promise<string> {
+async function secretNames(ctx: NodeContext, application: string): Promise<string[]> {
   const found = await readSecrets(ctx.store, application);
-  return Object.keys(found?.doc.secrets ?? {}).join(',');
+  return Object.keys(found?.doc.secrets ?? {});
 }
 
 async function recordDeployment(ctx: NodeContext, application: string, deployment: string): Promise<void> {
@@ -395,10 +396,10 @@ async function recordDeployment(ctx: NodeContext, application: string, deploymen
  * settings (the bucket credentials are handed over explicitly, nothing else of svc's), the
  * `--cell-env` values, the application, and the bucket.
  */
-export function publishEnv(ctx: NodeContext, application: string): NodeJS.ProcessEnv {
+export function publishEnv(ctx: NodeContext, application: string, secrets: string[]): NodeJS.ProcessEnv {
   return {
     ...runtimeBaseEnvironment(process.env, ctx.settings.runtime.cellEnv),
-    CELL_APP: application,
+    ...publishEnvironment(application, secrets),
     ...bucketEnvironment(ctx.settings.bucket, ctx.store.description),
   };
 }

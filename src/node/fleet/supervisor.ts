@@ -20,6 +20,7 @@ import {
   runtimeBaseEnvironment,
   SUPERVISOR_HEADER,
   serveIdentityEnvironment,
+  serveOptionsEnvironment,
 } from '../../runtime-contract/environment.ts';
 import { OutputTail, RuntimeProbe } from '../deploys/runner.ts';
 import {
@@ -610,11 +611,16 @@ export function runtimeEnv(input: {
   base?: NodeJS.ProcessEnv;
 }): Record<string, string> {
   const env = runtimeBaseEnvironment(input.base ?? process.env, input.cellEnv);
-  if (input.observability && !Object.hasOwn(input.cellEnv, 'CELL_OTEL')) env.CELL_OTEL = '1';
-  if (!Object.hasOwn(input.cellEnv, 'CELL_UNSUPERVISED_EXIT_MS'))
-    env.CELL_UNSUPERVISED_EXIT_MS = String(UNSUPERVISED_EXIT_MS);
   Object.assign(
     env,
+    serveOptionsEnvironment(
+      {
+        otel: input.observability === true,
+        secretsFile: input.secretsFile,
+        unsupervisedExitMs: UNSUPERVISED_EXIT_MS,
+      },
+      input.cellEnv,
+    ),
     serveIdentityEnvironment({
       application: input.application,
       node: input.nodeId,
@@ -622,7 +628,6 @@ export function runtimeEnv(input: {
       host: input.bindHost,
     }),
   );
-  if (input.secretsFile) env.CELL_SECRETS_FILE = input.secretsFile;
   return Object.assign(env, input.bucketEnv);
 }
 
