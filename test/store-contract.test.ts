@@ -13,6 +13,7 @@ import { pathToFileURL } from 'node:url';
 import { Problem } from '../src/problem.ts';
 import { type OpenStoreOptions, openStore } from '../src/store/open.ts';
 import { CasConflict, type Store } from '../src/store/store.ts';
+import { UPDATE_TRIES, updateJson } from '../src/store/update.ts';
 import { useMinio } from './helpers/minio.ts';
 import { tempDir } from './helpers/svc.ts';
 
@@ -307,6 +308,87 @@ for (const backend of backends) {
       );
     });
 
+    it('updateJson: creates, replaces, deletes and leaves alone, each on the ETag it read', async () => {
+      const store = await open();
+      const key = 'u/counter.json';
+      const created = await updateJson<{ n: number }>(store, key, (current) => {
+        assert.equal(current, null);
+        return { put: { n: 1 } };
+      });
+      assert.deepEqual(created, { value: { n: 1 }, etag: created.etag, changed: true, created: true });
+      assert.equal((await store.stat(key))!.etag, created.etag);
+      const replaced = await updateJson<{ n: number }>(store, key, (current) => ({
+        put: { n: current!.value.n + 1 },
+      }));
+      assert.deepEqual([replaced.value, replaced.changed, replaced.created], [{ n: 2 }, true, false]);
+      assert.notEqual(replaced.etag, created.etag);
+      const kept = await updateJson<{ n: number }>(store, key, () => null);
+      assert.deepEqual(kept, { value: { n: 2 }, etag: replaced.etag, changed: false, created: false });
+      const deleted = await updateJson(store, key, () => ({ delete: true }));
+      assert.deepEqual(deleted, { value: null, etag: null, changed: true, created: false });
+      assert.equal(await store.get(key), null);
+      const absent = await updateJson(store, key, () => ({ delete: true }));
+      assert.deepEqual(absent, { value: null, etag: null, changed: false, created: false });
+    });
+
+    it('updateJson: concurrent updates all land, none lost, each retried on the race it lost', async () => {
+      const store = await open();
+      const key = 'u/concurrent.json';
+      const writers = 8;
+      let calls = 0;
+      await Promise.all(
+        Array.from({ length: writers }, (_, i) =>
+          updateJson<string[]>(store, key, (current) => {
+            calls++;
+            return { put: [...(current?.value ?? []), `w${i}`] };
+          }),
+        ),
+      );
+      const stored = JSON.parse(text((await store.get(key))!.body)) as string[];
+      assert.deepEqual(
+        [...stored].sort(),
+        Array.from({ length: writers }, (_, i) => `w${i}`),
+      );
+      assert.ok(calls > writers, `${calls} change calls for ${writers} writers: no race was retried`);
+    });
+
+    it(`updateJson: a write landing between read and write is read again; ${UPDATE_TRIES} losses are Registry is busy`, async () => {
+      const store = await open();
+      const key = 'u/contended.json';
+      await store.put(key, JSON.stringify({ n: 0 }));
+      // Another writer lands right after each of the first two reads.
+      const twice = interfering(store, key, 2);
+      const seen: number[] = [];
+      const updated = await updateJson<{ n: number }>(twice, key, (current) => {
+        seen.push(current!.value.n);
+        return { put: { n: current!.value.n + 10 } };
+      });
+      assert.deepEqual(seen, [0, 1, 2]);
+      assert.deepEqual(updated.value, { n: 12 });
+      assert.deepEqual(JSON.parse(text((await store.get(key))!.body)), { n: 12 });
+
+      let tries = 0;
+      await assert.rejects(
+        updateJson<{ n: number }>(interfering(store, key, Number.POSITIVE_INFINITY), key, (current) => {
+          tries++;
+          return { put: { n: current!.value.n } };
+        }),
+        (err: unknown) => {
+          assert.ok(err instanceof Problem, String(err));
+          assert.equal(err.code, 'store-unavailable');
+          assert.equal(err.status, 503);
+          assert.equal(err.title, 'Registry is busy');
+          assert.match(err.detail ?? '', new RegExp(`${UPDATE_TRIES} conditional writes to ${key}`));
+          return true;
+        },
+      );
+      assert.equal(tries, UPDATE_TRIES);
+      // A conditional delete loses the same way and is retried the same way.
+      const deleted = await updateJson(interfering(store, key, 1), key, () => ({ delete: true }));
+      assert.equal(deleted.changed, true);
+      assert.equal(await store.get(key), null);
+    });
+
     it(`${RACERS} processes racing on one key: exactly one wins each of ${ROUNDS} rounds`, async () => {
       const options = await backend.fresh();
       const key = '_svc/fleet/coordinator.json';
@@ -377,6 +459,31 @@ function assertOneWinner(outcomes: PromiseSettledResult<string>[]): string {
   assert.equal(won.length, 1, `winners: ${won.length}`);
   for (const loser of lost) assert.ok(loser.reason instanceof CasConflict, String(loser.reason));
   return (won[0] as PromiseFulfilledResult<string>).value;
+}
+
+/**
+ * The store as seen by a writer that always loses its first `times` races on `key`: right after
+ * each of those reads, another writer replaces the object (with a body counting the
+ * interferences), so the ETag just read is stale.
+ */
+function interfering(store: Store, key: string, times: number): Store {
+  let done = 0;
+  return {
+    description: store.description,
+    async get(read) {
+      const object = await store.get(read);
+      if (read === key && object && done < times) {
+        done++;
+        await store.put(key, JSON.stringify({ n: done }));
+      }
+      return object;
+    },
+    put: (...args) => store.put(...args),
+    delete: (...args) => store.delete(...args),
+    list: (...args) => store.list(...args),
+    stat: (...args) => store.stat(...args),
+    close: () => store.close(),
+  };
 }
 
 function isConflictOn(key: string) {

@@ -5,6 +5,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
+import { isApplicationName, isOperatorId } from '../registry/names.ts';
 import {
   type Caller,
   narrowList,
@@ -14,7 +15,6 @@ import {
   scopeReaches,
   scopeWithin,
 } from './caller.ts';
-import { isApplicationName, isOperatorId } from './names.ts';
 
 const op = (applications: string[], role: 'admin' | 'operator' = 'operator'): Caller => ({
   kind: 'operator',

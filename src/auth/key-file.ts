@@ -8,6 +8,7 @@
 import { randomBytes } from 'node:crypto';
 import { chmod, readFile, stat, writeFile } from 'node:fs/promises';
 import { Problem } from '../problem.ts';
+import { checkOperatorId, isOperatorId } from '../registry/names.ts';
 import {
   asPublicJwk,
   generateSigningKey,
@@ -15,7 +16,6 @@ import {
   type SigningKeyPair,
   signingKeyFromJwk,
 } from './ed25519.ts';
-import { checkOperatorId, isOperatorId } from './names.ts';
 
 export const DEFAULT_KEY_FILE = 'svc-operator.json';
 const INLINE_PREFIX = 'base64:';

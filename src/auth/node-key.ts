@@ -7,7 +7,8 @@ import { join } from 'node:path';
 import { createStateFile, readStateFile } from '../config/state-file.ts';
 import { Problem } from '../problem.ts';
 import { keys } from '../registry/keys.ts';
-import { isCasConflict, type Store } from '../store/store.ts';
+import type { Store } from '../store/store.ts';
+import { updateJson } from '../store/update.ts';
 import { generateSigningKey, type SigningKeyPair, signingKeyFromJwk } from './ed25519.ts';
 import { asNodeKeyRecord, type NodeKeyRecord } from './records.ts';
 import { signToken } from './token.ts';
@@ -64,25 +65,15 @@ export async function publishNodeKey(
     publicKey: pair.publicJwk,
     publishedAt: new Date().toISOString(),
   };
-  for (let attempt = 0; ; attempt++) {
-    const current = await store.get(keys.nodeKey(nodeId));
-    const existing = current
-      ? asNodeKeyRecord(safeParse(Buffer.from(current.body).toString('utf8')), nodeId)
-      : null;
-    if (existing && existing.publicKey.x === pair.publicJwk.x) return existing;
-    try {
-      // A state directory wiped and restarted under the same id brings a new key: it replaces
-      // the old one, conditionally, so two racing starts settle on one.
-      await store.put(
-        keys.nodeKey(nodeId),
-        JSON.stringify(record),
-        current ? { ifMatch: current.etag } : { ifNoneMatch: '*' },
-      );
-      return record;
-    } catch (err) {
-      if (!isCasConflict(err) || attempt >= 2) throw err;
-    }
-  }
+  // A state directory wiped and restarted under the same id brings a new key: it replaces the
+  // old one (or an unreadable record), conditionally, so two racing starts settle on one.
+  const updated = await updateJson<NodeKeyRecord | null>(
+    store,
+    keys.nodeKey(nodeId),
+    (current) => (current?.value?.publicKey.x === pair.publicJwk.x ? null : { put: record }),
+    { parse: (body) => asNodeKeyRecord(safeParse(Buffer.from(body).toString('utf8')), nodeId) },
+  );
+  return updated.value!;
 }
 
 function safeParse(text: string): unknown {

@@ -431,4 +431,13 @@ describe('bucket ceremony', () => {
     assert.equal(record.role, 'admin');
     assert.deepEqual(record.applications, ['*']);
   });
+
+  test('recovers: an unreadable record under the id is replaced, on its ETag', async () => {
+    const store = new MemoryStore();
+    await store.put(keys.operator('op-torn'), '{"v": 1, "id": "op-to');
+    const record = await registerThroughBucket(store, 'op-torn', freshKey());
+    assert.equal(record.role, 'admin');
+    const stored = await store.get(keys.operator('op-torn'));
+    assert.deepEqual(JSON.parse(Buffer.from(stored!.body).toString('utf8')), record);
+  });
 });

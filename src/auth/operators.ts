@@ -6,10 +6,11 @@
 import { Problem } from '../problem.ts';
 import { markFleetChanged } from '../registry/changes.ts';
 import { keys } from '../registry/keys.ts';
-import { isCasConflict, type Store } from '../store/store.ts';
+import { isApplicationName, isOperatorId } from '../registry/names.ts';
+import { parseJsonBody, type Store } from '../store/store.ts';
+import { updateJson } from '../store/update.ts';
 import { type OperatorCaller, type Role, scopeWithin } from './caller.ts';
 import { asPublicJwk, type PublicJwk } from './ed25519.ts';
-import { isApplicationName, isOperatorId } from './names.ts';
 import { asTrustedOperator, type TrustedOperator } from './records.ts';
 import { readJson } from './verifier.ts';
 
@@ -192,21 +193,19 @@ export async function writeOperator(store: Store, record: TrustedOperator): Prom
       `${JSON.stringify(record.id)} is a node id; node and operator ids share one keyspace`,
     );
   }
-  const existing = await readOperator(store, record.id);
-  if (existing) {
-    if (sameGrant(existing.record, record)) return existing.record;
-    throw idTaken(record.id);
-  }
-  try {
-    await store.put(keys.operator(record.id), JSON.stringify(record), { ifNoneMatch: '*' });
-    await markFleetChanged(store, `operator ${record.id}`);
-    return record;
-  } catch (err) {
-    if (!isCasConflict(err)) throw err;
-    const raced = await readOperator(store, record.id);
-    if (raced && sameGrant(raced.record, record)) return raced.record;
-    throw idTaken(record.id);
-  }
+  const updated = await updateJson<TrustedOperator | null>(
+    store,
+    keys.operator(record.id),
+    (existing) => {
+      if (!existing) return { put: record };
+      // The same grant again is answered as stored; anything else there (unreadable too) holds the id.
+      if (existing.value && sameGrant(existing.value, record)) return null;
+      throw idTaken(record.id);
+    },
+    { parse: (body) => parseOperator(body, record.id) },
+  );
+  if (updated.changed) await markFleetChanged(store, `operator ${record.id}`);
+  return updated.value!;
 }
 
 /** One operator record with its ETag; null when absent or unreadable. */
@@ -215,15 +214,17 @@ export async function readOperator(
   id: string,
 ): Promise<{ record: TrustedOperator; etag: string } | null> {
   const object = await store.get(keys.operator(id));
-  if (!object) return null;
-  let value: unknown;
+  const record = object && parseOperator(object.body, id);
+  return record ? { record, etag: object.etag } : null;
+}
+
+/** A stored operator record; null when it is not JSON or not a record for `id`. */
+function parseOperator(body: Uint8Array, id: string): TrustedOperator | null {
   try {
-    value = JSON.parse(Buffer.from(object.body).toString('utf8'));
+    return asTrustedOperator(parseJsonBody(body), id);
   } catch {
     return null;
   }
-  const record = asTrustedOperator(value, id);
-  return record ? { record, etag: object.etag } : null;
 }
 
 /** Every readable operator record, in id order. */
@@ -274,29 +275,34 @@ export async function revokeOperator(
       'an operator-tier key may revoke only the key it was registered to replace',
     );
   }
-  for (let attempt = 0; ; attempt++) {
-    const target = await readOperator(store, id);
-    if (!target)
-      throw new Problem('not-found', 'No such operator key', `no key is registered as ${JSON.stringify(id)}`);
-    const others = (await listOperators(store)).filter((record) => record.id !== id);
-    if (others.length === 0) {
-      throw new Problem(
-        'reference-held',
-        'Last operator key',
-        'the fleet must keep at least one trusted operator key',
-      );
-    }
-    if (target.record.role === 'admin' && !others.some((record) => record.role === 'admin')) {
-      throw new Problem('reference-held', 'Last admin key', 'the fleet must keep at least one admin key');
-    }
-    try {
-      await store.delete(keys.operator(id), { ifMatch: target.etag });
-      await markFleetChanged(store, `operator ${id}`);
-      return;
-    } catch (err) {
-      if (!isCasConflict(err) || attempt >= 2) throw err;
-    }
-  }
+  const updated = await updateJson<TrustedOperator | null>(
+    store,
+    keys.operator(id),
+    async (target) => {
+      if (!target?.value) {
+        throw new Problem(
+          'not-found',
+          'No such operator key',
+          `no key is registered as ${JSON.stringify(id)}`,
+        );
+      }
+      // Read again on every attempt: the keys left decide whether this one may go.
+      const others = (await listOperators(store)).filter((record) => record.id !== id);
+      if (others.length === 0) {
+        throw new Problem(
+          'reference-held',
+          'Last operator key',
+          'the fleet must keep at least one trusted operator key',
+        );
+      }
+      if (target.value.role === 'admin' && !others.some((record) => record.role === 'admin')) {
+        throw new Problem('reference-held', 'Last admin key', 'the fleet must keep at least one admin key');
+      }
+      return { delete: true };
+    },
+    { parse: (body) => parseOperator(body, id) },
+  );
+  if (updated.changed) await markFleetChanged(store, `operator ${id}`);
 }
 
 /**
@@ -327,23 +333,19 @@ export async function registerThroughBucket(
     registeredAt: now.toISOString(),
     registeredBy: BUCKET_REGISTRAR,
   };
-  for (let attempt = 0; ; attempt++) {
-    const existing = await readOperator(store, id);
-    if (existing && existing.record.publicKey.x !== publicKey.x) throw idTaken(id);
-    const { role, applications } = existing?.record ?? {};
-    if (existing && role === 'admin' && applications?.length === 1 && applications[0] === '*') {
-      return existing.record;
-    }
-    try {
-      await store.put(
-        keys.operator(id),
-        JSON.stringify(record),
-        existing ? { ifMatch: existing.etag } : { ifNoneMatch: '*' },
-      );
-      await markFleetChanged(store, `operator ${id}`);
-      return record;
-    } catch (err) {
-      if (!isCasConflict(err) || attempt >= 2) throw err;
-    }
-  }
+  const updated = await updateJson<TrustedOperator | null>(
+    store,
+    keys.operator(id),
+    (existing) => {
+      const held = existing?.value;
+      if (held && held.publicKey.x !== publicKey.x) throw idTaken(id);
+      const { role, applications } = held ?? {};
+      if (held && role === 'admin' && applications?.length === 1 && applications[0] === '*') return null;
+      // An unreadable record at the id is replaced, on its ETag.
+      return { put: record };
+    },
+    { parse: (body) => parseOperator(body, id) },
+  );
+  if (updated.changed) await markFleetChanged(store, `operator ${id}`);
+  return updated.value!;
 }

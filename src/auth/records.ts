@@ -2,9 +2,9 @@
 // prefixes used": `_svc/operators/<kid>.json`, `_svc/nodes/<kid>.json`). Only public key
 // material is ever written there.
 
+import { isOperatorId } from '../registry/names.ts';
 import type { Role } from './caller.ts';
 import { asPublicJwk, type PublicJwk } from './ed25519.ts';
-import { isOperatorId } from './names.ts';
 
 /** A trusted operator key and its grant, at `_svc/operators/<id>.json`. */
 export interface TrustedOperator {

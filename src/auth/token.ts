@@ -8,8 +8,8 @@ import type { KeyObject } from 'node:crypto';
 import { randomBytes } from 'node:crypto';
 import { SignJWT } from 'jose';
 import { Problem } from '../problem.ts';
+import { isOperatorId } from '../registry/names.ts';
 import { isBase64url } from './ed25519.ts';
-import { isOperatorId } from './names.ts';
 
 export const TOKEN_AUDIENCE = 'svc-node';
 /** Longest `exp - iat` a token may carry, in seconds. */

@@ -5,11 +5,10 @@
 import { hostname, userInfo } from 'node:os';
 import type { Settings } from '../config/settings.ts';
 import { invalidInput } from '../problem.ts';
+import { parseReplicas } from '../registry/application-bodies.ts';
+import { checkDeletable, deleteApplicationData } from '../registry/application-deletion.ts';
 import {
-  checkDeletable,
-  deleteApplicationData,
   getApplication,
-  parseReplicas,
   retireApplication,
   setReplicas,
   setSelector,

@@ -1,14 +1,21 @@
-// Spec 3 "svc app": "Deleting through the bucket takes the coordinator lease for its duration; a
-// live coordinator refuses with `lease-lost`, saying to use `--node`." The command line holds the
-// same lease object the nodes elect through (`_svc/fleet/coordinator.json`), with a fence one above
-// the last, renews it while it works and lets it go when done, so no node coordinates meanwhile.
+// `svc app delete` through the bucket (docs/cli.md "svc app") takes the coordinator lease for its
+// duration; a live coordinator refuses it with `lease-lost`, saying to use `--node`. The command
+// holds the same lease object the nodes elect through (`_svc/fleet/coordinator.json`), by the same rules
+// (src/registry/coordinator-lease.ts): a fence above the last lease's and every placement's,
+// renewed while it works and let go when done, so no node coordinates meanwhile.
 
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import { Problem } from '../problem.ts';
-import { keys } from '../registry/keys.ts';
-import type { CoordinatorLease } from '../registry/records.ts';
-import { getJson, isCasConflict, putJson, type Store } from '../store/store.ts';
+import {
+  expiredLease,
+  highestPlacementFence,
+  leaseToTake,
+  readCoordinatorLease,
+  renewedLease,
+  writeCoordinatorLease,
+} from '../registry/coordinator-lease.ts';
+import type { Store } from '../store/store.ts';
 
 /** How long the command's lease lasts between renewals. */
 const CLI_LEASE_TTL_MS = 30_000;
@@ -46,61 +53,46 @@ export async function withCliCoordinatorLease<T>(store: Store, work: () => Promi
   }
 }
 
+/**
+ * Takes the lease under a fence above the last lease's and above every placement's, as a node
+ * would; refuses while a live holder has it or when a node took it at the same moment.
+ */
 async function acquire(store: Store, holder: string): Promise<string> {
-  const current = await getJson<CoordinatorLease>(store, keys.coordinatorLease);
-  const now = Date.now();
-  if (current && current.value.expiresMs > now) {
+  const current = await readCoordinatorLease(store);
+  const floor = await highestPlacementFence(store);
+  const lease = leaseToTake(current?.lease ?? null, holder, floor, Date.now(), CLI_LEASE_TTL_MS);
+  if (!lease) {
+    const { node, expiresMs } = current!.lease;
     throw leaseLost(
-      `node ${current.value.node} holds the coordinator lease until ${new Date(current.value.expiresMs).toISOString()}; delete through it with --node <url>`,
+      `node ${node} holds the coordinator lease until ${new Date(expiresMs).toISOString()}; delete through it with --node <url>`,
     );
   }
-  const stamp = new Date(now).toISOString();
-  const lease: CoordinatorLease = {
-    v: 1,
-    node: holder,
-    fence: (current?.value.fence ?? 0) + 1,
-    acquiredAt: stamp,
-    renewedAt: stamp,
-    expiresMs: now + CLI_LEASE_TTL_MS,
-  };
-  try {
-    return await putJson(
-      store,
-      keys.coordinatorLease,
-      lease,
-      current ? { ifMatch: current.etag } : { ifNoneMatch: '*' },
-    );
-  } catch (err) {
-    if (!isCasConflict(err)) throw err;
+  const etag = await writeCoordinatorLease(store, lease, current?.etag ?? null);
+  if (etag === null) {
     throw leaseLost(
       'a node took the coordinator lease at the same moment; delete through it with --node <url>',
     );
   }
+  return etag;
 }
 
 async function renew(store: Store, holder: string, etag: string): Promise<string> {
-  const current = await getJson<CoordinatorLease>(store, keys.coordinatorLease);
-  if (!current || current.etag !== etag || current.value.node !== holder) throw new Error('lease moved');
-  const now = Date.now();
-  return putJson(
+  const current = await readCoordinatorLease(store);
+  if (!current || current.etag !== etag || current.lease.node !== holder) throw new Error('lease moved');
+  const next = await writeCoordinatorLease(
     store,
-    keys.coordinatorLease,
-    { ...current.value, renewedAt: new Date(now).toISOString(), expiresMs: now + CLI_LEASE_TTL_MS },
-    { ifMatch: etag },
+    renewedLease(current.lease, Date.now(), CLI_LEASE_TTL_MS),
+    etag,
   );
+  if (next === null) throw new Error('lease moved');
+  return next;
 }
 
 /** Lets the lease go by expiring it now; the fence stays, so the next holder's is higher still. */
 async function release(store: Store, etag: string): Promise<void> {
-  const current = await getJson<CoordinatorLease>(store, keys.coordinatorLease);
+  const current = await readCoordinatorLease(store);
   if (!current || current.etag !== etag) return;
-  const now = Date.now();
-  await putJson(
-    store,
-    keys.coordinatorLease,
-    { ...current.value, renewedAt: new Date(now).toISOString(), expiresMs: now },
-    { ifMatch: etag },
-  );
+  await writeCoordinatorLease(store, expiredLease(current.lease, Date.now()), etag);
 }
 
 function leaseLost(detail: string): Problem {

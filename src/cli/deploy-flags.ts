@@ -5,7 +5,7 @@
 
 import type { DeployMetadata, DeploySource } from '../node/deploys/metadata.ts';
 import { Problem } from '../problem.ts';
-import { parseReplicas } from '../registry/applications.ts';
+import { parseReplicas } from '../registry/application-bodies.ts';
 
 export interface DeployFlags {
   name?: string;

@@ -8,8 +8,8 @@ import { chmod, mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises'
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { keyFileDocument, type OperatorKey, parseOperatorKey } from '../auth/key-file.ts';
-import { isOperatorId } from '../auth/names.ts';
 import { Problem } from '../problem.ts';
+import { isOperatorId } from '../registry/names.ts';
 
 export interface RemoteEntry {
   /** Node base URLs, first one asked first. */

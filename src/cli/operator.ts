@@ -15,10 +15,10 @@ import {
   publicDocument,
   writeSecretFile,
 } from '../auth/key-file.ts';
-import { checkOperatorId } from '../auth/names.ts';
 import { registerThroughBucket } from '../auth/operators.ts';
 import type { TrustedOperator } from '../auth/records.ts';
 import { Problem } from '../problem.ts';
+import { checkOperatorId } from '../registry/names.ts';
 import { callNode, type RemoteFlags, resolveTarget, type Target } from './client.ts';
 import { addBucketFlags, addRemoteFlags, repeatable, withBucket } from './flags.ts';
 import { loadRemotes, removeHomeKey, saveHomeKey, saveRemotes } from './operator-home.ts';

@@ -29,9 +29,8 @@ import { createGzip } from 'node:zlib';
 import { applyEdits, modify, type ParseError, parse } from 'jsonc-parser';
 import { parse as parseToml } from 'smol-toml';
 import { Header, Pax } from 'tar';
-import { isApplicationName } from '../auth/names.ts';
 import { invalidInput, Problem } from '../problem.ts';
-import { BINDING_NAME_RULE, isBindingName } from '../registry/names.ts';
+import { BINDING_NAME_RULE, isApplicationName, isBindingName } from '../registry/names.ts';
 
 export const WORKER_CONFIGS = ['cell.jsonc', 'cell.json'] as const;
 /** wrangler's config files, read when a project has no worker config of its own. */

@@ -4,21 +4,7 @@
 import { randomBytes } from 'node:crypto';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { Problem } from '../problem.ts';
-
-/** Node ids share the operators' keyspace and appear in lease keys: 1-128 of [A-Za-z0-9_.-]. */
-export const NODE_ID_PATTERN = /^[A-Za-z0-9_.-]{1,128}$/;
-
-export function checkNodeId(id: string, source: string): string {
-  if (!NODE_ID_PATTERN.test(id) || id === '.' || id === '..') {
-    throw new Problem(
-      'invalid-slug',
-      'Invalid node id',
-      `${source}: ${JSON.stringify(id)} must be 1-128 ASCII letters, digits, underscores, hyphens or dots`,
-    );
-  }
-  return id;
-}
+import { checkNodeId } from '../registry/names.ts';
 
 /** Answers the configured id, else the one kept in `<stateDir>/node-id`, else a new `node-<hex>` kept there. */
 export async function ensureNodeId(stateDir: string, configured: string | undefined): Promise<string> {

@@ -5,16 +5,13 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { refuses, tempStore } from '../../test/helpers/temp-store.ts';
 import type { Store } from '../store/store.ts';
+import { parseLabelsBody, parseReplicasBody, parseSelectorBody } from './application-bodies.ts';
+import { checkDeletable, deleteApplicationData } from './application-deletion.ts';
+import { redactApplication } from './application-view.ts';
 import {
-  checkDeletable,
-  deleteApplicationData,
   ensureApplicationForDeploy,
   getApplication,
   listApplications,
-  parseLabelsBody,
-  parseReplicasBody,
-  parseSelectorBody,
-  redactApplication,
   retireApplication,
   setBlocked,
   setLabels,

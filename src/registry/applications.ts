@@ -1,13 +1,16 @@
 // docs/api.md "ApplicationRecord", "States and transitions: Application" and "Applications (common
 // rules)": the application record and every change to it, each one conditional write retried
 // on a lost race. Applications are created only by their first deploy
-// (`ensureApplicationForDeploy`); every other operation on a missing one is `not-found`.
+// (`ensureApplicationForDeploy`); every other operation on a missing one is `not-found`. Beside
+// it: the route bodies (application-bodies.ts), what a caller may see (application-view.ts) and
+// deletion (application-deletion.ts).
 
-import { invalidInput, Problem } from '../problem.ts';
-import { getJson, isCasConflict, putJson, type Store } from '../store/store.ts';
+import { Problem } from '../problem.ts';
+import { parseJsonBody, type Store } from '../store/store.ts';
+import { updateJson } from '../store/update.ts';
 import { markFleetChanged } from './changes.ts';
 import { keys } from './keys.ts';
-import type { ApplicationRecord, DomainClaim, Replicas } from './records.ts';
+import type { ApplicationRecord, Replicas } from './records.ts';
 
 /** A record as read, with the ETag its next conditional write must match. */
 export interface StoredApplication {
@@ -15,13 +18,10 @@ export interface StoredApplication {
   etag: string;
 }
 
-/** Lost races before a write gives up; each loss means someone else's write landed. */
-const CAS_TRIES = 10;
-
 /** Reads one application; null when there is none. */
 export async function readApplication(store: Store, name: string): Promise<StoredApplication | null> {
-  const found = await getJson<ApplicationRecord>(store, keys.application(name));
-  return found ? { record: normalizeRecord(found.value), etag: found.etag } : null;
+  const found = await store.get(keys.application(name));
+  return found ? { record: parseApplication(found.body), etag: found.etag } : null;
 }
 
 /** Reads one application; `not-found` when there is none. */
@@ -60,21 +60,18 @@ export async function updateApplication(
   change: (current: ApplicationRecord) => ApplicationRecord | null,
   now: () => Date = () => new Date(),
 ): Promise<ApplicationRecord> {
-  for (let attempt = 0; attempt < CAS_TRIES; attempt++) {
-    const found = await readApplication(store, name);
-    if (!found) throw applicationNotFound(name);
-    const next = change(structuredClone(found.record));
-    if (next === null) return found.record;
-    const written: ApplicationRecord = { ...next, updatedAt: now().toISOString() };
-    try {
-      await putJson(store, keys.application(name), written, { ifMatch: found.etag });
-      await markFleetChanged(store, `application ${name}`);
-      return written;
-    } catch (err) {
-      if (!isCasConflict(err)) throw err;
-    }
-  }
-  throw busy(keys.application(name));
+  const updated = await updateJson<ApplicationRecord>(
+    store,
+    keys.application(name),
+    (current) => {
+      if (!current) throw applicationNotFound(name);
+      const next = change(structuredClone(current.value));
+      return next === null ? null : { put: { ...next, updatedAt: now().toISOString() } };
+    },
+    { parse: parseApplication },
+  );
+  if (updated.changed) await markFleetChanged(store, `application ${name}`);
+  return updated.value!;
 }
 
 /** What a deploy asks of placement; null or absent preserves the application's setting. */
@@ -97,46 +94,36 @@ export async function ensureApplicationForDeploy(
   by: string,
   now: () => Date = () => new Date(),
 ): Promise<ApplicationRecord> {
-  for (let attempt = 0; attempt < CAS_TRIES; attempt++) {
-    const found = await readApplication(store, name);
-    if (!found) {
-      const stamp = now().toISOString();
-      const record: ApplicationRecord = {
-        v: 1,
-        name,
-        createdAt: stamp,
-        updatedAt: stamp,
-        createdBy: by,
-        labels: {},
-        blocked: false,
-        selector: intent.nodeSelector ?? null,
-        replicas: intent.replicas ?? 'all',
-        domains: [],
-        wildcardDomains: [],
-      };
-      try {
-        await putJson(store, keys.application(name), record, { ifNoneMatch: '*' });
-        await markFleetChanged(store, `application ${name}`);
-        return record;
-      } catch (err) {
-        if (!isCasConflict(err)) throw err;
-        continue; // Another deploy created it first: treat it as existing.
-      }
-    }
-    const current = found.record;
-    if (current.blocked) throw applicationBlocked(name);
-    const next = applyPlacementIntent(current, intent);
-    if (!next) return current;
-    const written = { ...next, updatedAt: now().toISOString() };
-    try {
-      await putJson(store, keys.application(name), written, { ifMatch: found.etag });
-      await markFleetChanged(store, `application ${name}`);
-      return written;
-    } catch (err) {
-      if (!isCasConflict(err)) throw err;
-    }
-  }
-  throw busy(keys.application(name));
+  const updated = await updateJson<ApplicationRecord>(
+    store,
+    keys.application(name),
+    (current) => {
+      if (!current) return { put: firstRecord(name, intent, by, now().toISOString()) };
+      if (current.value.blocked) throw applicationBlocked(name);
+      const next = applyPlacementIntent(current.value, intent);
+      return next ? { put: { ...next, updatedAt: now().toISOString() } } : null;
+    },
+    { parse: parseApplication },
+  );
+  if (updated.changed) await markFleetChanged(store, `application ${name}`);
+  return updated.value!;
+}
+
+/** The record an application's first deploy creates. */
+function firstRecord(name: string, intent: PlacementIntent, by: string, stamp: string): ApplicationRecord {
+  return {
+    v: 1,
+    name,
+    createdAt: stamp,
+    updatedAt: stamp,
+    createdBy: by,
+    labels: {},
+    blocked: false,
+    selector: intent.nodeSelector ?? null,
+    replicas: intent.replicas ?? 'all',
+    domains: [],
+    wildcardDomains: [],
+  };
 }
 
 function applyPlacementIntent(current: ApplicationRecord, intent: PlacementIntent): ApplicationRecord | null {
@@ -263,148 +250,6 @@ export async function setReplicas(
   );
 }
 
-/** The view a caller gets: admins see everything; others lose the fleet-owned `labels`. */
-export function redactApplication(
-  record: ApplicationRecord,
-  admin: boolean,
-): ApplicationRecord | Omit<ApplicationRecord, 'labels'> {
-  if (admin) return record;
-  const { labels: _labels, ...rest } = record;
-  return rest;
-}
-
-/**
- * Refuses to delete an application that is not retired past its grace, unless forced
- * (docs/api.md "DELETE /v1/applications/:name").
- */
-export function checkDeletable(record: ApplicationRecord, force: boolean, nowMs: number = Date.now()): void {
-  if (force) return;
-  if (!record.retired) {
-    throw new Problem(
-      'invalid-input',
-      'Application is not retired',
-      `retire "${record.name}" first and delete it once its grace period is over, or force the deletion`,
-    );
-  }
-  if (nowMs <= Date.parse(record.retired.graceUntil)) {
-    throw new Problem(
-      'invalid-input',
-      'Retirement grace period is not over',
-      `"${record.name}" can be deleted after ${record.retired.graceUntil}, or now by forcing the deletion`,
-    );
-  }
-}
-
-/**
- * Removes every store key of one application and answers them sorted: its domain claims, the
- * runtime's `fleets/<name>/` prefix, its deploys, deployments, placement and trust policy, and the
- * record itself last, so that a deletion cut short is finished by running it again.
- */
-export async function deleteApplicationData(store: Store, name: string): Promise<string[]> {
-  const found = await readApplication(store, name);
-  if (!found) throw applicationNotFound(name);
-  const deleted: string[] = [];
-  const remove = async (key: string) => {
-    if (await store.delete(key)) deleted.push(key);
-  };
-  for (const key of await claimKeysHeldBy(store, name, found.record)) await remove(key);
-  const runtime = await store.list(keys.fleetPrefix(name), { recursive: true });
-  for (const object of runtime.objects) await remove(object.key);
-  const own = await store.list(keys.appPrefix(name), { recursive: true });
-  const recordKey = keys.application(name);
-  for (const object of own.objects) if (object.key !== recordKey) await remove(object.key);
-  await remove(recordKey);
-  await markFleetChanged(store, `application ${name}`);
-  return deleted.sort();
-}
-
-/** Claim keys whose record names this application, whether or not the record lists the host. */
-async function claimKeysHeldBy(store: Store, name: string, record: ApplicationRecord): Promise<string[]> {
-  const listing = await store.list(keys.domainClaimsPrefix, { recursive: true });
-  const listed = new Set(record.domains.map((host) => keys.domainClaim(host)));
-  const held: string[] = [];
-  for (const object of listing.objects) {
-    const claim = await getJson<DomainClaim>(store, object.key).catch(() => null);
-    if (claim?.value.application === name || (listed.has(object.key) && !claim)) held.push(object.key);
-  }
-  return held;
-}
-
-// ---- Request bodies (docs/api.md "Applications (common rules)") ----
-
-/** `{ labels: object of string values }`. */
-export function parseLabelsBody(body: unknown): Record<string, string> {
-  const labels = memberOf(body, 'labels', 'Invalid labels', '{"labels": {"key": "value"}}');
-  if (!isStringMap(labels)) {
-    throw invalidInput(
-      'Invalid labels',
-      '`labels` must be an object whose values are strings; {} clears them',
-    );
-  }
-  return labels;
-}
-
-/** `{ selector: object string to string | null }`; omission is refused. */
-export function parseSelectorBody(body: unknown): Record<string, string> | null {
-  const selector = memberOf(
-    body,
-    'selector',
-    'Invalid selector',
-    '{"selector": {"key": "value"}} or {"selector": null}',
-  );
-  if (selector === null) return null;
-  if (!isStringMap(selector)) {
-    throw invalidInput(
-      'Invalid selector',
-      '`selector` must be an object whose values are strings, or null to clear it',
-    );
-  }
-  return selector;
-}
-
-/** `{ replicas: 'all' | whole number >= 1 }`; null or omission is refused (there is no default). */
-export function parseReplicasBody(body: unknown): Replicas {
-  const replicas = memberOf(body, 'replicas', 'Invalid replicas', '{"replicas": "all"} or {"replicas": 3}');
-  const parsed = parseReplicas(replicas);
-  if (parsed === null) {
-    throw invalidInput(
-      'Invalid replicas',
-      `\`replicas\` must be "all" or a whole number >= 1, got ${describe(replicas)}`,
-    );
-  }
-  return parsed;
-}
-
-/** `all` or a whole number >= 1 (as a JSON number); null for anything else. */
-export function parseReplicas(value: unknown): Replicas | null {
-  if (value === 'all') return 'all';
-  if (typeof value === 'number' && Number.isSafeInteger(value) && value >= 1) return value;
-  return null;
-}
-
-function memberOf(body: unknown, member: string, title: string, example: string): unknown {
-  if (!body || typeof body !== 'object' || Array.isArray(body)) {
-    throw invalidInput(title, `send a JSON object such as ${example}`);
-  }
-  if (!Object.hasOwn(body, member) || (body as Record<string, unknown>)[member] === undefined) {
-    throw invalidInput(title, `\`${member}\` is required, e.g. ${example}`);
-  }
-  return (body as Record<string, unknown>)[member];
-}
-
-function isStringMap(value: unknown): value is Record<string, string> {
-  return (
-    !!value &&
-    typeof value === 'object' &&
-    !Array.isArray(value) &&
-    Object.values(value).every((entry) => typeof entry === 'string')
-  );
-}
-
-function describe(value: unknown): string {
-  return value === undefined ? 'nothing' : JSON.stringify(value);
-}
-
 function sameStringMap(a: Record<string, string>, b: Record<string, string> | null): boolean {
   if (!b) return false;
   const keysA = Object.keys(a);
@@ -418,8 +263,9 @@ function sameSelector(a: Record<string, string> | null, b: Record<string, string
   return sameStringMap(a, b);
 }
 
-/** Fills members an older writer may have left out, so readers need no guards. */
-function normalizeRecord(record: ApplicationRecord): ApplicationRecord {
+/** A stored record, with the members an older writer may have left out filled, so readers need no guards. */
+function parseApplication(body: Uint8Array): ApplicationRecord {
+  const record = parseJsonBody<ApplicationRecord>(body);
   return {
     ...record,
     labels: record.labels ?? {},
@@ -429,12 +275,4 @@ function normalizeRecord(record: ApplicationRecord): ApplicationRecord {
     domains: record.domains ?? [],
     wildcardDomains: record.wildcardDomains ?? [],
   };
-}
-
-function busy(key: string): Problem {
-  return new Problem(
-    'store-unavailable',
-    'Registry is busy',
-    `${CAS_TRIES} conditional writes to ${key} each lost to another writer; retry`,
-  );
 }

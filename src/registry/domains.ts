@@ -7,6 +7,7 @@
 
 import { invalidInput, Problem } from '../problem.ts';
 import { getJson, isCasConflict, putJson, type Store } from '../store/store.ts';
+import { updateJson } from '../store/update.ts';
 import {
   applicationBlocked,
   applicationNotFound,
@@ -203,15 +204,10 @@ export async function releaseDomain(
       : null,
   );
   if (claim && held) {
-    try {
-      await store.delete(keys.domainClaim(host), { ifMatch: claim.etag });
-    } catch (err) {
-      // The claim changed since it was read: delete it only if it is still this application's.
-      if (!isCasConflict(err)) throw err;
-      const again = await getJson<DomainClaim>(store, keys.domainClaim(host));
-      if (again?.value.application === name)
-        await store.delete(keys.domainClaim(host), { ifMatch: again.etag });
-    }
+    // Deleted only while it is still this application's: someone may have claimed it meanwhile.
+    await updateJson<DomainClaim>(store, keys.domainClaim(host), (current) =>
+      current?.value.application === name ? { delete: true } : null,
+    );
     await markFleetChanged(store, `domain ${host}`);
   }
   return { application, host, platformHosts: platformHostsOf(application, platformDomains) };
@@ -302,46 +298,32 @@ interface WrittenClaim {
 }
 
 async function writeClaim(store: Store, request: ClaimRequest, now: () => Date): Promise<WrittenClaim> {
-  const key = keys.domainClaim(request.host);
-  for (let attempt = 0; attempt < 10; attempt++) {
-    const current = await getJson<DomainClaim>(store, key);
+  const updated = await updateJson<DomainClaim>(store, keys.domainClaim(request.host), (current) => {
     if (!current) {
-      const claim: DomainClaim = {
-        v: 1,
-        host: request.host,
-        application: request.application,
-        wildcard: request.wildcard,
-        claimedAt: now().toISOString(),
-        by: request.by,
+      return {
+        put: {
+          v: 1,
+          host: request.host,
+          application: request.application,
+          wildcard: request.wildcard,
+          claimedAt: now().toISOString(),
+          by: request.by,
+        },
       };
-      try {
-        const etag = await putJson(store, key, claim, { ifNoneMatch: '*' });
-        return { claim, etag, changed: true, fresh: true };
-      } catch (err) {
-        if (isCasConflict(err)) continue;
-        throw err;
-      }
     }
     if (current.value.application !== request.application) {
       throw referenceHeld(request, request.host, current.value.application);
     }
     // Idempotent; only ever upgraded to cover subdomains, never downgraded.
-    if (!request.wildcard || current.value.wildcard) {
-      return { claim: current.value, etag: current.etag, changed: false, fresh: false };
-    }
-    const claim: DomainClaim = { ...current.value, wildcard: true };
-    try {
-      const etag = await putJson(store, key, claim, { ifMatch: current.etag });
-      return { claim, etag, changed: true, fresh: false };
-    } catch (err) {
-      if (!isCasConflict(err)) throw err;
-    }
-  }
-  throw new Problem(
-    'store-unavailable',
-    'Registry is busy',
-    `conditional writes to ${key} kept losing; retry`,
-  );
+    if (!request.wildcard || current.value.wildcard) return null;
+    return { put: { ...current.value, wildcard: true } };
+  });
+  return {
+    claim: updated.value!,
+    etag: updated.etag!,
+    changed: updated.changed,
+    fresh: updated.created,
+  };
 }
 
 /** Takes back what `writeClaim` did, unless someone has written the claim since. */

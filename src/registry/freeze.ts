@@ -1,14 +1,15 @@
-// Spec 1 "FreezeRecord", "States and transitions: Fleet freeze" and "Fleet freeze": one record at
+// The fleet freeze (docs/api.md "Fleet freeze"): one record at
 // `_svc/fleet/freeze.json`. While it exists every node refuses deploy intake with `deploys-frozen`;
 // serving, reconciliation, retirement and deletion carry on.
 
 import { invalidInput, Problem } from '../problem.ts';
-import { getJson, isCasConflict, putJson, type Store } from '../store/store.ts';
+import { getJson, type Store } from '../store/store.ts';
+import { updateJson } from '../store/update.ts';
 import { markFleetChanged } from './changes.ts';
 import { keys } from './keys.ts';
 import type { FreezeRecord } from './records.ts';
 
-/** Spec 1 "Limits": freeze reason. */
+/** The longest freeze reason, in characters (docs/api.md "Fleet freeze"). */
 export const MAX_FREEZE_REASON = 200;
 
 // Newlines and every other C0/C1 control character, plus the Unicode line and paragraph separators.
@@ -64,21 +65,14 @@ export async function freezeDeploys(
   reason: string | undefined,
   now: () => Date = () => new Date(),
 ): Promise<{ freeze: FreezeRecord; created: boolean }> {
-  for (let attempt = 0; attempt < 10; attempt++) {
+  const updated = await updateJson<FreezeRecord>(store, keys.freeze, (standing) => {
+    if (standing) return null;
     const freeze: FreezeRecord = { v: 1, frozenAt: now().toISOString(), by };
     if (reason !== undefined) freeze.reason = reason;
-    try {
-      await putJson(store, keys.freeze, freeze, { ifNoneMatch: '*' });
-      await markFleetChanged(store, 'freeze');
-      return { freeze, created: true };
-    } catch (err) {
-      if (!isCasConflict(err)) throw err;
-    }
-    const standing = await readFreeze(store);
-    if (standing) return { freeze: standing, created: false };
-    // Lifted between the write and the read: try again.
-  }
-  throw new Problem('store-unavailable', 'Registry is busy', `the freeze record kept changing; retry`);
+    return { put: freeze };
+  });
+  if (updated.created) await markFleetChanged(store, 'freeze');
+  return { freeze: updated.value!, created: updated.created };
 }
 
 /** Lifts the freeze; answers whether there was one. */

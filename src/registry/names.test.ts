@@ -5,7 +5,15 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
 import { Problem } from '../problem.ts';
-import { isApplicationName, resolveApplicationName } from './names.ts';
+import {
+  checkNodeId,
+  checkOperatorId,
+  isApplicationName,
+  isNodeId,
+  isOperatorId,
+  isScriptName,
+  resolveApplicationName,
+} from './names.ts';
 
 test('application names: 1-63 lowercase alphanumerics with single inner hyphens', () => {
   for (const name of ['a', 'shop', 'shop-dev', 'a1-b2-c3', '0', 'x'.repeat(63)])
@@ -59,4 +67,36 @@ test('property: a resolved name is always an application name', () => {
       },
     ),
   );
+});
+
+test('node and operator ids: 1-128 of [A-Za-z0-9_.-], never . or ..', () => {
+  for (const id of ['n1', 'node-1a2b', 'Edge_2.eu', '...', 'x'.repeat(128)]) {
+    assert.ok(isNodeId(id), id);
+    assert.ok(isOperatorId(id), id);
+    assert.equal(checkNodeId(id, '--node-id'), id);
+  }
+  for (const id of ['', '.', '..', 'a/b', 'a b', 'nöde', 'x'.repeat(129), undefined, 7]) {
+    assert.ok(!isNodeId(id), String(id));
+    assert.ok(!isOperatorId(id), String(id));
+  }
+  assert.throws(
+    () => checkNodeId('..', '--node-id'),
+    (err: unknown) =>
+      err instanceof Problem &&
+      err.code === 'invalid-slug' &&
+      err.title === 'Invalid node id' &&
+      err.detail!.startsWith('--node-id: ".."'),
+  );
+  assert.throws(
+    () => checkOperatorId('a/b'),
+    (err: unknown) =>
+      err instanceof Problem && err.code === 'invalid-slug' && err.title === 'Invalid operator id',
+  );
+});
+
+test('script names: the application-name rule, never a reserved folder of deploy/', () => {
+  for (const name of ['worker', 'api-v2', 'x'.repeat(63)]) assert.ok(isScriptName(name), name);
+  for (const name of ['images', 'queues', 'Worker', 'a--b', '', 'x'.repeat(64), null]) {
+    assert.ok(!isScriptName(name), String(name));
+  }
 });

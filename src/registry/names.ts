@@ -1,6 +1,7 @@
-// The application name rule (docs/api.md "Identifiers and name rules"), which the guard checks on
-// `:name`, and docs/cli.md "Naming an application": `--name` and `--env`, resolved client-side
-// (the node never sees `--env`).
+// Every name rule in one place (docs/api.md "Identifiers and name rules"; docs/cli.md "Naming an
+// application"): application names, node and operator ids, script names, binding names, and the
+// client-side `--name`/`--env` resolution. Pure and free of I/O, importing nothing but the problem
+// type, so the guard, the routes, the CLI, the registry and the runtime share one definition.
 
 import { Problem } from '../problem.ts';
 
@@ -41,6 +42,53 @@ export function resolveApplicationName(name: string | undefined, env?: string | 
     'Invalid application name',
     `--name ${JSON.stringify(name ?? '')} and --env ${JSON.stringify(env)} must each be 1-63 lowercase letters or digits with single hyphens, and so must the joined ${JSON.stringify(joined)}`,
   );
+}
+
+/**
+ * Node ids share the operators' keyspace and appear in bucket keys (node records, the runtime's
+ * leases): 1-128 of [A-Za-z0-9_.-]. `isNodeId` also refuses `.` and `..`, which the pattern lets
+ * through but no key segment may be.
+ */
+export const NODE_ID_PATTERN = /^[A-Za-z0-9_.-]{1,128}$/;
+
+export function isNodeId(value: unknown): value is string {
+  return typeof value === 'string' && NODE_ID_PATTERN.test(value) && value !== '.' && value !== '..';
+}
+
+/** Refuses a value that is no node id with `invalid-slug`, naming where it came from. */
+export function checkNodeId(id: string, source: string): string {
+  if (isNodeId(id)) return id;
+  throw new Problem(
+    'invalid-slug',
+    'Invalid node id',
+    `${source}: ${JSON.stringify(id)} must be 1-128 ASCII letters, digits, underscores, hyphens or dots`,
+  );
+}
+
+/**
+ * Operator ids share one keyspace with node ids (docs/api.md), so they follow the node id rule,
+ * which also keeps an id from escaping its bucket key (`_svc/operators/<id>.json`).
+ */
+export function isOperatorId(value: unknown): value is string {
+  return isNodeId(value);
+}
+
+/** Refuses a value that is no operator id with `invalid-slug` naming it. */
+export function checkOperatorId(value: unknown, source = 'operator id'): string {
+  if (isOperatorId(value)) return value;
+  throw new Problem(
+    'invalid-slug',
+    'Invalid operator id',
+    `${source} ${JSON.stringify(value)} must be 1-128 ASCII letters, digits, underscores, hyphens or dots`,
+  );
+}
+
+/** Script names that would collide with the non-script folders under the runtime's `deploy/`. */
+export const RESERVED_SCRIPTS: readonly string[] = ['images', 'queues'];
+
+/** A script name: the application-name rule (so it is safe in keys), never a reserved folder. */
+export function isScriptName(value: unknown): value is string {
+  return isApplicationName(value) && !RESERVED_SCRIPTS.includes(value);
 }
 
 /**

@@ -8,7 +8,8 @@
 // application does: a CI workflow's first deploy creates the application it is trusted for.
 
 import { Problem } from '../problem.ts';
-import { getJson, isCasConflict, putJson, type Store } from '../store/store.ts';
+import { getJson, parseJsonBody, type Store } from '../store/store.ts';
+import { updateJson } from '../store/update.ts';
 import { keys } from './keys.ts';
 
 /** Audience a workload token must carry when `--audience` is not given. */
@@ -35,8 +36,6 @@ export interface TrustPolicy {
   entries: TrustEntry[];
   updatedAt: string;
 }
-
-const CAS_TRIES = 10;
 
 /** The policy of one application, or null when it trusts no workload. */
 export async function readTrustPolicy(store: Store, application: string): Promise<TrustPolicy | null> {
@@ -197,25 +196,19 @@ export async function removeTrustedIssuer(
   application: string,
   issuer: string,
 ): Promise<{ policy: TrustPolicy | null; removed: boolean }> {
-  for (let attempt = 0; attempt < CAS_TRIES; attempt++) {
-    const found = await getJson<unknown>(store, keys.trustPolicy(application));
-    if (!found) return { policy: null, removed: false };
-    const policy = normalizePolicy(found.value, application);
-    const kept = policy.entries.filter((entry) => entry.issuer !== issuer);
-    if (kept.length === policy.entries.length) return { policy, removed: false };
-    try {
-      if (kept.length === 0) {
-        await store.delete(keys.trustPolicy(application), { ifMatch: found.etag });
-        return { policy: null, removed: true };
-      }
-      const next: TrustPolicy = { ...policy, entries: kept, updatedAt: new Date().toISOString() };
-      await putJson(store, keys.trustPolicy(application), next, { ifMatch: found.etag });
-      return { policy: next, removed: true };
-    } catch (err) {
-      if (!isCasConflict(err)) throw err;
-    }
-  }
-  throw busy(application);
+  const updated = await updateJson<TrustPolicy>(
+    store,
+    keys.trustPolicy(application),
+    (current) => {
+      if (!current) return null;
+      const kept = current.value.entries.filter((entry) => entry.issuer !== issuer);
+      if (kept.length === current.value.entries.length) return null;
+      if (kept.length === 0) return { delete: true };
+      return { put: { ...current.value, entries: kept, updatedAt: new Date().toISOString() } };
+    },
+    { parse: (body) => normalizePolicy(parseJsonBody(body), application) },
+  );
+  return { policy: updated.value, removed: updated.changed };
 }
 
 async function updatePolicy(
@@ -223,31 +216,23 @@ async function updatePolicy(
   application: string,
   change: (entries: TrustEntry[]) => TrustEntry[],
 ): Promise<TrustPolicy> {
-  for (let attempt = 0; attempt < CAS_TRIES; attempt++) {
-    const found = await getJson<unknown>(store, keys.trustPolicy(application));
-    const current = found ? normalizePolicy(found.value, application) : null;
-    const entries = sortEntries(change(current?.entries ?? []));
-    if (entries.length > MAX_TRUST_ENTRIES) {
-      throw new Problem(
-        'invalid-input',
-        'Too many trusted issuers',
-        `a trust policy holds at most ${MAX_TRUST_ENTRIES} issuer and audience pairs; remove one first`,
-      );
-    }
-    const next: TrustPolicy = { v: 1, application, entries, updatedAt: new Date().toISOString() };
-    try {
-      await putJson(
-        store,
-        keys.trustPolicy(application),
-        next,
-        found ? { ifMatch: found.etag } : { ifNoneMatch: '*' },
-      );
-      return next;
-    } catch (err) {
-      if (!isCasConflict(err)) throw err;
-    }
-  }
-  throw busy(application);
+  const updated = await updateJson<TrustPolicy>(
+    store,
+    keys.trustPolicy(application),
+    (current) => {
+      const entries = sortEntries(change(current?.value.entries ?? []));
+      if (entries.length > MAX_TRUST_ENTRIES) {
+        throw new Problem(
+          'invalid-input',
+          'Too many trusted issuers',
+          `a trust policy holds at most ${MAX_TRUST_ENTRIES} issuer and audience pairs; remove one first`,
+        );
+      }
+      return { put: { v: 1, application, entries, updatedAt: new Date().toISOString() } };
+    },
+    { parse: (body) => normalizePolicy(parseJsonBody(body), application) },
+  );
+  return updated.value!;
 }
 
 function checkChange(change: TrustChange): TrustChange {
@@ -295,12 +280,4 @@ function uniqueSorted(values: string[]): string[] {
 
 function compare(a: string, b: string): number {
   return a < b ? -1 : a > b ? 1 : 0;
-}
-
-function busy(application: string): Problem {
-  return new Problem(
-    'store-unavailable',
-    'Registry is busy',
-    `${CAS_TRIES} conditional writes to the trust policy of "${application}" each lost to another writer; retry`,
-  );
 }

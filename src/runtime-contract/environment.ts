@@ -3,8 +3,7 @@
 // supervisor probes. Both sides use this one module: svc builds the environment here, the runtime
 // reads it here, so a variable cannot be renamed on one side only.
 
-import { NODE_ID_PATTERN } from '../node/node-id.ts';
-import { isApplicationName } from '../registry/names.ts';
+import { isApplicationName, isNodeId } from '../registry/names.ts';
 import type { OpenStoreOptions } from '../store/open.ts';
 
 /** Where a serving runtime answers whether it is ready (200) or not (503, with why). */
@@ -89,7 +88,7 @@ export function readServeIdentity(env: NodeJS.ProcessEnv): ServeIdentity | strin
     return `CELL_APP must name the application to serve, got ${JSON.stringify(application ?? '')}`;
   }
   const node = env.CELL_NODE;
-  if (!node || !NODE_ID_PATTERN.test(node) || node === '.' || node === '..') {
+  if (!isNodeId(node)) {
     return `CELL_NODE must be the node id (1-128 letters, digits, _ - .), got ${JSON.stringify(node ?? '')}`;
   }
   const portText = env.CELL_PORT ?? '';

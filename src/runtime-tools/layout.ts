@@ -2,6 +2,8 @@
 // understand, and the strict parsers both `cell` and the svc storage tools (prune, lease) use.
 // A parser answers a value or a reason; callers turn the reason into their own refusal.
 
+import { isScriptName } from '../registry/names.ts';
+
 /** The one schema version of every runtime document this release writes and reads. */
 export const SCHEMA_VERSION = 1;
 
@@ -18,23 +20,10 @@ export const VERIFIED_RUNTIME_RELEASES: readonly string[] = ['0.5.0', '0.5.1', '
 
 /** A deployment version: lowercase hex, as `cell publish` writes it. */
 export const VERSION_PATTERN = /^[0-9a-f]{1,64}$/;
-/** A script name: the application-name rule, so it is safe in keys. */
-export const SCRIPT_PATTERN = /^[a-z0-9]+(?:-[a-z0-9]+)*$/;
-/** Script names that would collide with the non-script folders under `deploy/`. */
-export const RESERVED_SCRIPTS: readonly string[] = ['images', 'queues'];
 /** A content key: the lowercase hex SHA-256 of a blob's bytes. */
 export const BLOB_PATTERN = /^[0-9a-f]{64}$/;
 /** A container image reference inside a manifest. */
 export const IMAGE_REFERENCE = /^cell-image:([0-9a-f]+)$/;
-
-export function isScriptName(value: unknown): value is string {
-  return (
-    typeof value === 'string' &&
-    value.length <= 63 &&
-    SCRIPT_PATTERN.test(value) &&
-    !RESERVED_SCRIPTS.includes(value)
-  );
-}
 
 /** One module of a deployment, stored at `deploy/<script>/<version>/modules/<name>`. */
 export interface ModuleEntry {

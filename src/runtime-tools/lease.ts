@@ -3,9 +3,9 @@
 // bucket. A lease is judged from three reads (listing, HEAD, GET); a failing read is part of
 // the reading, never the end of it.
 
-import { NODE_ID_PATTERN } from '../node/node-id.ts';
 import { Problem } from '../problem.ts';
 import { keys } from '../registry/keys.ts';
+import { isNodeId } from '../registry/names.ts';
 import type { Store } from '../store/store.ts';
 import { type Answerer, consent } from './consent.ts';
 import { parseNodeLease } from './layout.ts';
@@ -29,7 +29,7 @@ export interface LeaseReading {
 
 /** `--node`: 1-128 ASCII letters, digits, underscores, hyphens or dots. */
 export function checkLeaseNode(node: string): string {
-  if (!NODE_ID_PATTERN.test(node) || node === '.' || node === '..') {
+  if (!isNodeId(node)) {
     throw new Problem(
       'invalid-slug',
       'Invalid node id',

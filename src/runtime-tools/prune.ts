@@ -4,12 +4,12 @@
 
 import { Problem } from '../problem.ts';
 import { keys } from '../registry/keys.ts';
+import { isScriptName } from '../registry/names.ts';
 import type { ObjectInfo, Store } from '../store/store.ts';
 import { type Answerer, consent } from './consent.ts';
 import {
   BLOB_PATTERN,
   imageReferences,
-  isScriptName,
   parseAssetsIndex,
   parseManifest,
   parsePointer,

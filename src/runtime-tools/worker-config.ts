@@ -9,8 +9,9 @@
 // syntax error), `<file>:<line>:<column>: ...`, as compilers do, so an editor can jump there.
 
 import { findNodeAtLocation, type Node, type ParseError, parseTree, printParseErrorCode } from 'jsonc-parser';
+import { isScriptName } from '../registry/names.ts';
 import { cronProblem } from './cron-schedule.ts';
-import { type AssetsConfig, isScriptName } from './layout.ts';
+import type { AssetsConfig } from './layout.ts';
 
 export const CONFIG_FILES = ['cell.jsonc', 'cell.json'] as const;
 

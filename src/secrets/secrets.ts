@@ -9,7 +9,8 @@ import { keys } from '../registry/keys.ts';
 import { isNodeServing } from '../registry/liveness.ts';
 import { BINDING_NAME_RULE, isBindingName } from '../registry/names.ts';
 import type { NodeRecord } from '../registry/records.ts';
-import { getJson, isCasConflict, putJson, type Store } from '../store/store.ts';
+import { getJson, parseJsonBody, type Store } from '../store/store.ts';
+import { updateJson } from '../store/update.ts';
 import { isSealPublicKey, open, type SealedCopy, type SealKeyPair, seal } from './seal.ts';
 
 /** The most bytes one secret value may hold (wrangler allows 5 KiB; certificates need more). */
@@ -76,9 +77,13 @@ export async function readSecrets(
   store: Store,
   application: string,
 ): Promise<{ doc: SecretsDocument; etag: string } | null> {
-  const found = await getJson<SecretsDocument>(store, keys.appSecrets(application));
-  if (!found) return null;
-  const doc = found.value;
+  const found = await getJson<unknown>(store, keys.appSecrets(application));
+  return found ? { doc: checkSecretsDocument(found.value, application), etag: found.etag } : null;
+}
+
+/** The stored document as read; `store-nonconforming` when it is none. */
+function checkSecretsDocument(value: unknown, application: string): SecretsDocument {
+  const doc = value as SecretsDocument | null;
   if (doc?.v !== 1 || !doc.secrets || typeof doc.secrets !== 'object') {
     throw new Problem(
       'store-nonconforming',
@@ -86,38 +91,32 @@ export async function readSecrets(
       `${keys.appSecrets(application)} is not a secrets document`,
     );
   }
-  return { doc, etag: found.etag };
+  return doc;
 }
 
 /**
  * Applies `change` to the document and writes it on the ETag it was read with, again on a lost
  * race. `change` answers the next document, or null to leave it as it is. A document with no
- * secret left is deleted.
+ * secret left is deleted. Answers the document stored now (null when there is none).
  */
 export async function updateSecrets(
   store: Store,
   application: string,
   change: (doc: SecretsDocument | null) => SecretsDocument | null,
 ): Promise<SecretsDocument | null> {
-  const key = keys.appSecrets(application);
-  for (let attempt = 0; attempt < 10; attempt++) {
-    const current = await readSecrets(store, application);
-    const next = change(current?.doc ?? null);
-    if (!next) return current?.doc ?? null;
-    try {
-      if (Object.keys(next.secrets).length === 0) {
-        if (current) await store.delete(key, { ifMatch: current.etag });
-      } else {
-        await putJson(store, key, next, current ? { ifMatch: current.etag } : { ifNoneMatch: '*' });
-      }
-      // Nodes read secrets from their registry listing, which they renew when the marker moves.
-      await markFleetChanged(store, `secrets ${application}`);
-      return next;
-    } catch (err) {
-      if (!isCasConflict(err)) throw err;
-    }
-  }
-  throw new Problem('store-unavailable', 'Registry is busy', `${key} kept changing; retry`);
+  const updated = await updateJson<SecretsDocument>(
+    store,
+    keys.appSecrets(application),
+    (current) => {
+      const next = change(current?.value ?? null);
+      if (!next) return null;
+      return Object.keys(next.secrets).length === 0 ? { delete: true } : { put: next };
+    },
+    { parse: (body) => checkSecretsDocument(parseJsonBody(body), application) },
+  );
+  // Nodes read secrets from their registry listing, which they renew when the marker moves.
+  if (updated.changed) await markFleetChanged(store, `secrets ${application}`);
+  return updated.value;
 }
 
 /** Sets one secret, sealed to every recipient. */

@@ -35,8 +35,10 @@ import { pathToFileURL } from 'node:url';
 import { Problem } from '../problem.ts';
 import {
   CasConflict,
+  checkCondition,
   checkKey,
   compareKeys,
+  isValidKey,
   type ListOptions,
   type ListResult,
   type ObjectInfo,
@@ -168,7 +170,7 @@ export class DirStore implements Store {
     try {
       const lock = await this.#lock(place, true);
       try {
-        if (condition) await this.#checkCondition(key, place.file, condition);
+        if (condition) await this.#enforceCondition(key, place.file, condition);
         await rename(temp, place.file);
         renamed = true;
       } finally {
@@ -191,7 +193,7 @@ export class DirStore implements Store {
     }
     let removed = false;
     try {
-      if (condition?.ifMatch !== undefined) await this.#checkCondition(key, place.file, condition);
+      if (condition?.ifMatch !== undefined) await this.#enforceCondition(key, place.file, condition);
       removed = await unlink(place.file).then(
         () => true,
         (err) => (isMissing(err) ? false : Promise.reject(err)),
@@ -290,7 +292,7 @@ export class DirStore implements Store {
     this.#etags.set(file, { signature: signature(info), etag });
   }
 
-  async #checkCondition(key: string, file: string, condition: WriteCondition): Promise<void> {
+  async #enforceCondition(key: string, file: string, condition: WriteCondition): Promise<void> {
     if (condition.ifNoneMatch === '*') {
       if (await this.#info(key, file)) throw new CasConflict(key);
       return;
@@ -438,17 +440,6 @@ interface Lock {
   ino: bigint;
 }
 
-function checkCondition(key: string, condition: WriteCondition | undefined): void {
-  if (!condition) return;
-  const { ifMatch, ifNoneMatch } = condition;
-  if (ifMatch !== undefined && ifNoneMatch !== undefined) {
-    throw new Problem('invalid-input', 'Invalid write condition', `both ifMatch and ifNoneMatch for ${key}`);
-  }
-  if (ifNoneMatch !== undefined && ifNoneMatch !== '*') {
-    throw new Problem('invalid-input', 'Invalid write condition', `ifNoneMatch must be "*" for ${key}`);
-  }
-}
-
 function escapeSegment(segment: string): string {
   return segment.replaceAll('%', '%25').replaceAll('~', '%7E');
 }
@@ -538,15 +529,6 @@ function bytes(buffer: Buffer): Uint8Array {
 function isMissing(err: unknown): boolean {
   const code = (err as NodeJS.ErrnoException | null)?.code;
   return code === 'ENOENT' || code === 'ENOTDIR';
-}
-
-function isValidKey(key: string): boolean {
-  try {
-    checkKey(key);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 function processRuns(pid: number): boolean {

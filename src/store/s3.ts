@@ -33,8 +33,10 @@ import { Problem } from '../problem.ts';
 import { normalizePrefix } from './prefixed.ts';
 import {
   CasConflict,
+  checkCondition,
   checkKey,
   compareKeys,
+  isValidKey,
   type ListOptions,
   type ListResult,
   type ObjectInfo,
@@ -414,26 +416,6 @@ async function settle<T>(run: () => Promise<T>): Promise<Outcome<T>> {
     return { ok: true, value: await run() };
   } catch (error) {
     return { ok: false, error };
-  }
-}
-
-function checkCondition(key: string, condition: WriteCondition | undefined): void {
-  if (!condition) return;
-  const { ifMatch, ifNoneMatch } = condition;
-  if (ifMatch !== undefined && ifNoneMatch !== undefined) {
-    throw new Problem('invalid-input', 'Invalid write condition', `both ifMatch and ifNoneMatch for ${key}`);
-  }
-  if (ifNoneMatch !== undefined && ifNoneMatch !== '*') {
-    throw new Problem('invalid-input', 'Invalid write condition', `ifNoneMatch must be "*" for ${key}`);
-  }
-}
-
-function isValidKey(key: string): boolean {
-  try {
-    checkKey(key);
-    return true;
-  } catch {
-    return false;
   }
 }
 

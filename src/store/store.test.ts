@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
 import { Problem } from '../problem.ts';
-import { checkKey, compareKeys, MAX_KEY_BYTES } from './store.ts';
+import { checkCondition, checkKey, compareKeys, isValidKey, MAX_KEY_BYTES } from './store.ts';
 
 test('compareKeys orders keys by their UTF-8 bytes, as S3 lists them', () => {
   fc.assert(
@@ -52,6 +52,33 @@ test('checkKey never throws anything but invalid-input', () => {
       } catch (err) {
         assert.ok(err instanceof Problem && err.code === 'invalid-input', String(err));
       }
+    }),
+  );
+});
+
+test('checkCondition refuses both conditions at once and any ifNoneMatch but *', () => {
+  checkCondition('k', undefined);
+  checkCondition('k', { ifMatch: '"e"' });
+  checkCondition('k', { ifNoneMatch: '*' });
+  for (const condition of [{ ifMatch: '"e"', ifNoneMatch: '*' as const }, { ifNoneMatch: 'e' as '*' }]) {
+    assert.throws(
+      () => checkCondition('k', condition),
+      (err: unknown) =>
+        err instanceof Problem && err.code === 'invalid-input' && err.title === 'Invalid write condition',
+    );
+  }
+});
+
+test('isValidKey answers what checkKey accepts', () => {
+  fc.assert(
+    fc.property(fc.string({ unit: 'binary', maxLength: 40 }), (key) => {
+      let accepted = true;
+      try {
+        checkKey(key);
+      } catch {
+        accepted = false;
+      }
+      assert.equal(isValidKey(key), accepted);
     }),
   );
 });

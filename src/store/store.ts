@@ -80,6 +80,31 @@ export function checkKey(key: string): string {
   return key;
 }
 
+/** True when `checkKey` accepts the key: listings skip what no backend could have written. */
+export function isValidKey(key: string): boolean {
+  try {
+    checkKey(key);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Refuses a condition neither backend can honour, with `invalid-input` naming the key: both
+ * `ifMatch` and `ifNoneMatch`, or an `ifNoneMatch` other than `*`.
+ */
+export function checkCondition(key: string, condition: WriteCondition | undefined): void {
+  if (!condition) return;
+  const { ifMatch, ifNoneMatch } = condition;
+  if (ifMatch !== undefined && ifNoneMatch !== undefined) {
+    throw new Problem('invalid-input', 'Invalid write condition', `both ifMatch and ifNoneMatch for ${key}`);
+  }
+  if (ifNoneMatch !== undefined && ifNoneMatch !== '*') {
+    throw new Problem('invalid-input', 'Invalid write condition', `ifNoneMatch must be "*" for ${key}`);
+  }
+}
+
 /** Orders keys as S3 lists them: by their UTF-8 bytes (not JavaScript's UTF-16 order). */
 export function compareKeys(a: string, b: string): number {
   const length = Math.min(a.length, b.length);
@@ -115,7 +140,12 @@ export function isCasConflict(err: unknown): err is CasConflict {
 export async function getJson<T>(store: Store, key: string): Promise<{ value: T; etag: string } | null> {
   const object = await store.get(key);
   if (!object) return null;
-  return { value: JSON.parse(new TextDecoder().decode(object.body)) as T, etag: object.etag };
+  return { value: parseJsonBody<T>(object.body), etag: object.etag };
+}
+
+/** A stored body as JSON; a body that is not JSON throws. */
+export function parseJsonBody<T>(body: Uint8Array): T {
+  return JSON.parse(new TextDecoder().decode(body)) as T;
 }
 
 /** Writes a value as JSON under a condition; answers the new ETag. */

@@ -4,6 +4,7 @@
 // bytes. Peers come from the bucket, so each field is checked before it becomes a line: a value
 // that is not what it claims to be leaves the peer out instead of reaching the file.
 
+import { isNodeId } from '../registry/names.ts';
 import type { WireguardTunnel } from '../registry/records.ts';
 import { hostRoute, parseEndpoint, parseTunnelAddress } from './address.ts';
 import { isWireguardKey } from './keypair.ts';
@@ -28,8 +29,6 @@ export interface Rendered {
   /** Peers left out, and why. */
   skipped: { node: string; why: string }[];
 }
-
-const NODE_ID = /^[A-Za-z0-9_.-]{1,128}$/;
 
 export function renderInterface(self: InterfaceInput, candidates: readonly PeerInput[]): Rendered {
   const lines = [
@@ -80,7 +79,7 @@ interface CheckedPeer {
 }
 
 function checkPeer(peer: PeerInput, defaultPort: number): CheckedPeer | string {
-  if (typeof peer.node !== 'string' || !NODE_ID.test(peer.node)) return 'its node id is malformed';
+  if (typeof peer.node !== 'string' || !isNodeId(peer.node)) return 'its node id is malformed';
   if (typeof peer.publicKey !== 'string' || !isWireguardKey(peer.publicKey))
     return 'its public key is not a base64 WireGuard key';
   const address = typeof peer.address === 'string' ? parseTunnelAddress(peer.address) : 'no tunnel address';

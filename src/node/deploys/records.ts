@@ -13,10 +13,10 @@
 // when known, whether it restarted since it accepted the deploy.
 
 import { randomBytes } from 'node:crypto';
-import { isApplicationName } from '../../auth/names.ts';
 import type { ProblemCode } from '../../problem.ts';
 import { keys } from '../../registry/keys.ts';
 import { isNodeLive } from '../../registry/liveness.ts';
+import { isApplicationName } from '../../registry/names.ts';
 import type { DeploySource, NodeRecord } from '../../registry/records.ts';
 import { getJson, isCasConflict, putJson, type Store } from '../../store/store.ts';
 

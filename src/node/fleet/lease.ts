@@ -12,9 +12,16 @@
 
 import { performance } from 'node:perf_hooks';
 import { Problem } from '../../problem.ts';
-import { keys } from '../../registry/keys.ts';
+import {
+  expiredLease,
+  leaseToTake,
+  readCoordinatorLease,
+  renewedLease,
+  type SeenLease,
+  writeCoordinatorLease,
+} from '../../registry/coordinator-lease.ts';
 import type { CoordinatorLease } from '../../registry/records.ts';
-import { getJson, isCasConflict, putJson, type Store } from '../../store/store.ts';
+import type { Store } from '../../store/store.ts';
 
 /** Wall and monotonic time; tests drive both. */
 export interface LeaseClock {
@@ -55,7 +62,7 @@ export class LeaseKeeper {
   readonly #onAcquired: (fence: number) => void;
   #held: Held | null = null;
   /** The lease as last read or written, and its ETag; null when the object is absent. */
-  #seen: { lease: CoordinatorLease; etag: string } | null = null;
+  #seen: SeenLease | null = null;
   /** The highest fence this node has seen anywhere (lease, placements); a new fence is above it. */
   #fenceFloor = 0;
   /** Monotonic time of the last successful fence check against the bucket. */
@@ -167,8 +174,8 @@ export class LeaseKeeper {
     const fence = this.fence();
     if (fence === null) throw leaseLost(this.#nodeId, this.#seen?.lease ?? null);
     if (this.#clock.mono() - this.#checkedAt < recheckMs) return fence;
-    const current = await getJson<CoordinatorLease>(this.#store, keys.coordinatorLease);
-    const lease = current?.value ?? null;
+    const current = await readCoordinatorLease(this.#store);
+    const lease = current?.lease ?? null;
     if (!lease || lease.node !== this.#nodeId || lease.fence !== fence) {
       this.observe(lease, current?.etag ?? null);
       this.#lose('a newer fence exists');
@@ -182,86 +189,56 @@ export class LeaseKeeper {
 
   async #acquire(): Promise<boolean> {
     if (this.isCoordinator()) return true;
-    const current = await getJson<CoordinatorLease>(this.#store, keys.coordinatorLease);
-    this.#see(current ? { lease: current.value, etag: current.etag } : null);
-    const lease = current?.value;
+    const current = await readCoordinatorLease(this.#store);
+    this.#see(current);
     const now = this.#clock.wall();
-    // A lease naming this node but not held by this process was left by a run that is gone.
-    if (lease && lease.expiresMs > now && lease.node !== this.#nodeId) return false;
+    const next = leaseToTake(current?.lease ?? null, this.#nodeId, this.#fenceFloor, now, this.#ttl);
+    if (!next) return false;
     const sentAt = this.#clock.mono();
-    const stamp = new Date(now).toISOString();
-    const next: CoordinatorLease = {
-      v: 1,
-      node: this.#nodeId,
-      fence: this.#fenceFloor + 1,
-      acquiredAt: stamp,
-      renewedAt: stamp,
-      expiresMs: now + this.#ttl,
-    };
-    try {
-      const etag = await putJson(
-        this.#store,
-        keys.coordinatorLease,
-        next,
-        current ? { ifMatch: current.etag } : { ifNoneMatch: '*' },
-      );
-      this.#take(next, etag, sentAt);
-      this.#onAcquired(next.fence);
-      return true;
-    } catch (err) {
-      if (!isCasConflict(err)) throw err;
+    const etag = await writeCoordinatorLease(this.#store, next, current?.etag ?? null);
+    if (etag === null) {
       // Someone else wrote first: learn who.
-      const after = await getJson<CoordinatorLease>(this.#store, keys.coordinatorLease);
-      this.observe(after?.value ?? null, after?.etag ?? null);
+      const after = await readCoordinatorLease(this.#store);
+      this.observe(after?.lease ?? null, after?.etag ?? null);
       return false;
     }
+    this.#take(next, etag, sentAt);
+    this.#onAcquired(next.fence);
+    return true;
   }
 
   async #renew(): Promise<boolean> {
     if (!this.isCoordinator()) return false;
     const held = this.#held!;
-    const now = this.#clock.wall();
     const sentAt = this.#clock.mono();
-    const next: CoordinatorLease = {
-      ...held.lease,
-      renewedAt: new Date(now).toISOString(),
-      expiresMs: now + this.#ttl,
-    };
+    const next = renewedLease(held.lease, this.#clock.wall(), this.#ttl);
+    let etag: string | null;
     try {
-      const etag = await putJson(this.#store, keys.coordinatorLease, next, { ifMatch: held.etag });
-      // A renewal that returns after this node already gave up does not bring it back.
-      if (this.#held !== held) return false;
-      this.#take(next, etag, sentAt);
-      return true;
-    } catch (err) {
-      if (isCasConflict(err)) {
-        this.#lose('the lease changed under this node');
-        const after = await getJson<CoordinatorLease>(this.#store, keys.coordinatorLease).catch(() => null);
-        this.observe(after?.value ?? null, after?.etag ?? null);
-        return false;
-      }
+      etag = await writeCoordinatorLease(this.#store, next, held.etag);
+    } catch {
       // A transient failure: keep acting until the margin runs out (isCoordinator checks it).
       return this.isCoordinator();
     }
+    if (etag === null) {
+      this.#lose('the lease changed under this node');
+      const after = await readCoordinatorLease(this.#store).catch(() => null);
+      this.observe(after?.lease ?? null, after?.etag ?? null);
+      return false;
+    }
+    // A renewal that returns after this node already gave up does not bring it back.
+    if (this.#held !== held) return false;
+    this.#take(next, etag, sentAt);
+    return true;
   }
 
   async #release(): Promise<void> {
     const held = this.#held;
     if (!held) return;
     this.#held = null;
-    const now = this.#clock.wall();
-    const expired: CoordinatorLease = {
-      ...held.lease,
-      renewedAt: new Date(now).toISOString(),
-      expiresMs: now,
-    };
-    try {
-      const etag = await putJson(this.#store, keys.coordinatorLease, expired, { ifMatch: held.etag });
-      this.#see({ lease: expired, etag });
-    } catch (err) {
-      // Lost meanwhile, or the store is down: the lease expires on its own.
-      if (!isCasConflict(err)) throw err;
-    }
+    const expired = expiredLease(held.lease, this.#clock.wall());
+    // Lost meanwhile: the lease is someone else's. A store failure throws; it expires on its own.
+    const etag = await writeCoordinatorLease(this.#store, expired, held.etag);
+    if (etag !== null) this.#see({ lease: expired, etag });
   }
 
   #take(lease: CoordinatorLease, etag: string, sentAt: number): void {
@@ -269,7 +246,7 @@ export class LeaseKeeper {
     this.#see({ lease, etag });
   }
 
-  #see(seen: { lease: CoordinatorLease; etag: string } | null): void {
+  #see(seen: SeenLease | null): void {
     this.#seen = seen;
     if (!seen) {
       this.#lookAt = Number.NEGATIVE_INFINITY;

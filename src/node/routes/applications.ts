@@ -14,13 +14,11 @@ import {
 } from '../../auth/caller.ts';
 import { callerOf } from '../../auth/guard.ts';
 import { Problem } from '../../problem.ts';
+import { parseLabelsBody, parseReplicasBody, parseSelectorBody } from '../../registry/application-bodies.ts';
+import { redactApplication } from '../../registry/application-view.ts';
 import {
   getApplication,
   listApplications,
-  parseLabelsBody,
-  parseReplicasBody,
-  parseSelectorBody,
-  redactApplication,
   retireApplication,
   setBlocked,
   setLabels,

@@ -6,7 +6,8 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { type Caller, describeCaller } from '../../auth/caller.ts';
 import { Problem } from '../../problem.ts';
-import { checkDeletable, deleteApplicationData, getApplication } from '../../registry/applications.ts';
+import { checkDeletable, deleteApplicationData } from '../../registry/application-deletion.ts';
+import { getApplication } from '../../registry/applications.ts';
 import { keys } from '../../registry/keys.ts';
 import type { NodeRecord } from '../../registry/records.ts';
 import { getJson } from '../../store/store.ts';

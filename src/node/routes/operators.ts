@@ -5,7 +5,6 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { OperatorCaller } from '../../auth/caller.ts';
 import { operatorRecordOf } from '../../auth/guard.ts';
-import { checkOperatorId } from '../../auth/names.ts';
 import {
   decideRegistration,
   lineage,
@@ -15,6 +14,7 @@ import {
   writeOperator,
 } from '../../auth/operators.ts';
 import type { TrustedOperator } from '../../auth/records.ts';
+import { checkOperatorId } from '../../registry/names.ts';
 import type { NodeContext } from '../context.ts';
 
 const operatorOnly = { config: { auth: 'operator' as const } };
