@@ -12,7 +12,8 @@ import { keys } from '../src/registry/keys.ts';
 import { openStore } from '../src/store/open.ts';
 import { putJson, type Store } from '../src/store/store.ts';
 import { call, ensureDeployedApplication } from './helpers/applications.ts';
-import { CELL_STANDIN } from './helpers/deploys.ts';
+import { standinArtifact } from './helpers/artifacts.ts';
+import { CELL_STANDIN, getDeploy, postDeploy } from './helpers/deploys.ts';
 import { type Signer, signerFor } from './helpers/in-process-node.ts';
 import { useMinio } from './helpers/minio.ts';
 import { type SailProcess, startSail, tempDir, waitFor } from './helpers/svc.ts';
@@ -56,12 +57,16 @@ before(async () => {
   const zones = { 'node-a': 'a', 'node-b': 'b', 'node-c': 'c' };
   nodes = await Promise.all(
     Object.entries(zones).map(([id, zone]) =>
-      startSail([
-        ...['--endpoint', options.endpoint, '--region', options.region, '--bucket', options.bucket],
-        ...['--access-key', options.accessKey, '--secret-key', options.secretKey],
-        ...['--node-id', id, '--node-labels', `zone=${zone}`, '--cell-bin', CELL_STANDIN],
-        ...['--ingress-token', INGRESS_TOKEN, '--platform-domains', 'svc.test'],
-      ]),
+      startSail(
+        [
+          ...['--endpoint', options.endpoint, '--region', options.region, '--bucket', options.bucket],
+          ...['--access-key', options.accessKey, '--secret-key', options.secretKey],
+          ...['--node-id', id, '--node-labels', `zone=${zone}`, '--cell-bin', CELL_STANDIN],
+          ...['--ingress-token', INGRESS_TOKEN, '--platform-domains', 'svc.test'],
+          // At info, so a node's log shows the calls it answered (deployment-moved among them).
+        ],
+        { env: { SVC_LOG_LEVEL: 'info' } },
+      ),
     ),
   );
   await everywhere(
@@ -118,6 +123,49 @@ async function change(node: SailProcess, method: string, path: string, body?: un
 }
 
 const all = ['node-a', 'node-b', 'node-c'];
+
+test('a deploy through one node is told at once to every other node running it', async () => {
+  const accepted = await postDeploy(nodes[0]!.url, 'shop', standinArtifact(), { signer: admin });
+  assert.equal(accepted.status, 202, JSON.stringify(accepted.body));
+  const id = (accepted.body as { id: string }).id;
+  await waitFor(
+    async () => (await getDeploy(nodes[0]!.url, id, { signer: admin })).body.state === 'deployed',
+    'the deploy through node-a deployed',
+    START_DEADLINE_MS,
+  );
+  // Only node-a's call writes this line: a node that learns of the move from its own pass does not.
+  for (const node of nodes.slice(1)) {
+    await waitFor(
+      () =>
+        node
+          .log()
+          .split('\n')
+          .some(
+            (line) =>
+              line.includes('"event":"deployment.moved-elsewhere"') &&
+              line.includes('"application":"shop"') &&
+              line.includes('"by":"node-a"') &&
+              line.includes('"signalled":true'),
+          ),
+      `${node.nodeId} told by node-a that shop's deployment moved`,
+      CHANGE_DEADLINE_MS,
+    );
+  }
+});
+
+test('deployment-moved refuses a call without a token and a name that is no application name', async () => {
+  const anonymous = await fetch(`${nodes[1]!.url}/v1/applications/shop/deployment-moved`, { method: 'POST' });
+  assert.equal(anonymous.status, 401);
+  const problem = (await anonymous.json()) as { type: string; title: string };
+  assert.equal(problem.type, 'urn:svc:auth-invalid');
+  assert.equal(problem.title, 'Token rejected');
+  const bad = await call(nodes[1]!.url, 'POST', '/v1/applications/Not_A_Name/deployment-moved', {
+    signer: admin,
+  });
+  assert.equal(bad.status, 400);
+  assert.equal((bad.body as { type: string }).type, 'urn:svc:invalid-slug');
+  assert.equal((bad.body as { title: string }).title, 'Invalid application name');
+});
 
 test('block and unblock reach every node within 10 s', async () => {
   await change(nodes[0]!, 'POST', '/v1/applications/shop/block');

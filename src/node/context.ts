@@ -133,7 +133,11 @@ export interface FleetView {
   changed(): void;
   /**
    * The application's selector was moved by this node (a deploy, a rollback): its runtime process
-   * on this node looks at it now. Other nodes learn it from the application record's `deployment`.
+   * on this node looks at it now, and every other live node running the application is told to
+   * do the same (src/node/fleet/deployment-moved.ts); the application record's `deployment`
+   * carries the move to the rest.
    */
   selectorMoved(application: string): void;
+  /** Another node said it moved the application's selector: the runtime process here looks now. */
+  deploymentMovedElsewhere(application: string): void;
 }

@@ -21,6 +21,7 @@ import { deployReaperFor } from '../deploys/reaper.ts';
 import { applicationOfDeployId } from '../deploys/records.ts';
 import { RuntimeProbe } from '../deploys/runner.ts';
 import { RegistryCache } from './cache.ts';
+import { tellDeploymentMoved } from './deployment-moved.ts';
 import { LeaseKeeper, systemClock } from './lease.ts';
 import { listedAppsStore } from './listed-store.ts';
 import { NodeRegistration } from './node-record.ts';
@@ -228,7 +229,16 @@ async function startFleet(ctx: NodeContext, options: FleetServiceOptions): Promi
       reconciler.refreshSoon();
       passSoon();
     },
-    selectorMoved: (application) => supervisor.notify?.(application),
+    selectorMoved: (application) => {
+      supervisor.notify?.(application);
+      const nowMs = Date.now();
+      const others = [...cache.nodes.values()]
+        .map((c) => c.value)
+        .filter((record) => record.id !== nodeId && isNodeLive(record, nowMs));
+      const mint = ctx.mintNodeToken;
+      if (mint) void tellDeploymentMoved({ application, nodes: others, mintToken: mint, log });
+    },
+    deploymentMovedElsewhere: (application) => supervisor.notify?.(application),
   };
 
   // A registry change made in this process (an API call this node answered) acts here at once.

@@ -27,6 +27,7 @@ import {
   unretireApplication,
 } from '../../registry/applications.ts';
 import { checkClaimHost, claimDomain, releaseDomain } from '../../registry/domains.ts';
+import { checkApplicationName } from '../../registry/names.ts';
 import type { ApplicationRecord } from '../../registry/records.ts';
 import type { NodeContext } from '../context.ts';
 import { deleteApplicationRoute } from './delete-application.ts';
@@ -123,6 +124,20 @@ export async function applicationRoutes(app: FastifyInstance, ctx: NodeContext):
       selector,
     });
     return answer(caller, record);
+  });
+
+  // Another node moved the application's deployment (docs/api.md "Deploys"): the runtime process
+  // here looks at the selector now rather than after this node's next pass.
+  app.post<NameParams>('/v1/applications/:name/deployment-moved', nodeOrOperator, async (request) => {
+    const { caller, name } = target(request);
+    checkApplicationName(name);
+    const signalled = (ctx.fleet?.processesOf(name) ?? []).some((p) => p.node === ctx.nodeId);
+    ctx.fleet?.deploymentMovedElsewhere(name);
+    ctx.log.info(
+      { event: 'deployment.moved-elsewhere', application: name, by: describeCaller(caller), signalled },
+      `${describeCaller(caller)} moved the deployment of ${name}`,
+    );
+    return { application: name, signalled };
   });
 
   app.post<NameParams>('/v1/applications/:name/replicas', nodeOrOperator, async (request) => {
