@@ -6,7 +6,10 @@
 //             through the ingress, under 2 s median.
 //   First deploy: a new application's first 200 through the ingress within the ingress poll
 //             interval (SVC_FLEET_POLL_INTERVAL) plus 2 s.
-// Run: scripts/with-node node bench/deploy.bench.ts [redeploys] [first deploys] [poll interval]
+// Run: scripts/with-node node bench/deploy.bench.ts [redeploys] [first deploys] [poll interval] [nodes]
+//   nodes 2: a second `svc sail` on the same bucket runs hello too (`--replicas all`), and each
+//   redeploy is also timed until that node's own runtime process answers the new version (asked
+//   on its port directly): the switch on a node that did not take the deploy.
 //
 // Each run starts its clock as `svc deploy` is spawned and, at the same time, asks Caddy for the
 // application every POLL_MS; the clock stops at the first answer carrying the new greeting (a 200),
@@ -24,6 +27,7 @@ import { freePort, runSvc, tempDir, waitFor } from '../test/helpers/svc.ts';
 
 const [redeploys = 10, firstDeploys = 5] = process.argv.slice(2, 4).map(Number);
 const pollInterval = process.argv[4] ?? '5s';
+const nodeCount = Number(process.argv[5] ?? 1);
 const ROOT = resolve(import.meta.dirname, '..');
 const PLATFORM = 'svc.localhost';
 const TOKEN = 'bench-ingress-token-0123456789';
@@ -49,6 +53,13 @@ async function main(): Promise<void> {
   const signer = await bucket.operator('bench-admin', 'admin', ['*']);
   const key = keyArg(signer);
   const node = await bucket.sail(['--platform-domains', PLATFORM, '--ingress-token', TOKEN]);
+  const second =
+    nodeCount > 1
+      ? await bucket.sail([
+          ...['--platform-domains', PLATFORM, '--ingress-token', TOKEN],
+          ...['--port-range-start', '33000', '--port-range-end', '33099'],
+        ])
+      : null;
   const httpPort = await freePort();
   const caddyHome = tempDir('svc-bench-caddy-');
   const caddy = await startCaddy(readFileSync(join(ROOT, 'adapter', 'demo.Caddyfile'), 'utf8'), httpPort, {
@@ -72,7 +83,8 @@ async function main(): Promise<void> {
       `deploy bench: one node (dir bucket, runtime/bin/cell), svc-caddy demo.Caddyfile, ` +
         `SVC_FLEET_POLL_INTERVAL=${pollInterval}, node ${process.version}`,
     );
-    if (redeploys > 0) await benchRedeploy(deploy, ask, redeploys);
+    const secondPort = second ? () => runtimePort(second.url, signer) : null;
+    if (redeploys > 0) await benchRedeploy(deploy, ask, redeploys, secondPort);
     const ingress = new IngressClient(node.url, TOKEN);
     const routed = async (host: string) =>
       (await ingress.routes('self')).routes.some(
@@ -94,34 +106,57 @@ type Deploy = (project: string, extra?: string[]) => Promise<void>;
 type Ask = (host: string) => Promise<{ status: number; body: string }>;
 
 /** Deploys hello once, then `count` times a new greeting in the same project, timed. */
-async function benchRedeploy(deploy: Deploy, ask: Ask, count: number): Promise<void> {
+async function benchRedeploy(
+  deploy: Deploy,
+  ask: Ask,
+  count: number,
+  secondPort: (() => Promise<number | null>) | null,
+): Promise<void> {
   const project = copyProject(join(EXAMPLES, 'hello'));
   const host = `hello.${PLATFORM}`;
   setGreeting(project, 'Hello v0');
-  await deploy(project);
+  const extra = secondPort ? ['--replicas', 'all'] : [];
+  await deploy(project, extra);
   // The first deploy's answer may wait for a Caddy poll; that is the other target, not this one.
   await waitFor(
     async () => (await ask(host)).body.startsWith('Hello v0!'),
     'hello v0 through Caddy',
     RUN_DEADLINE_MS,
   );
+  const port = secondPort ? await waitFor(secondPort, 'hello on the second node', RUN_DEADLINE_MS) : null;
+  const askSecond = port === null ? null : () => viaPort(port);
+  if (askSecond) await waitFor(async () => (await askSecond()).body.startsWith('Hello v0!'), 'v0 on node 2');
   const timings: Timing[] = [];
+  const onSecond: number[] = [];
   for (let i = 1; i <= count; i++) {
     setGreeting(project, `Hello v${i}`);
+    const started = performance.now();
+    const isNew = (a: { status: number; body: string }) =>
+      a.status === 200 && a.body.startsWith(`Hello v${i}!`);
+    const second = askSecond ? firstAnswer(askSecond, isNew).then((at) => at - started) : null;
     const timing = await timed(
-      deploy(project),
+      deploy(project, extra),
       ask,
       host,
-      (a) => a.status === 200 && a.body.startsWith(`Hello v${i}!`),
+      isNew,
       (a) => a.status === 200 && a.body.startsWith(`Hello v${i - 1}!`),
     );
     timings.push(timing);
+    const secondMs = second ? await second : null;
+    if (secondMs !== null) onSecond.push(secondMs);
     console.log(
       `  redeploy ${String(i).padStart(2)}: new body after ${ms(timing.answeredMs)}, svc deploy exited after ` +
-        `${ms(timing.deployExitMs)}, other answers while switching: ${others(timing)}`,
+        `${ms(timing.deployExitMs)}, other answers while switching: ${others(timing)}` +
+        (secondMs === null ? '' : `, on the second node's runtime after ${ms(secondMs)}`),
     );
   }
   report('redeploy', timings);
+  if (onSecond.length > 0) {
+    const s = stats(onSecond);
+    console.log(
+      `  deploy start -> second node's runtime answers  median ${ms(s.median)}  min ${ms(s.min)}  max ${ms(s.max)}`,
+    );
+  }
   const median = stats(timings.map((t) => t.answeredMs)).median;
   console.log(
     `redeploy target: median ${ms(median)} < ${ms(REDEPLOY_TARGET_MS)}: ${median < REDEPLOY_TARGET_MS ? 'met' : 'NOT met'}`,
@@ -304,3 +339,33 @@ function ms(value: number): string {
 }
 
 await main();
+
+/** The port of the second node's runtime process for hello, once it reports one ready. */
+async function runtimePort(url: string, signer: { bearer(): Promise<string> }): Promise<number | null> {
+  const response = await fetch(`${url}/v1/state`, { headers: { authorization: await signer.bearer() } });
+  if (!response.ok) return null;
+  const state = (await response.json()) as {
+    processes?: { application: string; port: number; ready?: boolean; state?: string }[];
+  };
+  const hello = state.processes?.find((p) => p.application === 'hello');
+  return hello?.port ?? null;
+}
+
+/** GET / on a runtime's own port. */
+function viaPort(port: number): Promise<{ status: number; body: string }> {
+  return viaCaddy(port, 'localhost');
+}
+
+/** When `ask` first gives an answer `isNew` accepts (performance.now()), within the run deadline. */
+async function firstAnswer(
+  ask: () => Promise<{ status: number; body: string }>,
+  isNew: (a: { status: number; body: string }) => boolean,
+): Promise<number> {
+  const deadline = performance.now() + RUN_DEADLINE_MS;
+  while (performance.now() < deadline) {
+    const answer = await ask().catch(() => ({ status: 0, body: '' }));
+    if (isNew(answer)) return performance.now();
+    await new Promise((r) => setTimeout(r, POLL_MS));
+  }
+  throw new Error('the second node never answered the new version');
+}
