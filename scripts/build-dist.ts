@@ -1,14 +1,14 @@
 // `make dist`: the release form of the `svc` executable (docs/decisions.md: esbuild bundles
-// `dist/` for release, one file to ship). The bundle carries its dependencies except esbuild,
+// `dist/` for release: the folder is what ships). The bundle carries its dependencies except esbuild,
 // which is a native executable and is resolved from node_modules when `svc deploy` packs.
 //
 // Both run with a small young generation (`--max-semi-space-size=1`, in the shebang): the daemon
 // is not allocation-bound, and the default semi-spaces cost it about 30 MB of resident memory
 // (bench/RESULTS.md "Daemon memory"). Run it as `dist/svc.mjs ...` so the shebang applies.
 
-import { chmodSync } from 'node:fs';
+import { chmodSync, readFileSync, rmSync } from 'node:fs';
 import { resolve } from 'node:path';
-import { build } from 'esbuild';
+import { build, type Plugin } from 'esbuild';
 
 const root = resolve(import.meta.dirname, '..');
 export const DIST_SVC = resolve(root, 'dist', 'svc.mjs');
@@ -19,29 +19,37 @@ export const DIST_SVC = resolve(root, 'dist', 'svc.mjs');
  */
 export const DIST_CELL = resolve(root, 'dist', 'cell.mjs');
 
-/** Builds dist/svc.mjs from src/main.ts and dist/cell.mjs from runtime/src/main.ts. */
-export async function buildDist(): Promise<string> {
-  await bundle('./src/main.ts', 'svc-entry.ts', DIST_SVC, ['esbuild']);
-  // workerd is a native executable the runtime finds through its npm package.
-  await bundle('./runtime/src/main.ts', 'cell-entry.ts', DIST_CELL, ['esbuild', 'workerd']);
-  return DIST_SVC;
-}
+/** The entry modules, given to esbuild by name: each runs its program's `main`. */
+const ENTRIES: Record<string, string> = {
+  svc: './src/main.ts',
+  cell: './runtime/src/main.ts',
+};
 
-async function bundle(entry: string, name: string, outfile: string, external: string[]): Promise<void> {
+/**
+ * Builds dist/svc.mjs from src/main.ts and dist/cell.mjs from runtime/src/main.ts in one build
+ * split into chunks (dist/chunk-*.mjs) that both share, so what a program only imports on demand
+ * (the S3 client on a directory bucket, the commands a daemon never runs) is never loaded: about
+ * 9 MB less resident memory at start (bench/RESULTS.md "Daemon memory"). Every file sits in dist/
+ * itself, one level below the package root, as src/version.ts expects.
+ */
+export async function buildDist(): Promise<string> {
+  rmSync(resolve(root, 'dist'), { recursive: true, force: true });
   await build({
-    stdin: {
-      contents: `import { main } from '${entry}';\nprocess.exitCode = await main(process.argv.slice(2));\n`,
-      resolveDir: root,
-      sourcefile: name,
-      loader: 'ts',
-    },
+    entryPoints: Object.keys(ENTRIES),
+    plugins: [entryModules()],
     bundle: true,
+    splitting: true,
     platform: 'node',
     target: 'node22.18',
     format: 'esm',
-    external,
+    // esbuild is a native executable resolved from node_modules when `svc deploy` packs; workerd
+    // is one the runtime finds through its npm package.
+    external: ['esbuild', 'workerd'],
     // ES builds first: jsonc-parser's `main` is a UMD wrapper whose requires a bundler cannot follow.
     mainFields: ['module', 'main'],
+    // The runtime's version lives in runtime/package.json, which the bundle's location does not
+    // lead to: it is written in at build time.
+    define: { CELL_BUNDLED_VERSION: JSON.stringify(runtimeVersion()) },
     // Bundled CommonJS dependencies call require(); an ES module has none of its own.
     banner: {
       js: [
@@ -50,10 +58,35 @@ async function bundle(entry: string, name: string, outfile: string, external: st
         'const require = __svcCreateRequire(import.meta.url);',
       ].join('\n'),
     },
-    outfile,
+    outdir: resolve(root, 'dist'),
+    outExtension: { '.js': '.mjs' },
     logLevel: 'warning',
   });
-  chmodSync(outfile, 0o755);
+  chmodSync(DIST_SVC, 0o755);
+  chmodSync(DIST_CELL, 0o755);
+  return DIST_SVC;
+}
+
+/** Resolves the entry names to a module that imports the program and runs it. */
+function entryModules(): Plugin {
+  return {
+    name: 'svc-entries',
+    setup(builder) {
+      builder.onResolve({ filter: /^(svc|cell)$/ }, (args) =>
+        args.kind === 'entry-point' ? { path: args.path, namespace: 'svc-entry' } : undefined,
+      );
+      builder.onLoad({ filter: /.*/, namespace: 'svc-entry' }, (args) => ({
+        contents: `import { main } from '${ENTRIES[args.path]}';\nprocess.exitCode = await main(process.argv.slice(2));\n`,
+        resolveDir: root,
+        loader: 'ts',
+      }));
+    },
+  };
+}
+
+function runtimeVersion(): string {
+  return (JSON.parse(readFileSync(resolve(root, 'runtime', 'package.json'), 'utf8')) as { version: string })
+    .version;
 }
 
 if (import.meta.main) {

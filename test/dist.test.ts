@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { test } from 'node:test';
+import { CELL_VERSION } from '../runtime/src/version.ts';
 import { buildDist, DIST_CELL, DIST_SVC } from '../scripts/build-dist.ts';
 import { keys } from '../src/registry/keys.ts';
 import type { NodeRecord } from '../src/registry/records.ts';
@@ -71,6 +72,15 @@ test('dist/svc.mjs runs the CLI and the daemon', async () => {
 
 test('dist/cell.mjs publishes and serves examples/hello', async () => {
   await buildDist();
+  // The runtime's own version, not svc's: a node on the bundle and a node on the checkout must
+  // report the same runtime, or the fleet sees a version skew that is not there.
+  const version = spawn(DIST_CELL, ['--version'], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let printed = '';
+  version.stdout.on('data', (chunk) => {
+    printed += chunk;
+  });
+  assert.equal(await new Promise((r) => version.on('exit', r)), 0);
+  assert.equal(printed.trim(), `cell ${CELL_VERSION}`);
   const bucket = dirBucketEnv(tempDir('cell-dist-bucket-'));
   const publish = spawn(DIST_CELL, ['publish'], {
     cwd: copyProject(join(EXAMPLES, 'hello')),
