@@ -194,6 +194,11 @@ async function startFleet(ctx: NodeContext, options: FleetServiceOptions): Promi
 
   ctx.lease = lease;
   ctx.mintNodeToken ??= () => mintNodeToken(ctx);
+  /** The other nodes' records this node keeps, live ones only. */
+  const otherLiveNodes = (nowMs = Date.now()) =>
+    [...cache.nodes.values()]
+      .map((c) => c.value)
+      .filter((record) => record.id !== nodeId && isNodeLive(record, nowMs));
   ctx.routing = { current: () => reconciler.routing() };
   ctx.fleet = {
     node: () => registration.current(),
@@ -211,10 +216,7 @@ async function startFleet(ctx: NodeContext, options: FleetServiceOptions): Promi
     },
     processes: () => supervisor.statuses(),
     processesOf: (application) => {
-      const nowMs = Date.now();
-      const others = [...cache.nodes.values()]
-        .map((c) => c.value)
-        .filter((record) => record.id !== nodeId && isNodeLive(record, nowMs));
+      const others = otherLiveNodes();
       const mine = supervisor.statuses().map((p) => ({ ...p, node: nodeId }));
       const theirs = others.flatMap((record) =>
         (record.processes ?? []).map((p) => ({ ...p, node: record.id })),
@@ -231,12 +233,8 @@ async function startFleet(ctx: NodeContext, options: FleetServiceOptions): Promi
     },
     selectorMoved: (application) => {
       supervisor.notify?.(application);
-      const nowMs = Date.now();
-      const others = [...cache.nodes.values()]
-        .map((c) => c.value)
-        .filter((record) => record.id !== nodeId && isNodeLive(record, nowMs));
       const mint = ctx.mintNodeToken;
-      if (mint) void tellDeploymentMoved({ application, nodes: others, mintToken: mint, log });
+      if (mint) void tellDeploymentMoved({ application, nodes: otherLiveNodes(), mintToken: mint, log });
     },
     deploymentMovedElsewhere: (application) => supervisor.notify?.(application),
   };
