@@ -1,5 +1,5 @@
-// Bucket cost of observability (docs/observability.md "Cost"): requests per node per hour with
-// observability on, against the same fleet with it off, at several application counts. Target: at
+// Bucket cost of observability (docs/observability.md "Batching, retention and cost"): requests per node per
+// hour with observability on, against the same fleet with it off, at several application counts. Target: at
 // most +600 per node per hour, flat in the number of applications.
 //
 // Reuses bench/fleet-requests.bench.ts: three nodes running the real registration, registry

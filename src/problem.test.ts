@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { causeChain, Problem, problemStatus, renderFailureLine } from './problem.ts';
 
-test('every code maps to the status of docs/api.md "Errors"', () => {
+test('every code maps to the status of docs/api.md "Error codes"', () => {
   const expected: Record<string, number> = {
     'auth-invalid': 401,
     'auth-scope': 403,

@@ -1,7 +1,7 @@
-// Failures as RFC 9457 problem documents: docs/api.md "Problem document" and "Errors",
+// Failures as RFC 9457 problem documents: docs/api.md "Conventions" and "Error codes",
 // docs/cli.md "Output and exit status". Every refusal in svc is a Problem carrying one code.
 
-/** Every error code of docs/api.md "Errors" and docs/cli.md "Errors", mapped to its HTTP status. */
+/** Every error code of docs/api.md "Error codes" (command-line codes too), mapped to its HTTP status. */
 export const problemStatus = {
   'auth-invalid': 401,
   'auth-scope': 403,
@@ -30,7 +30,7 @@ export const problemStatus = {
 
 export type ProblemCode = keyof typeof problemStatus;
 
-/** The wire form of a problem (docs/api.md "Problem document"). */
+/** The wire form of a problem (docs/api.md "Conventions"). */
 export interface ProblemDocument {
   type: string;
   title: string;

@@ -1,4 +1,4 @@
-// Deletion on a two-node fleet (docs/api.md "DELETE /v1/applications/:name"):
+// Deletion on a two-node fleet (docs/api.md "Deleting an application"):
 // sent to the node that does not coordinate, the deletion is forwarded once to the coordinator,
 // which does the work, and its answer comes back verbatim. Two real `svc sail` processes share
 // one local-directory bucket; every wait is a poll with a deadline.

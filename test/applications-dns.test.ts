@@ -1,5 +1,5 @@
-// The CLI's DNS check after `app domain add` (docs/cli.md "Domains") against a real DNS server on
-// loopback: ok by CNAME or shared address, pending, unknown — and never a failure.
+// The CLI's DNS check after `app domain add` (docs/applications.md "Custom domains") against a real DNS
+// server on loopback: ok by CNAME or shared address, pending, unknown — and never a failure.
 
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';

@@ -1,4 +1,4 @@
-// The Caddy adapter end to end (docs/ingress.md "Adapter behaviours", "Errors"): the
+// The Caddy adapter end to end (docs/adapter.md "Tests"; docs/ingress.md "The storage protocol"): the
 // real svc-caddy build running the image's default Caddyfile (adapter/Caddyfile, with test ports,
 // Caddy's internal issuer and one extra plain-HTTP site that always proxies) in front of a real
 // `svc sail` on MinIO. The node's bucket sits behind the test S3 proxy, which holds the node's

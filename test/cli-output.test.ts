@@ -1,5 +1,5 @@
-// The command line's own output rules (docs/cli.md "Exit behaviour"): a reader that closes stdout ends
-// the command quietly; a command that reads the bucket says which one when nobody named it.
+// The command line's own output rules (docs/cli.md "Output and exit status"): a reader that closes stdout
+// ends the command quietly; a command that reads the bucket says which one when nobody named it.
 
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';

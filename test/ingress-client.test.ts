@@ -1,5 +1,6 @@
-// The ingress client's failure reports (docs/ingress.md "Errors": clients report `title` and `detail` when
-// present, otherwise the status alone), against a local HTTP server answering what each case needs.
+// The ingress client's failure reports (docs/ingress.md "The storage protocol (version 1)": clients report
+// `title` and `detail` when present, otherwise the status alone), against a local HTTP server answering what
+// each case needs.
 import assert from 'node:assert/strict';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';

@@ -1,5 +1,5 @@
-// The routing routes on a real `svc sail` (docs/ingress.md "GET /v1/ingress/routes", "/:format",
-// "Errors"; docs/api.md "Storage and ingress routes"): a MinIO bucket behind the test S3 proxy, whose
+// The routing routes on a real `svc sail` (docs/ingress.md "The routing document", "The Traefik
+// format"; docs/api.md "Routing and storage"): a MinIO bucket behind the test S3 proxy, whose
 // fault hook refuses the domain-claim listings so that the node's first reconcile pass cannot
 // complete until the test lets it. Runtime processes come from the cell stand-in
 // (test/helpers/cell-standin.ts, named as such: it honours the runtime contract's `serve`).

@@ -1,4 +1,4 @@
-// `svc app lease show|drop` as a process (docs/cli.md "Leases"): the warning first, --node rule,
+// `svc app lease show|drop` as a process (docs/cli.md "svc app"): the warning first, --node rule,
 // the JSON keys exactly as listed, consent on a pipe, --force, and the capability guard. The
 // verdicts themselves are tested in-process in test/lease.test.ts.
 

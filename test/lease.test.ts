@@ -1,4 +1,4 @@
-// `svc app lease show|drop` (docs/cli.md "Leases"): each verdict from the three reads, the body
+// `svc app lease show|drop` (docs/cli.md "svc app"): each verdict from the three reads, the body
 // naming another node, the drop rules (held refused without --force, consent, dry run,
 // absent key, read-back). Reads that fail or disagree are produced by a store wrapper, named
 // `unreliable` below, since a healthy bucket never answers that way on demand.

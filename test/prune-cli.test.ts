@@ -1,4 +1,4 @@
-// `svc deployment prune` as a process (docs/cli.md "svc deployment prune" and "Exit behaviour"): the
+// `svc deployment prune` as a process (docs/cli.md "svc deployment" and "Output and exit status"): the
 // warning first, flag refusals with the spec's titles, the consent rule on a pipe and on a real
 // terminal (util-linux `script` gives the command a pseudo-terminal), `--dry-run`, and the
 // capability guard. The rules themselves are tested in-process in test/prune.test.ts.

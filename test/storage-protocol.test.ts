@@ -1,4 +1,4 @@
-// Storage protocol v1 (docs/ingress.md "Storage protocol v1", "Storage lock", "Errors") against a real
+// Storage protocol v1 (docs/ingress.md "The storage protocol (version 1)": locks, errors) against a real
 // node. Point it at any node with SVC_STORAGE_TEST_URL and SVC_STORAGE_TEST_TOKEN; otherwise it
 // starts one on a fresh local-directory bucket (and then also checks where the bytes land).
 

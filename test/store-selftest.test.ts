@@ -1,4 +1,4 @@
-// The bucket self-test at start (docs/cli.md "Exit behaviour"): `svc sail` on a
+// The bucket self-test at start (docs/cli.md "Output and exit status"): `svc sail` on a
 // bucket behind a proxy that drops conditional headers exits 1 with the store-nonconforming
 // failure line, while the same proxy passing those headers through serves. MinIO is real;
 // the proxy (test/helpers/s3-proxy.ts) plays the nonconforming middlebox.

@@ -1,4 +1,4 @@
-// The secrets `cell serve` gives the worker (docs/runtime.md "Secrets"): `CELL_SECRETS_FILE`
+// The secrets `cell serve` gives the worker (docs/runtime.md "The environment contract"): `CELL_SECRETS_FILE`
 // names an owner-only JSON file `{ "NAME": "value" }` the node keeps up to date (it opens the
 // copies sealed to its key). The file is looked at on every selector poll (one stat; read only
 // when it changed); a changed set of secrets restarts the serving deployment the way a publish

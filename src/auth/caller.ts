@@ -1,5 +1,5 @@
-// Who is calling and what it reaches (docs/api.md "Authentication": tiers and application
-// scopes; "Operators"; "GET /v1/state" and "Applications" for narrowed reads).
+// Who is calling and what it reaches (docs/api.md "Callers and tiers": tiers and application
+// scopes; "Operator keys"; "State" and "Applications" for narrowed reads).
 // Scope patterns: `*` alone, exact application names, or prefix globs such as `shop-*`.
 
 import { Problem } from '../problem.ts';

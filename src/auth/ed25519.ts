@@ -1,4 +1,4 @@
-// Ed25519 key pairs for nodes and operators (docs/api.md "Node and operator tokens": EdDSA
+// Ed25519 key pairs for nodes and operators (docs/identity.md "Tokens": EdDSA
 // only). Keys travel as JWK (`{ kty: 'OKP', crv: 'Ed25519', x[, d] }`); node:crypto does
 // the arithmetic.
 

@@ -1,4 +1,4 @@
-// The guard (docs/api.md "Endpoints" auth column, "Authentication"): tiers, fail-closed routes,
+// The guard (docs/api.md "Routes" tier column, "Callers and tiers"): tiers, fail-closed routes,
 // `:name` checked and scoped before any handler, authentication before the body is read,
 // the ingress token and its version header.
 

@@ -1,5 +1,5 @@
-// The authentication guard of the node API (docs/api.md "Endpoints" auth column and
-// "Authentication"). Routes declare their tier in `config.auth`; the guard runs in
+// The authentication guard of the node API (docs/api.md "Routes" tier column and
+// "Callers and tiers"). Routes declare their tier in `config.auth`; the guard runs in
 // `onRequest`, before any body is read, and sets `request.caller`. A route that declares
 // nothing is refused (fail closed), except the 404 handler.
 //

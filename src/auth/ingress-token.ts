@@ -1,7 +1,7 @@
-// The ingress token (docs/api.md "Ingress token"; docs/ingress.md "Authentication"): an opaque bearer
-// token guarding `/v1/storage/**` and `/v1/ingress/routes*` and nothing else. A node mints
-// one at boot unless `ingress.token` names some; then all are admitted. The first is
-// written to `<stateDir>/ingress-token` (0600) for the ingress to read.
+// The ingress token (docs/identity.md "Ingress tokens and their rotation"; docs/ingress.md "Authentication"):
+// an opaque bearer token guarding `/v1/storage/**` and `/v1/ingress/routes*` and nothing else. A node mints
+// one at boot unless `ingress.token` names some; then all are admitted. The first is written to
+// `<stateDir>/ingress-token` (0600) for the ingress to read.
 
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { chmod, rename, writeFile } from 'node:fs/promises';

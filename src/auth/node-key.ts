@@ -1,4 +1,4 @@
-// A node's identity (docs/api.md "Node and operator tokens"; "Store key prefixes used"): an
+// A node's identity (docs/identity.md "Key files"; docs/bucket-layout.md "`_svc/`: identity"): an
 // Ed25519 key pair kept in the state directory, its public half published at
 // `_svc/nodes/<id>.json` at every daemon start, and the fresh token a node signs for each
 // call it makes to another node.

@@ -1,4 +1,4 @@
-// Workload OIDC tokens (docs/api.md "Workload OIDC tokens" and "Limits"): a CI job's identity token,
+// Workload OIDC tokens (docs/deploys.md "Workload identity"): a CI job's identity token,
 // accepted on the deploy routes only, for an application whose trust policy names its `iss`.
 //
 //   1. The token is split without verifying it; its `alg` must be in the table (RS, PS, ES at
@@ -38,7 +38,7 @@ import { authInvalid } from './token.ts';
 
 export type WorkloadCaller = Extract<Caller, { kind: 'workload' }>;
 
-/** docs/api.md "Workload OIDC tokens". */
+/** docs/deploys.md "Workload identity". */
 export const WORKLOAD_ALGORITHMS = [
   'RS256',
   'RS384',

@@ -1,4 +1,4 @@
-// Trusted operator keys (docs/api.md "Operators"; docs/cli.md "svc operator" for the bucket path):
+// Trusted operator keys (docs/api.md "Operator keys"; docs/cli.md "svc operator" for the bucket path):
 // who may register which key with which tier and scope, lineage views, revocation, and
 // the bucket ceremony that seeds and recovers admins. Records live at
 // `_svc/operators/<id>.json` and every write to them is conditional.
@@ -102,7 +102,7 @@ export function isScopePattern(pattern: string): boolean {
 }
 
 /**
- * Judges a registration against its caller (docs/api.md "Operators") and answers the record to
+ * Judges a registration against its caller (docs/api.md "Operator keys") and answers the record to
  * write. Refusals: `supersedes` naming anyone but the caller, a tier the caller may not grant,
  * a scope past the caller's, `*` handed out by a non-admin, a fresh grant without a scope.
  */

@@ -1,5 +1,5 @@
-// The identity records svc keeps in the bucket (docs/api.md "TrustedOperator"; "Store key
-// prefixes used": `_svc/operators/<kid>.json`, `_svc/nodes/<kid>.json`). Only public key
+// The identity records svc keeps in the bucket (docs/bucket-layout.md "`_svc/`: identity":
+// `_svc/operators/<kid>.json`, `_svc/nodes/<kid>.json`). Only public key
 // material is ever written there.
 
 import { isOperatorId } from '../registry/names.ts';

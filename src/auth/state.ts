@@ -1,4 +1,4 @@
-// The daemon's authentication state (docs/api.md "Authentication"): the one token verifier
+// The daemon's authentication state (docs/api.md "Callers and tiers"): the one token verifier
 // (its key cache and replay set must be shared by every route) and the admitted ingress
 // tokens. The daemon keeps it in its context (src/node/identity-service.ts); auth itself takes
 // only the store and a log.

@@ -1,4 +1,4 @@
-// Node and operator tokens (docs/api.md "Authentication: Node and operator tokens"): a compact
+// Node and operator tokens (docs/identity.md "Tokens"): a compact
 // JWS, `alg` EdDSA only, `kid` = `sub` = signer id, `aud` svc-node, `exp - iat` in (0, 60],
 // `jti` of 16 random bytes, single use. This module signs tokens and holds the checks that
 // need no key: parsing, header and claims. The verifier (verifier.ts) adds the key lookup,

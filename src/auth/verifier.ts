@@ -1,4 +1,4 @@
-// The token verifier (docs/api.md "Node and operator tokens"): public keys from
+// The token verifier (docs/identity.md "Tokens"): public keys from
 // `_svc/operators/<kid>.json`, else `_svc/nodes/<kid>.json`, cached 60 s (the revocation
 // bound); 30 s skew at both ends; single-use `jti`. Every rejection is the one
 // `auth-invalid` problem; the reason goes to the node's log only.

@@ -1,4 +1,4 @@
-// Workload OIDC tokens (docs/api.md "Workload OIDC tokens"): accepted on the deploy routes only,
+// Workload OIDC tokens (docs/deploys.md "Workload identity"): accepted on the deploy routes only,
 // for an application whose trust policy names the token's `iss`. THE SEAM: the guard calls
 // `verifyWorkloadToken` for every bearer token on a `deploy` route that carries an `iss`
 // claim (node and operator tokens never do). The verification itself (issuer selection from the

@@ -1,4 +1,4 @@
-// What `svc deploy` packs from `node_modules` (docs/deploys.md "What is packed"): the node runs
+// What `svc deploy` packs from `node_modules` (docs/deploys.md "svc deploy"): the node runs
 // `cell publish` on the unpacked artifact, which bundles the worker with esbuild; so the
 // artifact needs the project's own files plus, from `node_modules`, exactly what that bundle
 // reads. The same build (the runtime's own esbuild options) runs here first with a metafile,

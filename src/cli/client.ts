@@ -1,5 +1,5 @@
-// The node API client of the command line (docs/cli.md "Shared flag groups": remote flags and
-// their resolution order; "Authentication"; "Output and exit status": a node's problem document is
+// The node API client of the command line (docs/cli.md "Flag groups": remote flags and their resolution
+// order; docs/identity.md "Tokens"; docs/cli.md "Output and exit status": a node's problem document is
 // re-rendered with the node's code). Every request is signed with a fresh token.
 //
 // Resolution order:

@@ -9,7 +9,7 @@ import { requestNode, type Target } from './client.ts';
 import type { Accepted } from './deploy-upload.ts';
 import { note } from './output.ts';
 
-/** docs/cli.md "Limits": the deploy poll interval. */
+/** docs/cli.md "svc deploy [dir]": the deploy poll interval. */
 export const POLL_INTERVAL_MS = 1_000;
 
 /** How long `svc deploy` watches a new deployment turn ready on the nodes it is placed on. */

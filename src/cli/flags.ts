@@ -1,4 +1,4 @@
-// Flag declarations shared by several commands (docs/cli.md "Shared flag groups"), built
+// Flag declarations shared by several commands (docs/cli.md "Flag groups"), built
 // from the one settings table so a flag, its environment variable and its config path
 // never drift apart.
 
@@ -69,7 +69,7 @@ export async function withBucketOf<T>(settings: Settings, work: (store: Store) =
   }
 }
 
-/** Declares `--config` and the bucket flags (docs/cli.md "Bucket flags"). */
+/** Declares `--config` and the bucket flags (docs/cli.md "Flag groups"). */
 export function addBucketFlags(command: Command): Command {
   command.option('--config <file>', 'Path to svc.config.jsonc [env SVC_CONFIG]');
   for (const spec of settingSpecs.filter((s) => s.group === 'bucket')) addSettingFlag(command, spec);
@@ -82,7 +82,7 @@ export function addSettingFlags(command: Command, flags: readonly string[]): Com
   return command;
 }
 
-/** Declares the remote flags (docs/cli.md "Remote flags"). */
+/** Declares the remote flags (docs/cli.md "Flag groups"). */
 export function addRemoteFlags(command: Command, options: { config?: boolean } = {}): Command {
   if (options.config !== false)
     command.option('--config <file>', 'Path to svc.config.jsonc, read for its `remote` pin');
@@ -92,7 +92,7 @@ export function addRemoteFlags(command: Command, options: { config?: boolean } =
   return command;
 }
 
-/** Declares `--name` and `--env` (docs/cli.md "Naming an application"). */
+/** Declares `--name` and `--env` (docs/cli.md "Flag groups"). */
 export function addNameFlags(command: Command, required: boolean): Command {
   const name = new Option('--name <name>', 'Application');
   if (required) name.makeOptionMandatory();

@@ -1,5 +1,5 @@
 // The command-line actions of `svc deployment prune` and `svc app lease show|drop` (docs/cli.md
-// "svc deployment prune", "svc app" Leases): flags in, warning first, capability guard, then
+// "svc deployment", "svc app" Leases): flags in, warning first, capability guard, then
 // the tools of runtime-tools/prune.ts and runtime-tools/lease.ts against the bucket the bucket
 // flags name.
 

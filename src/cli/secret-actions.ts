@@ -1,4 +1,4 @@
-// `svc app secret set|list|remove` (docs/applications.md "Secrets"; design in docs/decisions.md
+// `svc app secret set|list|remove` (docs/cli.md "svc app"; design in docs/decisions.md
 // "Secrets"): bucket path only. The value is read from --secret-file or standard input (never an
 // argument, so it is in no process list or shell history), sealed here to each serving node's
 // key, and only the sealed copies are written: the value never reaches a node's API or log.

@@ -1,6 +1,6 @@
-// The routing document as the node serves it (docs/ingress.md "Endpoints"; docs/routing-vectors.md):
-// the generic document and the native formats, rendered once per reconcile pass and per `prefer`.
-// No HTTP here: the routes that serve these bytes are src/node/routes/ingress.ts.
+// The routing document as the node serves it (docs/ingress.md "The routing document";
+// docs/routing-vectors.md): the generic document and the native formats, rendered once per reconcile pass and
+// per `prefer`. No HTTP here: the routes that serve these bytes are src/node/routes/ingress.ts.
 
 import type { Settings } from '../config/settings.ts';
 import { Problem } from '../problem.ts';

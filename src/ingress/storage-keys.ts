@@ -1,4 +1,4 @@
-// Storage protocol v1 keys (docs/ingress.md "Storage protocol v1"): `/`-separated, relative,
+// Storage protocol v1 keys (docs/ingress.md "The storage protocol (version 1)"): `/`-separated, relative,
 // printable ASCII, no empty, `.` or `..` segment, no leading or trailing slash. The
 // node maps a valid key into its own keyspace only (keys.ingressObject), so no key
 // can name anything else in the bucket.

@@ -1,5 +1,5 @@
-// The node's side of storage protocol v1 (docs/ingress.md "Storage protocol v1", "Storage lock
-// states"): objects, listings, stats and locks for a colocated TLS terminator, kept in
+// The node's side of storage protocol v1 (docs/ingress.md "The storage protocol (version 1)", its
+// locks): objects, listings, stats and locks for a colocated TLS terminator, kept in
 // the ingress keyspace of the bucket and nowhere else.
 
 import { randomUUID } from 'node:crypto';

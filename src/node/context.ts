@@ -100,7 +100,7 @@ export interface LeaseGate {
   tryAcquire(): Promise<unknown>;
 }
 
-/** docs/api.md "CoordinatorView". */
+/** docs/api.md "State". */
 export interface CoordinatorView {
   node: string;
   fence: number;

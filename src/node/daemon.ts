@@ -1,4 +1,4 @@
-// The node daemon behind `svc sail` (docs/cli.md "svc sail"; docs/api.md "What the service does"):
+// The node daemon behind `svc sail` (docs/cli.md "svc sail"; docs/architecture.md "How a request flows"):
 // opens and self-tests the bucket, binds the node API, and stops cleanly on a signal.
 
 import { mkdir } from 'node:fs/promises';

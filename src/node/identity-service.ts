@@ -1,4 +1,4 @@
-// The daemon's identity at boot (docs/api.md "Authentication"; docs/cli.md "svc sail"
+// The daemon's identity at boot (docs/identity.md "Key files"; docs/cli.md "svc sail"
 // `--ingress-token`): the node key made or loaded and its public half published, the
 // ingress tokens admitted (or one minted) and the first written to the state directory.
 // Runs first among the daemon's services so others can sign node tokens. The parts are in

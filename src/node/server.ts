@@ -1,4 +1,4 @@
-// The node API's HTTP server (docs/api.md "Endpoints", "Problem document", "Errors"): Fastify
+// The node API's HTTP server (docs/api.md "Routes", "Conventions", "Error codes"): Fastify
 // with one JSON parser bounded by `api.jsonBytes`, every failure a problem document, and
 // route plugins registered per concern.
 

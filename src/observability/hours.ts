@@ -3,7 +3,7 @@
 
 const HOUR_MS = 3_600_000;
 
-/** Events and metric snapshots older than this are reaped (docs/observability.md "Retention"). */
+/** Events and metric snapshots older than this are reaped (docs/observability.md "Batching, retention"). */
 export const RETENTION_MS = 8 * 24 * HOUR_MS;
 
 /** The shard of an instant: `2026-11-23-14`. */

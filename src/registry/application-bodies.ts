@@ -1,4 +1,4 @@
-// The request bodies of the application routes (docs/api.md "Applications (common rules)"):
+// The request bodies of the application routes (docs/api.md "Applications"):
 // labels, selector and replicas, each parsed or refused with `invalid-input` naming the member
 // and an example. `parseReplicas` also reads `svc deploy --replicas`.
 

@@ -1,4 +1,4 @@
-// Deleting an application (docs/api.md "DELETE /v1/applications/:name"): the refusal of an
+// Deleting an application (docs/api.md "Deleting an application"): the refusal of an
 // application not retired past its grace, and the removal of every key it owns. Both the node's
 // route (through the coordinator) and the CLI's bucket path (holding the coordinator lease) call
 // these.
@@ -12,7 +12,7 @@ import type { ApplicationRecord, DomainClaim } from './records.ts';
 
 /**
  * Refuses to delete an application that is not retired past its grace, unless forced
- * (docs/api.md "DELETE /v1/applications/:name").
+ * (docs/api.md "Deleting an application").
  */
 export function checkDeletable(record: ApplicationRecord, force: boolean, nowMs: number = Date.now()): void {
   if (force) return;

@@ -1,4 +1,4 @@
-// What a caller may see of an application record (docs/api.md "ApplicationRecord"): `labels`
+// What a caller may see of an application record (docs/applications.md "The application record"): `labels`
 // belong to the fleet's admins.
 
 import type { ApplicationRecord } from './records.ts';

@@ -1,5 +1,5 @@
-// Application record operations against a real local-directory bucket (docs/api.md "ApplicationRecord",
-// "States and transitions: Application", "DELETE /v1/applications/:name").
+// Application record operations against a real local-directory bucket (docs/applications.md
+// "The application record", "Lifecycle"; docs/api.md "Deleting an application").
 
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';

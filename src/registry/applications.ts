@@ -1,9 +1,8 @@
-// docs/api.md "ApplicationRecord", "States and transitions: Application" and "Applications (common
-// rules)": the application record and every change to it, each one conditional write retried
-// on a lost race. Applications are created only by their first deploy
-// (`ensureApplicationForDeploy`); every other operation on a missing one is `not-found`. Beside
-// it: the route bodies (application-bodies.ts), what a caller may see (application-view.ts) and
-// deletion (application-deletion.ts).
+// docs/applications.md "The application record" and "Lifecycle", docs/api.md "Applications": the application
+// record and every change to it, each one conditional write retried on a lost race. Applications are created
+// only by their first deploy (`ensureApplicationForDeploy`); every other operation on a missing one is
+// `not-found`. Beside it: the route bodies (application-bodies.ts), what a caller may see
+// (application-view.ts) and deletion (application-deletion.ts).
 
 import { Problem } from '../problem.ts';
 import { parseJsonBody, type Store } from '../store/store.ts';
@@ -81,7 +80,7 @@ export interface PlacementIntent {
 }
 
 /**
- * The deploy intake's step (docs/api.md "POST /v1/applications/:name/deploys", order of checks):
+ * The deploy intake's step (docs/deploys.md "Intake", order of checks):
  * creates the application on its first deploy (replicas `all` unless the deploy gives a count,
  * no selector unless it gives one), otherwise refuses a blocked one with `application-blocked`
  * and records any placement intent. A retired application stays retired: a deploy publishes but

@@ -1,5 +1,5 @@
-// The custom host claim rule (docs/api.md "Identifiers and name rules"; docs/cli.md "Domains"): examples of
-// every rule with the words of its refusal, and properties over generated hosts.
+// The custom host claim rule (docs/applications.md "Custom domains"; docs/api.md "Custom domains"): examples
+// of every rule with the words of its refusal, and properties over generated hosts.
 
 import assert from 'node:assert/strict';
 import { test } from 'node:test';

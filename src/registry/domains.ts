@@ -1,5 +1,5 @@
-// docs/api.md "Identifiers and name rules" (custom host claim rule) and "POST and DELETE
-// /v1/applications/:name/domains/:host"; docs/cli.md "Domains". The claim rule is one pure function
+// docs/applications.md "Custom domains" (custom host claim rule, the command line's DNS check) and
+// docs/api.md "Custom domains". The claim rule is one pure function
 // the node and the CLI both run. Claims are written referent-first: the application is checked,
 // the claim record `_svc/domains/<host>.json` is created, then the host is listed on the
 // application. Routing needs both halves (src/routing/input.ts), so a crash between the writes
@@ -18,7 +18,7 @@ import { markFleetChanged } from './changes.ts';
 import { keys } from './keys.ts';
 import type { ApplicationRecord, DomainClaim } from './records.ts';
 
-/** docs/api.md "Limits": domains per application. */
+/** docs/applications.md "Custom domains": domains per application. */
 export const MAX_DOMAINS_PER_APPLICATION = 64;
 const MAX_HOST_LENGTH = 253;
 const MAX_LABEL_LENGTH = 63;

@@ -1,4 +1,5 @@
-// The fleet freeze record and its reason rules (docs/api.md "FreezeRecord", "Fleet freeze").
+// The fleet freeze record and its reason rules (docs/applications.md "The fleet freeze"; docs/api.md "Fleet
+// freeze").
 
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';

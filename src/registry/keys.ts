@@ -1,5 +1,5 @@
-// Every bucket key svc reads or writes, in one place (docs/bucket-layout.md;
-// docs/api.md "Identifiers and name rules" fixes the key and runtime prefixes).
+// Every bucket key svc reads or writes, in one place (docs/bucket-layout.md "What svc keeps in the
+// bucket" fixes the `_svc/` and runtime `fleets/<name>/` prefixes).
 // The layout is documented in docs/bucket-layout.md; change both together.
 
 /** Where a long host's claim key is split (see `keys.domainClaim`). */

@@ -1,5 +1,5 @@
 // Application names and `--name`/`--env` resolution (docs/api.md "Identifiers and name rules";
-// docs/cli.md "Naming an application").
+// docs/cli.md "Flag groups").
 
 import assert from 'node:assert/strict';
 import { test } from 'node:test';

@@ -1,5 +1,5 @@
-// The typed registry records svc keeps in the bucket (docs/api.md "Resources and their fields";
-// docs/bucket-layout.md). Keys are in keys.ts. Every record carries `v: 1`.
+// The typed registry records svc keeps in the bucket (docs/bucket-layout.md "What svc keeps in the
+// bucket"; the page of each concern gives its fields). Keys are in keys.ts. Every record carries `v: 1`.
 
 /** How many nodes run an application: every eligible node, or a fixed count. */
 export type Replicas = 'all' | number;
@@ -12,7 +12,7 @@ export interface DeploySource {
   commit: string;
 }
 
-/** One application (docs/api.md "ApplicationRecord"); created by its first deploy. */
+/** One application (docs/applications.md "The application record"); created by its first deploy. */
 export interface ApplicationRecord {
   v: 1;
   name: string;
@@ -47,7 +47,7 @@ export interface DomainClaim {
   by: string;
 }
 
-/** What the supervisor reports for one runtime process (docs/api.md "ProcessStatus"). */
+/** What the supervisor reports for one runtime process (docs/fleet.md "Node record"). */
 export interface ProcessStatus {
   application: string;
   port: number;
@@ -112,7 +112,7 @@ export interface WireguardPeerRecord extends WireguardTunnel {
   publishedAt: string;
 }
 
-/** The coordinator lease at `_svc/fleet/coordinator.json` (docs/api.md "CoordinatorLease"). */
+/** The coordinator lease at `_svc/fleet/coordinator.json` (docs/fleet.md "Coordinator lease and fencing"). */
 export interface CoordinatorLease {
   v: 1;
   node: string;
@@ -135,7 +135,7 @@ export interface PlacementRecord {
   decidedAt: string;
 }
 
-/** The fleet freeze (docs/api.md "FreezeRecord"). */
+/** The fleet freeze (docs/applications.md "The fleet freeze"). */
 export interface FreezeRecord {
   v: 1;
   frozenAt: string;

@@ -1,4 +1,4 @@
-// Workload trust policies (docs/api.md "Workload OIDC tokens"; docs/cli.md "svc trust"): which OIDC
+// Workload trust policies (docs/deploys.md "Trust policies"; docs/cli.md "svc trust"): which OIDC
 // issuers, audiences and subjects may deploy one application. One record per application at
 // `_svc/apps/<name>/trust.json` (keys.trustPolicy), written by `svc trust` straight to the bucket
 // with conditional writes and read by the node for every workload token it is shown.

@@ -1,4 +1,4 @@
-// docs/ingress.md "Routing document rules" 3 and docs/api.md "POST and DELETE /v1/applications/:name/domains/:host":
+// docs/ingress.md "The routing document" (only what is running is routed) and docs/api.md "Custom domains":
 // turns the node's registry cache into the plain RoutingInput the renderer reads.
 import { isNodeLive } from '../registry/liveness.ts';
 import type { ApplicationRecord, DomainClaim, NodeRecord } from '../registry/records.ts';

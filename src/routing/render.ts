@@ -1,8 +1,8 @@
-// docs/ingress.md "Routing document rules" 1-7, "GET /v1/ingress/routes" (prefer) and docs/api.md "Hosts that the
-// routing document names". Refinements the spec leaves open are in docs/routing-vectors.md.
+// docs/ingress.md "The routing document", its rules, hosts and `prefer`. Refinements the spec leaves open are
+// in docs/routing-vectors.md.
 import type { ApiRouting, FleetRouting, Route, RoutingInput, Upstream } from './types.ts';
 
-/** Path prefixes an ingress answers itself on an API host (docs/ingress.md "Denied paths"). */
+/** Path prefixes an ingress answers itself on an API host (docs/ingress.md "The routing document"). */
 export const DENIED_PREFIXES: readonly string[] = ['/v1/storage', '/v1/ingress/routes'];
 
 /**

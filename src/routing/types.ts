@@ -1,5 +1,5 @@
-// Shapes of docs/ingress.md "FleetRouting" and of the fleet state it is rendered from (docs/ingress.md "Routing
-// document rules", docs/api.md "Hosts that the routing document names").
+// Shapes of docs/ingress.md "The routing document" and of the fleet state it is rendered from (the
+// rules of the same section).
 
 /** One node as the registry cache sees it; liveness is decided by the caller (heartbeat age). */
 export interface RoutingNode {

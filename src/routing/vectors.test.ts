@@ -1,4 +1,4 @@
-// Shared vectors of docs/routing-vectors.md (docs/ingress.md "FleetRouting", "Rendering for the second proxy"):
+// Shared vectors of docs/routing-vectors.md (docs/ingress.md "The routing document", "The Traefik format"):
 // every file's input must render to its expected documents byte for byte.
 import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';

@@ -1,4 +1,4 @@
-// The contract between svc and its runtime executable (docs/runtime.md "The runtime contract"):
+// The contract between svc and its runtime executable (docs/runtime.md "The environment contract"):
 // the environment a node hands to `cell publish` and `cell serve`, and the health path the
 // supervisor probes. Both sides use this one module: svc builds the environment here, the runtime
 // reads it here, so a variable cannot be renamed on one side only.

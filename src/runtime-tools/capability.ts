@@ -1,5 +1,5 @@
 // The guard in front of every tool that reads or deletes the runtime's keys directly (docs/cli.md
-// "Leases": runs only against runtime releases it was verified against; prune rule 9): every
+// "svc app": runs only against runtime releases it was verified against; prune rule 9): every
 // answering node must report a verified runtime release, and at least one must answer.
 
 import { Problem } from '../problem.ts';

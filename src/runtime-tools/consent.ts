@@ -1,5 +1,5 @@
 // The `[y/N]` consent rule shared by `svc deployment prune` and `svc app lease drop` (docs/cli.md
-// "Leases" and prune rule 7): only `y` or `yes`, in any casing, consents; `--yes` answers
+// "svc app" and prune rule 7): only `y` or `yes`, in any casing, consents; `--yes` answers
 // ahead; input that is no terminal, without `--yes`, is refused since nothing can answer.
 
 import { createInterface } from 'node:readline/promises';

@@ -207,7 +207,7 @@ export interface DropOutcome {
   stillThere?: boolean;
 }
 
-/** Prints the reading, asks, deletes exactly that key, reads it back (docs/cli.md "Leases"). */
+/** Prints the reading, asks, deletes exactly that key, reads it back (docs/cli.md "svc app"). */
 export async function dropLease(run: DropRun): Promise<DropOutcome> {
   const { store, application, node, out } = run;
   const key = keys.runtimeNodeLease(application, node);

@@ -1,4 +1,4 @@
-// `svc deployment prune` (docs/cli.md "svc deployment prune", its nine rules): deletes old runtime
+// `svc deployment prune` (docs/cli.md "svc deployment", its nine rules): deletes old runtime
 // deployments of one application directly in the bucket. Reading the layout and deleting are
 // I/O; deciding (`planPrune`) is pure. The layout is docs/runtime.md "Storage layout".
 

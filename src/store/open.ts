@@ -1,4 +1,4 @@
-// Opens the fleet's bucket from the `bucket` settings group (docs/cli.md "Shared flag groups":
+// Opens the fleet's bucket from the `bucket` settings group (docs/cli.md "Flag groups":
 // bucket flags). No endpoint: the local-directory bucket at `<state-dir>/bucket`;
 // `file:///abs/dir`: a local directory several nodes on one machine may share; any
 // `http(s)://` URL: an S3-compatible service. `prefix` applies to all three.

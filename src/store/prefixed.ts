@@ -1,4 +1,4 @@
-// The `--prefix` bucket flag (docs/cli.md "Shared flag groups") for backends without a native
+// The `--prefix` bucket flag (docs/cli.md "Flag groups") for backends without a native
 // prefix: every key is stored under `<prefix>/` and listings answer keys without it, so two
 // fleets with different prefixes share one directory bucket as they share an S3 bucket. The
 // S3 store prefixes natively (its listings ask the server for the prefix alone).

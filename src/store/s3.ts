@@ -1,5 +1,5 @@
 // The S3 backend of the store (docs/architecture.md "How a request flows"; docs/cli.md
-// "Shared flag groups", bucket flags): any S3-compatible bucket that honours conditional
+// "Flag groups", bucket flags): any S3-compatible bucket that honours conditional
 // writes, with every key under an optional prefix.
 //
 // Retries are ours, not the SDK's (its maxAttempts is 1): a blind retry of a conditional
@@ -11,12 +11,12 @@
 // requests are retried with backoff; when the bucket keeps failing, the answer is
 // `store-unavailable` naming the endpoint.
 //
-// Limits of the read-back (docs/decisions.md "S3 store"): if our write landed and another
-// writer replaced it before the read-back, we report CasConflict for a write that did land
-// for a moment; the caller re-reads, as after any conflict. A conditional delete is checked
-// with a HEAD first and then sent with If-Match: AWS S3 (since 2025-09) judges that header
-// atomically, MinIO's community edition ignores it on DELETE, so there the check and the
-// delete are two requests and a write landing between them is deleted.
+// Limits of the read-back (docs/decisions.md "Store: settling an ambiguous S3 write"): if our write landed
+// and another writer replaced it before the read-back, we report CasConflict for a write that did land for a
+// moment; the caller re-reads, as after any conflict. A conditional delete is checked with a HEAD first and
+// then sent with If-Match: AWS S3 (since 2025-09) judges that header atomically, MinIO's community edition
+// ignores it on DELETE, so there the check and the delete are two requests and a write landing between them
+// is deleted.
 
 import { randomBytes } from 'node:crypto';
 import {

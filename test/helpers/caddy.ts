@@ -10,7 +10,7 @@ import { tempDir, waitFor } from './svc.ts';
 
 const ROOT = resolve(import.meta.dirname, '..', '..');
 export const CADDY_BIN = process.env.SVC_CADDY_BIN ?? join(ROOT, '.tools', 'bin', 'svc-caddy');
-/** The image's default configuration (docs/ingress.md "Default configuration of the image"). */
+/** The image's default configuration (docs/adapter.md "Running it"). */
 export const DEFAULT_CADDYFILE = join(ROOT, 'adapter', 'Caddyfile');
 
 const BUILD_DEADLINE_MS = 15 * 60_000;

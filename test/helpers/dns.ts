@@ -1,6 +1,6 @@
-// A small authoritative DNS server on loopback UDP for tests of the CLI's DNS check
-// (docs/cli.md "Domains"). It answers A, AAAA and CNAME from a table the test edits, follows CNAMEs
-// inside the table as a recursive resolver would, and says NXDOMAIN for names it does not know.
+// A small authoritative DNS server on loopback UDP for tests of the CLI's DNS check (docs/applications.md
+// "Custom domains"). It answers A, AAAA and CNAME from a table the test edits, follows CNAMEs inside the
+// table as a recursive resolver would, and says NXDOMAIN for names it does not know.
 
 import { createSocket, type Socket } from 'node:dgram';
 

@@ -1,6 +1,6 @@
-// A client for both ingress protocols (docs/ingress.md "Storage protocol v1" and the routing routes),
+// A client for both ingress protocols (docs/ingress.md "The storage protocol" and "The routing document"),
 // used by tests and benchmarks. Failures report the problem document's title and detail when
-// present, otherwise the status alone (docs/ingress.md "Errors").
+// present, otherwise the status alone (docs/ingress.md "The storage protocol (version 1)").
 
 import type { StorageStat } from '../../src/ingress/storage.ts';
 import { storageKeyToPath } from '../../src/ingress/storage-keys.ts';

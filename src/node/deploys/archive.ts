@@ -1,4 +1,4 @@
-// The deploy artifact (docs/api.md "POST /v1/applications/:name/deploys"): a gzip-compressed tar,
+// The deploy artifact (docs/deploys.md "The artifact"): a gzip-compressed tar,
 // received into a file bounded by `deploy.artifactBytes`, then unpacked bounded by the same number
 // of expanded bytes and by `deploy.archiveEntries`. Only regular files and directories are
 // unpacked; links, devices, absolute paths and `..` are refused. The worker config

@@ -1,4 +1,4 @@
-// Deploy intake (docs/api.md "POST /v1/applications/:name/deploys"), in the spec's order. The guard has
+// Deploy intake (docs/deploys.md "Intake"), in the spec's order. The guard has
 // authenticated the caller and checked `:name` and its scope in onRequest, before anything of the
 // request beyond its headers was looked at. Then:
 //

@@ -22,7 +22,7 @@ export interface DeployLimitSettings {
   applicationStagedBytes: number;
 }
 
-/** docs/api.md "Limits": deploy intake `retry-after`. */
+/** docs/deploys.md "Capacity": deploy intake `retry-after`. */
 export const RETRY_AFTER_S = 1;
 
 export function overloaded(detail: string): Problem {

@@ -1,5 +1,5 @@
-// The deploy metadata document carried in `x-svc-deploy` (docs/api.md "Deploy metadata document" and
-// "POST /v1/applications/:name/deploys"): unpadded base64url of canonical JSON, at most 8,192
+// The deploy metadata document carried in `x-svc-deploy` (docs/deploys.md "The metadata header" and
+// "Intake"): unpadded base64url of canonical JSON, at most 8,192
 // characters. Canonical means the decoded text is exactly what `JSON.stringify(JSON.parse(text))`
 // gives back: no whitespace, no duplicate key, escapes written the one way JSON.stringify writes
 // them, numbers in their shortest form, key order kept. `svc deploy` emits that form
@@ -13,7 +13,7 @@ import type { DeploySource, Replicas } from '../../registry/records.ts';
 // The source is recorded with the deploy and the deployment (src/registry/); svc deploy builds it.
 export type { DeploySource };
 
-/** docs/api.md "Limits": the header's length in characters. */
+/** docs/deploys.md "The metadata header": the header's length in characters. */
 export const MAX_METADATA_CHARS = 8192;
 
 const BASE64URL = /^[A-Za-z0-9_-]+$/;

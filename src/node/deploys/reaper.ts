@@ -1,4 +1,4 @@
-// The coordinator's deploy reaping (docs/api.md "States and transitions: Deploy"): in each reaper
+// The coordinator's deploy reaping (docs/deploys.md "Reaper"): in each reaper
 // pass, a non-terminal record judged dead (unmoved for the 90 s liveness window, its accepting
 // node not answering) is recorded `failed` `deploy-timeout` naming that node, and a terminal
 // record older than 7 days is deleted. Both writes are conditional on the record as read, so a

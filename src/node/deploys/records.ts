@@ -1,4 +1,4 @@
-// Deploy records (docs/api.md "DeployStatus", "States and transitions: Deploy", "GET /v1/deploys/:id"):
+// Deploy records (docs/deploys.md "Deploy records", "GET /v1/deploys/:id", "Reaper"):
 // every state a deploy enters is one registry record at `_svc/apps/<name>/deploys/<id>.json`
 // (keys.deploy), written by the node that accepted it with conditional writes.
 //
@@ -22,14 +22,14 @@ import { getJson, isCasConflict, putJson, type Store } from '../../store/store.t
 
 export type DeployState = 'accepted' | 'uploading' | 'deployed' | 'failed';
 
-/** docs/api.md "Limits": a non-terminal record unmoved this long, of a node not answering, is dead. */
+/** docs/deploys.md "Deploy records": a non-terminal record unmoved this long, its node silent, is dead. */
 export const DEPLOY_LIVENESS_MS = 90_000;
-/** docs/api.md "Limits": terminal records are deleted by the reaper after this long. */
+/** docs/deploys.md "Deploy records": terminal records are deleted by the reaper after this long. */
 export const DEPLOY_RETENTION_MS = 7 * 24 * 3600_000;
 /** How often the accepting node rewrites an in-flight record, well inside the liveness window. */
 export const PROGRESS_BEAT_MS = 30_000;
 
-/** The wire form (docs/api.md "DeployStatus"). */
+/** The wire form (docs/deploys.md "Deploy records"). */
 export interface DeployStatus {
   id: string;
   application: string;
@@ -231,7 +231,7 @@ export function isUnmoved(record: DeployRecord, nowMs: number): boolean {
 }
 
 /**
- * The read-time judgement (docs/api.md "States and transitions: Deploy"): a non-terminal record that
+ * The read-time judgement (docs/deploys.md "GET /v1/deploys/:id"): a non-terminal record that
  * has not moved for the liveness window, whose accepting node is not answering, is failed
  * `deploy-timeout` naming that node. Answers the failure, or null when the record stands.
  */

@@ -1,5 +1,5 @@
-// The deploy runner of one node (docs/api.md "POST /v1/applications/:name/deploys", "States and
-// transitions: Deploy"; docs/cli.md "svc sail" deploy limits and deadlines): the staging directory,
+// The deploy runner of one node (docs/deploys.md "Intake", "Capacity", "Publishing", "Deploy
+// records"; docs/cli.md "svc sail" deploy limits and deadlines): the staging directory,
 // the queue and its limits, `cell publish` for each accepted deploy, and the record of each state.
 //
 // Staging lives in `<state dir>/deploys/<deploy id>/`: the received `artifact.tar.gz`, then the

@@ -1,4 +1,4 @@
-// The runtime version comparison of deploy intake (docs/api.md "POST /v1/applications/:name/deploys":
+// The runtime version comparison of deploy intake (docs/deploys.md "Runtime version comparison":
 // `version-skew` when another answering node serves, or crash-loops on, this application on a
 // different runtime version outside a declared rolling pair).
 //

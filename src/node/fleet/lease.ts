@@ -1,5 +1,5 @@
-// The coordinator lease with fencing (docs/api.md "What the service does",
-// "CoordinatorView"; docs/architecture.md "How a request flows"). One object,
+// The coordinator lease with fencing (docs/fleet.md "Coordinator lease and fencing",
+// docs/api.md "State"; docs/architecture.md "How a request flows"). One object,
 // `_svc/fleet/coordinator.json`, taken with a conditional write when absent or expired, renewed at
 // a third of its lifetime with a body that changes each time (an ETag is a checksum of the
 // content), and released by expiring it in place so its fence is never reused. The fence grows on
@@ -271,7 +271,7 @@ export class LeaseKeeper {
   }
 }
 
-/** The refusal of a coordinator-only write made without the lease (docs/cli.md "Errors": `lease-lost`). */
+/** The refusal of a coordinator-only write without the lease (docs/api.md "Error codes": `lease-lost`). */
 export function leaseLost(nodeId: string, lease: CoordinatorLease | null): Problem {
   const holder = lease ? `node ${lease.node} under fence ${lease.fence}` : 'nobody';
   return new Problem(

@@ -1,5 +1,5 @@
-// This node's registry record and heartbeat (docs/api.md "DaemonState" `node`;
-// docs/ingress.md "Routing document rules" 3: routes come from what live nodes say they serve). The record
+// This node's registry record and heartbeat (docs/fleet.md "Node record"; docs/ingress.md
+// "The routing document": only what is running is routed, as live nodes say they serve it). The record
 // at `_svc/fleet/nodes/<id>.json` is written at start (`starting`), on every heartbeat, whenever
 // what it says changes (state, processes), and last as `draining` with no processes. Only this
 // node writes its key, so the writes are unconditional. Liveness: src/registry/liveness.ts.

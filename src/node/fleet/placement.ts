@@ -1,5 +1,5 @@
-// The coordinator's assignment decision (docs/api.md "States: Application" and
-// "CoordinatorView": unsatisfiable placements are reported in `unplaced`, never rejected). Pure:
+// The coordinator's assignment decision (docs/applications.md "Lifecycle" and
+// docs/api.md "State": unsatisfiable placements are reported in `unplaced`, never rejected). Pure:
 // the reconcile loop hands in the registry's applications, the eligible nodes (live, not
 // draining) and the previous placements, and records what comes back.
 //

@@ -1,10 +1,9 @@
-// The reconcile loop (docs/api.md "What the service does": one pass every 5 s on
-// every node; "States: Application": a blocked application stops on each node's next pass; docs/ingress.md
-// "Routing document rules" 3). A pass: refresh what is due of the registry cache, offer this node
-// as coordinator when nobody holds the lease, and as coordinator place applications (written
-// under the fence) and reap deploys when due; then tell the supervisor what this node should run,
-// publish the node record when it changed and the routing input for the ingress routes.
-// docs/fleet.md "Reconcile loop".
+// The reconcile loop (docs/fleet.md "Reconcile loop": one pass every 5 s on every node; docs/applications.md
+// "Lifecycle": a blocked application stops on each node's next pass; docs/ingress.md "The routing document":
+// only what is running is routed). A pass: refresh what is due of the registry cache, offer this node as
+// coordinator when nobody holds the lease, and as coordinator place applications (written under the fence)
+// and reap deploys when due; then tell the supervisor what this node should run, publish the node record when
+// it changed and the routing input for the ingress routes.
 
 import { bumpFleetMarker } from '../../registry/changes.ts';
 import { keys } from '../../registry/keys.ts';

@@ -1,4 +1,4 @@
-// The fleet concern of the daemon (docs/api.md "What the service does", "DaemonState"):
+// The fleet concern of the daemon (docs/fleet.md "The fleet"; docs/api.md "State"):
 // registers this node, keeps its heartbeat, runs the coordinator lease and the reconcile loop
 // with its supervisor, and on stop drains (docs/cli.md "svc sail"; SIGTERM): the record says
 // `draining`, every process is stopped, the lease is released if held, then the daemon exits.

@@ -1,4 +1,4 @@
-// The process supervisor (docs/api.md "DaemonState" `processes`; docs/cli.md "svc sail":
+// The process supervisor (docs/api.md "State" `processes`; docs/cli.md "svc sail":
 // `--cell-bin`, `--cell-env`, the port range, `--port-quarantine-ms`, `--bind-host`,
 // `--output-bytes`, `--observability`; docs/runtime.md).
 //

@@ -1,5 +1,5 @@
-// docs/api.md "Applications (common rules)", "POST and DELETE /v1/applications/:name/domains/:host"
-// and "DELETE /v1/applications/:name": the application routes. The auth guard (src/auth/) has
+// docs/api.md "Applications", "Custom domains"
+// and "Deleting an application": the application routes. The auth guard (src/auth/) has
 // authenticated the caller, checked `:name` is an application name and enforced operator scope
 // on it before any handler runs; handlers validate bodies, then do one registry operation.
 

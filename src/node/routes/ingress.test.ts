@@ -1,4 +1,4 @@
-// The routing routes in-process (docs/ingress.md "GET /v1/ingress/routes", "/:format", "Errors"), over a
+// The routing routes in-process (docs/ingress.md "The routing document", "The Traefik format"), over a
 // routing source the test controls; test/ingress-routes.test.ts runs them on a real `svc sail`.
 import assert from 'node:assert/strict';
 import { mkdtempSync } from 'node:fs';

@@ -1,5 +1,5 @@
-// The node's ingress-facing routes (docs/ingress.md "Endpoints", "Storage protocol v1", "Errors";
-// docs/api.md "Storage and ingress routes"): the routing document in the generic and native
+// The node's ingress-facing routes (docs/ingress.md "The routing document", "The storage protocol
+// (version 1)"; docs/api.md "Routing and storage"): the routing document in the generic and native
 // formats (rendered by src/ingress/rendered-routing.ts), and the storage protocol
 // (src/ingress/storage.ts). Only the ingress token reaches them.
 

@@ -1,4 +1,4 @@
-// `POST /v1/applications/:name/rollback` (docs/deploys.md "Rollback"): moves the application's
+// `POST /v1/applications/:name/rollback` (docs/deploys.md "History and rollback"): moves the application's
 // fleet-wide selector back to an earlier deployment. Operator token, application scope (the
 // guard checks both before the handler runs). Body optional: `{ to?: <deployment or deploy id> }`.
 

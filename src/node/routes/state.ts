@@ -1,4 +1,4 @@
-// GET /v1/state (docs/api.md "DaemonState", "CoordinatorView", "GET /v1/state"): node and admin
+// GET /v1/state (docs/api.md "State"; docs/fleet.md "GET /v1/state"): node and admin
 // operator callers get the whole document; a non-admin operator gets it narrowed to the
 // applications its key reaches, with `scoped: true` (even when its scope reaches everything).
 
