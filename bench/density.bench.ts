@@ -23,13 +23,10 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { tuningFromEnv } from '../runtime/src/serve.ts';
 import { buildDist, DIST_CELL } from '../scripts/build-dist.ts';
-import type { TrustedOperator } from '../src/auth/records.ts';
-import { keys } from '../src/registry/keys.ts';
 import { openStore } from '../src/store/open.ts';
-import { putJson } from '../src/store/store.ts';
 import { call, keyArg } from '../test/helpers/applications.ts';
 import { copyProject, EXAMPLES } from '../test/helpers/cell.ts';
-import { signerFor } from '../test/helpers/in-process-node.ts';
+import { signerFor, trustOperator } from '../test/helpers/in-process-node.ts';
 import { startMinio } from '../test/helpers/minio.ts';
 import { startS3Proxy } from '../test/helpers/s3-proxy.ts';
 import { runSvc, type SailProcess, startSail, waitFor } from '../test/helpers/svc.ts';
@@ -117,17 +114,7 @@ async function measure(
   const proxy = await startS3Proxy(minio.endpoint);
   const options = { ...minio.bucketOptions(bucketName), endpoint: proxy.endpoint };
   const store = await openStore(options);
-  const signer = signerFor('bench-admin');
-  const operator: TrustedOperator = {
-    v: 1,
-    id: 'bench-admin',
-    publicKey: signer.pair.publicJwk,
-    role: 'admin',
-    applications: ['*'],
-    registeredAt: new Date().toISOString(),
-    registeredBy: 'bucket',
-  };
-  await putJson(store, keys.operator(operator.id), operator);
+  const signer = await trustOperator(store, signerFor('bench-admin'));
   let node: SailProcess | null = null;
   try {
     node = await startSail([

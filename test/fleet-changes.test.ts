@@ -7,14 +7,12 @@
 
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import type { TrustedOperator } from '../src/auth/records.ts';
-import { keys } from '../src/registry/keys.ts';
 import { openStore } from '../src/store/open.ts';
-import { putJson, type Store } from '../src/store/store.ts';
+import type { Store } from '../src/store/store.ts';
 import { call, ensureDeployedApplication } from './helpers/applications.ts';
 import { standinArtifact } from './helpers/artifacts.ts';
 import { CELL_STANDIN, getDeploy, postDeploy } from './helpers/deploys.ts';
-import { type Signer, signerFor } from './helpers/in-process-node.ts';
+import { type Signer, signerFor, trustOperator } from './helpers/in-process-node.ts';
 import { useMinio } from './helpers/minio.ts';
 import { type SailProcess, startSail, tempDir, waitFor } from './helpers/svc.ts';
 
@@ -32,19 +30,8 @@ let nodes: SailProcess[] = [];
 /** host -> the nodes its upstreams are on, sorted. */
 type Routes = Map<string, string[]>;
 
-async function operator(id: string): Promise<Signer> {
-  const signer = signerFor(id);
-  const record: TrustedOperator = {
-    v: 1,
-    id,
-    publicKey: signer.pair.publicJwk,
-    role: 'admin',
-    applications: ['*'],
-    registeredAt: new Date().toISOString(),
-    registeredBy: 'bucket',
-  };
-  await putJson(store, keys.operator(id), record);
-  return signer;
+function operator(id: string, applications = ['*']): Promise<Signer> {
+  return trustOperator(store, signerFor(id), applications.includes('*') ? 'admin' : 'operator', applications);
 }
 
 before(async () => {
@@ -153,7 +140,7 @@ test('a deploy through one node is told at once to every other node running it',
   }
 });
 
-test('deployment-moved refuses a call without a token and a name that is no application name', async () => {
+test('deployment-moved refuses a call without a token, a name that is no application name and a key out of scope', async () => {
   const anonymous = await fetch(`${nodes[1]!.url}/v1/applications/shop/deployment-moved`, { method: 'POST' });
   assert.equal(anonymous.status, 401);
   const problem = (await anonymous.json()) as { type: string; title: string };
@@ -165,6 +152,13 @@ test('deployment-moved refuses a call without a token and a name that is no appl
   assert.equal(bad.status, 400);
   assert.equal((bad.body as { type: string }).type, 'urn:svc:invalid-slug');
   assert.equal((bad.body as { title: string }).title, 'Invalid application name');
+  const blogOnly = await operator('op-blog-only', ['blog']);
+  const outside = await call(nodes[1]!.url, 'POST', '/v1/applications/shop/deployment-moved', {
+    signer: blogOnly,
+  });
+  assert.equal(outside.status, 403);
+  assert.equal((outside.body as { type: string }).type, 'urn:svc:auth-scope');
+  assert.equal((outside.body as { title: string }).title, 'Out of scope');
 });
 
 test('block and unblock reach every node within 10 s', async () => {

@@ -8,14 +8,12 @@
 
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import type { TrustedOperator } from '../src/auth/records.ts';
-import { keys } from '../src/registry/keys.ts';
 import { openStore } from '../src/store/open.ts';
-import { putJson, type Store } from '../src/store/store.ts';
+import type { Store } from '../src/store/store.ts';
 import { call, ensureDeployedApplication } from './helpers/applications.ts';
 import { standinArtifact } from './helpers/artifacts.ts';
 import { CELL_STANDIN, postDeploy, settledDeploy } from './helpers/deploys.ts';
-import { signerFor } from './helpers/in-process-node.ts';
+import { signerFor, trustOperator } from './helpers/in-process-node.ts';
 import { useMinio } from './helpers/minio.ts';
 import { runSvc, type SailProcess, startSail, tempDir, waitFor } from './helpers/svc.ts';
 
@@ -35,16 +33,7 @@ before(async () => {
     ...['--endpoint', options.endpoint, '--region', options.region, '--bucket', options.bucket],
     ...['--access-key', options.accessKey, '--secret-key', options.secretKey],
   ];
-  const record: TrustedOperator = {
-    v: 1,
-    id: admin.id,
-    publicKey: admin.pair.publicJwk,
-    role: 'admin',
-    applications: ['*'],
-    registeredAt: new Date().toISOString(),
-    registeredBy: 'bucket',
-  };
-  await putJson(store, keys.operator(admin.id), record);
+  await trustOperator(store, admin);
   await ensureDeployedApplication(store, 'shop', {});
   await ensureDeployedApplication(store, 'broken', {});
   for (const id of ['obs-a', 'obs-b']) {

@@ -10,13 +10,10 @@ import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import type { TrustedOperator } from '../src/auth/records.ts';
-import { keys } from '../src/registry/keys.ts';
-import { putJson } from '../src/store/store.ts';
 import { type Bucket, call, keyArg, openBucket, type Signer } from './helpers/applications.ts';
 import { copyProject, EXAMPLES, fetchText, isRunning } from './helpers/cell.ts';
 import { CELL_REAL } from './helpers/deploys.ts';
-import { signerFor } from './helpers/in-process-node.ts';
+import { signerFor, trustOperator } from './helpers/in-process-node.ts';
 import { freePort, runSvc, type SailProcess, startSail, tempDir, waitFor } from './helpers/svc.ts';
 
 /** Deadline for a deploy to be served (publish, workerd start, readiness). */
@@ -243,16 +240,7 @@ async function processOn(on: SailProcess, application: string): Promise<Process 
 
 /** Registers ownAdmin as an admin operator straight in the bucket. */
 async function register(b: Bucket): Promise<void> {
-  const record: TrustedOperator = {
-    v: 1,
-    id: ownAdmin.id,
-    publicKey: ownAdmin.pair.publicJwk,
-    role: 'admin',
-    applications: ['*'],
-    registeredAt: new Date().toISOString(),
-    registeredBy: 'bucket',
-  };
-  await putJson(b.store, keys.operator(ownAdmin.id), record);
+  await trustOperator(b.store, ownAdmin);
 }
 
 function childPids(pid: number): number[] {

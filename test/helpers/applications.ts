@@ -6,7 +6,6 @@ import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import type { Role } from '../../src/auth/caller.ts';
 import { keyFileDocument } from '../../src/auth/key-file.ts';
-import type { TrustedOperator } from '../../src/auth/records.ts';
 import {
   ensureApplicationForDeploy,
   type PlacementIntent,
@@ -16,7 +15,7 @@ import { keys } from '../../src/registry/keys.ts';
 import type { ApplicationRecord } from '../../src/registry/records.ts';
 import { openStore } from '../../src/store/open.ts';
 import { putJson, type Store } from '../../src/store/store.ts';
-import { type Signer, signerFor } from './in-process-node.ts';
+import { type Signer, signerFor, trustOperator } from './in-process-node.ts';
 import { type SailProcess, startSail, tempDir } from './svc.ts';
 
 export type { Signer };
@@ -48,20 +47,7 @@ export async function openBucket(): Promise<Bucket> {
   return {
     endpoint,
     store,
-    async operator(id, role, applications) {
-      const signer = signerFor(id);
-      const record: TrustedOperator = {
-        v: 1,
-        id,
-        publicKey: signer.pair.publicJwk,
-        role,
-        applications,
-        registeredAt: new Date().toISOString(),
-        registeredBy: 'bucket',
-      };
-      await putJson(store, keys.operator(id), record);
-      return signer;
-    },
+    operator: (id, role, applications) => trustOperator(store, signerFor(id), role, applications),
     async node(id) {
       const signer = signerFor(id);
       await putJson(store, keys.nodeKey(id), { v: 1, id, publicKey: signer.pair.publicJwk, publishedAt: '' });

@@ -12,6 +12,7 @@ import { defaultSettings } from '../../src/config/settings.ts';
 import type { NodeContext } from '../../src/node/context.ts';
 import { buildServer, type RoutePlugin } from '../../src/node/server.ts';
 import { keys } from '../../src/registry/keys.ts';
+import { putJson, type Store } from '../../src/store/store.ts';
 import { MemoryStore } from './memory-store.ts';
 
 export interface Signer {
@@ -50,6 +51,28 @@ export function signerFor(id: string, pair: SigningKeyPair = generateSigningKey(
   return { id, pair, bearer: async () => `Bearer ${await signToken({ id, privateKey: pair.privateKey })}` };
 }
 
+/** Writes the signer's operator record straight into the bucket, as a bucket-path registration does. */
+export async function trustOperator(
+  store: Store,
+  signer: Signer,
+  role: Role = 'admin',
+  applications: string[] = ['*'],
+  extra: Partial<TrustedOperator> = {},
+): Promise<Signer> {
+  const record: TrustedOperator = {
+    v: 1,
+    id: signer.id,
+    publicKey: signer.pair.publicJwk,
+    role,
+    applications,
+    registeredAt: new Date().toISOString(),
+    registeredBy: 'bucket',
+    ...extra,
+  };
+  await putJson(store, keys.operator(signer.id), record);
+  return signer;
+}
+
 export async function startTestNode(
   plugins: RoutePlugin[],
   configure: (ctx: NodeContext) => void = () => {},
@@ -73,21 +96,8 @@ export async function startTestNode(
     ctx,
     store,
     url,
-    async operator(id, role, applications, extra = {}) {
-      const signer = signerFor(id);
-      const record: TrustedOperator = {
-        v: 1,
-        id,
-        publicKey: signer.pair.publicJwk,
-        role,
-        applications,
-        registeredAt: new Date().toISOString(),
-        registeredBy: 'bucket',
-        ...extra,
-      };
-      await store.putJson(keys.operator(id), record);
-      return signer;
-    },
+    operator: (id, role, applications, extra = {}) =>
+      trustOperator(store, signerFor(id), role, applications, extra),
     async node(id) {
       const signer = signerFor(id);
       await store.putJson(keys.nodeKey(id), { v: 1, id, publicKey: signer.pair.publicJwk, publishedAt: '' });
