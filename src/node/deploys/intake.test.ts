@@ -561,6 +561,28 @@ describe('deploy intake in process', () => {
     assert.equal(await store.get(keys.deploy('reap', ancient.id)), null);
   });
 
+  test('the reaper judges by updatedAt, as the poll does, not by the later modified time', async () => {
+    // The record was stamped before its write finished: its listing's modified time is later.
+    const writtenAt = Date.now();
+    const stamped = new Date(writtenAt - 2_000).toISOString();
+    const record: DeployRecord = {
+      v: 1,
+      id: 'late.7777777777777777',
+      application: 'late',
+      state: 'uploading',
+      node: 'node-dead',
+      by: 'op-admin',
+      createdAt: stamped,
+      updatedAt: stamped,
+    };
+    await node.store.putJson(keys.deploy('late', record.id), record);
+    await node.store.putJson(keys.application('late'), { v: 1, name: 'late' });
+    // Dead by updatedAt, still inside the window by the listing's modified time.
+    const clock = writtenAt + DEPLOY_LIVENESS_MS - 1_000;
+    const result = await new DeployReaper({ store: node.store, now: () => clock }).reap();
+    assert.ok(result.failed.includes(record.id), JSON.stringify(result));
+  });
+
   test('the staging directory is emptied at start, and a leftover in-flight record is failed', async () => {
     const stateDir = mkdtempSync(join(tmpdir(), 'svc-restart-'));
     const leftover = join(stateDir, 'deploys', 'shop.6666666666666666', 'root');

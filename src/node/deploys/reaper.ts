@@ -5,8 +5,8 @@
 // node still working on a deploy, or a second reaper, never has its write overwritten.
 //
 // Cost: one listing of the applications and one of each application's deploys per pass. A record
-// is read only when its listing shows it unmoved for the liveness window; a terminal record whose
-// ETag is unchanged since an earlier pass is not read again.
+// is read only when its listing shows it nearly unmoved for the liveness window; a terminal record
+// whose ETag is unchanged since an earlier pass is not read again.
 
 import { keys } from '../../registry/keys.ts';
 import type { NodeRecord } from '../../registry/records.ts';
@@ -24,6 +24,14 @@ import {
   readDeployRecord,
   readNodeRecord,
 } from './records.ts';
+
+/**
+ * How much sooner than the liveness window the listing lets a record through to be read. The
+ * judgement goes by the record's `updatedAt`, written by the node's clock before the write began;
+ * the listing's modified time is the bucket's clock when the write ended. Without this slack a
+ * record a poll already judged dead (by `updatedAt`) could be skipped here for that difference.
+ */
+const LISTING_SLACK_MS = 10_000;
 
 export interface ReapResult {
   /** Deploy ids recorded failed in this pass. */
@@ -75,8 +83,8 @@ export class DeployReaper {
       const listing = await this.#store.list(keys.deploysPrefix(application), { recursive: false });
       for (const object of listing.objects) {
         seen.add(object.key);
-        // Written within the window: neither judgeable nor old enough to delete.
-        if (now - object.modified.getTime() < DEPLOY_LIVENESS_MS) continue;
+        // Written well within the window: neither judgeable nor old enough to delete.
+        if (now - object.modified.getTime() < DEPLOY_LIVENESS_MS - LISTING_SLACK_MS) continue;
         const known = this.#terminal.get(object.key);
         if (known && known.etag === object.etag) {
           if (now - known.updatedMs > DEPLOY_RETENTION_MS)
