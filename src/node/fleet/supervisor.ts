@@ -42,6 +42,28 @@ import { DEFAULT_RESTART_POLICY, judgeExit, PortPool, type RestartPolicy } from 
  */
 export const UNSUPERVISED_EXIT_MS = 300_000;
 
+/** How long an exit waits for the rest of the process's output. */
+const OUTPUT_AFTER_EXIT_MS = 250;
+
+/** Resolves once both output streams ended (or were never there), or after `boundMs`. */
+function outputEnded(child: RuntimeChild, boundMs: number): Promise<void> {
+  const ended = (stream: NodeJS.ReadableStream | null) =>
+    new Promise<void>((resolve) => {
+      if (!stream || (stream as { readableEnded?: boolean }).readableEnded) resolve();
+      else {
+        stream.once('end', resolve);
+        stream.once('close', resolve);
+      }
+    });
+  let timer: NodeJS.Timeout | undefined;
+  return Promise.race([
+    Promise.all([ended(child.stdout), ended(child.stderr)]).then(() => {}),
+    new Promise<void>((resolve) => {
+      timer = setTimeout(resolve, boundMs);
+    }),
+  ]).finally(() => clearTimeout(timer));
+}
+
 /** A runtime process: one this daemon spawned, or one it adopted from a previous run. */
 interface RuntimeChild {
   readonly pid?: number | undefined;
@@ -437,9 +459,13 @@ export class Supervisor {
         this.#exited(m, child, why);
         resolve();
       };
-      child.once('exit', (code, signal) =>
-        finish(signal ? `was killed by ${signal}` : code === null ? 'exited' : `exited with ${code}`),
-      );
+      child.once('exit', (code, signal) => {
+        const why = signal ? `was killed by ${signal}` : code === null ? 'exited' : `exited with ${code}`;
+        // The last lines a crashing process wrote may still be in its pipes when it exits, and
+        // they are what its exit event's tail is for; a child that inherited the pipes must not
+        // hold the exit back for long.
+        void outputEnded(child, OUTPUT_AFTER_EXIT_MS).then(() => finish(why));
+      });
     });
     this.#noteProcesses();
     this.#schedule(m, this.#options.healthPollMs ?? 200, () => this.#probeHealth(m, child));
