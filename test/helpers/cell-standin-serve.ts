@@ -9,6 +9,8 @@
 // Steered through the environment (the supervisor's `--cell-env`); each *_APPS value is a comma
 // list of applications, or `*` for all:
 //   STANDIN_SERVE_CRASH_APPS       print "standin: crashing" to stderr and exit 3 at once
+//   STANDIN_SERVE_LATE_OUTPUT_APPS exit 3 at once, leaving a child that prints "standin: late line"
+//                                  on the inherited stderr 100 ms later (output after the exit)
 //   STANDIN_SERVE_READY_DIR        health answers 503 until <dir>/<application> exists
 //   STANDIN_SERVE_IGNORE_TERM_APPS ignore SIGTERM (only SIGKILL ends it)
 //   STANDIN_SERVE_CHILD_APPS       start a child process (like workerd) and print "child <pid>"
@@ -37,6 +39,12 @@ export function serveStandin(env: NodeJS.ProcessEnv = process.env): void {
   process.stderr.on('error', () => {});
   if (listed('STANDIN_SERVE_CRASH_APPS')) {
     process.stderr.write('standin: crashing\n');
+    process.exit(3);
+  }
+  if (listed('STANDIN_SERVE_LATE_OUTPUT_APPS')) {
+    spawn(process.execPath, ['-e', 'setTimeout(() => process.stderr.write("standin: late line\\n"), 100)'], {
+      stdio: ['ignore', 'inherit', 'inherit'],
+    });
     process.exit(3);
   }
   exitWhenOrphaned(env.STANDIN_SERVE_STAY_ORPHANED ? 300_000 : 0);

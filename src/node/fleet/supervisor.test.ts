@@ -232,6 +232,17 @@ test('repeated fast exits back off into crashloop and keep the output', async ()
   assert.equal((await readyStatus(s, 'fine')).restarts, 0);
 });
 
+test("an exit's tail holds what the process wrote just before it, even if it arrives after the exit", async () => {
+  const s = await supervisor({ cellEnv: { STANDIN_SERVE_LATE_OUTPUT_APPS: 'late' } });
+  await s.apply([{ application: 'late' }]);
+  const tail = await until(() => {
+    const t = s.outputTail('late') ?? '';
+    return t.includes('[svc] cell serve exited with 3') ? t : undefined;
+  }, 'the exit');
+  const late = tail.indexOf('standin: late line');
+  assert.ok(late >= 0 && late < tail.indexOf('[svc] cell serve exited with 3'), tail);
+});
+
 test('an application no longer desired is stopped; its port is kept from others but not from itself', async () => {
   const s = await supervisor();
   await s.apply([{ application: 'one' }]);
