@@ -6,7 +6,7 @@
 // is not allocation-bound, and the default semi-spaces cost it about 30 MB of resident memory
 // (bench/RESULTS.md "Daemon memory"). Run it as `dist/svc.mjs ...` so the shebang applies.
 
-import { chmodSync, readFileSync, rmSync } from 'node:fs';
+import { chmodSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { build, type Plugin } from 'esbuild';
 
@@ -36,7 +36,7 @@ export async function buildDist(): Promise<string> {
   rmSync(resolve(root, 'dist'), { recursive: true, force: true });
   await build({
     entryPoints: Object.keys(ENTRIES),
-    plugins: [entryModules()],
+    plugins: [entryModules(), httpThroughRequire()],
     bundle: true,
     splitting: true,
     platform: 'node',
@@ -58,13 +58,36 @@ export async function buildDist(): Promise<string> {
         'const require = __svcCreateRequire(import.meta.url);',
       ].join('\n'),
     },
+    // The dependencies' license notices go to dist/*.LEGAL.txt, beside the code they cover.
+    legalComments: 'external',
     outdir: resolve(root, 'dist'),
     outExtension: { '.js': '.mjs' },
     logLevel: 'warning',
   });
+  assertAscii();
   chmodSync(DIST_SVC, 0o755);
   chmodSync(DIST_CELL, 0o755);
   return DIST_SVC;
+}
+
+/**
+ * Node keeps each loaded module's source text for the life of the process, and V8 stores a text
+ * holding one character outside ASCII with two bytes per character: one arrow left in a comment
+ * esbuild keeps (it keeps those on class members) doubles the main chunk's 2 MB
+ * (bench/RESULTS.md "Daemon memory"). esbuild escapes such characters in strings, not comments.
+ */
+function assertAscii(): void {
+  const dist = resolve(root, 'dist');
+  for (const name of readdirSync(dist).filter((file) => file.endsWith('.mjs'))) {
+    const text = readFileSync(resolve(dist, name), 'latin1');
+    const at = text.search(/[^\x00-\x7f]/);
+    if (at === -1) continue;
+    const line = text.slice(0, at).split('\n').length;
+    throw new Error(
+      `build-dist: dist/${name}:${line} holds a character outside ASCII (in a comment esbuild keeps?); ` +
+        'write it in ASCII in the source, so the module is held at one byte per character',
+    );
+  }
 }
 
 /** Resolves the entry names to a module that imports the program and runs it. */
@@ -79,6 +102,33 @@ function entryModules(): Plugin {
         contents: `import { main } from '${ENTRIES[args.path]}';\nprocess.exitCode = await main(process.argv.slice(2));\n`,
         resolveDir: root,
         loader: 'ts',
+      }));
+    },
+  };
+}
+
+/**
+ * `node:http` imported as an ES module is bound through its ES facade, which reads every export
+ * once, `WebSocket`, `MessageEvent` and `CloseEvent` among them: lazy getters that load Node's own
+ * undici (fetch), about 13 MB of resident memory in a process that never fetches
+ * (bench/RESULTS.md "Daemon memory"; Node's issue 59686 reports the same facade's start-up cost).
+ * require() returns the module object itself and touches none of them, so the bundle's ES imports
+ * of `node:http` become require() calls (through the banner's `require`); undici then loads on
+ * the first fetch, as Node intends. What the sources import does not change.
+ */
+function httpThroughRequire(): Plugin {
+  const namespace = 'svc-http-require';
+  return {
+    name: namespace,
+    setup(builder) {
+      builder.onResolve({ filter: /^(node:)?http$/ }, (args) =>
+        args.kind === 'import-statement' || args.kind === 'dynamic-import'
+          ? { path: args.path, namespace }
+          : undefined,
+      );
+      builder.onLoad({ filter: /.*/, namespace }, (args) => ({
+        contents: `module.exports = require(${JSON.stringify(args.path)});\n`,
+        loader: 'js',
       }));
     },
   };

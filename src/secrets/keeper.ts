@@ -34,7 +34,7 @@ export interface SecretsKeeperOptions {
 
 export class SecretsKeeper {
   readonly #o: SecretsKeeperOptions;
-  /** Application → the document ETag last acted on ('' when it was absent). */
+  /** Application -> the document ETag last acted on ('' when it was absent). */
   readonly #seen = new Map<string, string>();
   #recipientsSeen = '';
   #resealAt = Number.NEGATIVE_INFINITY;

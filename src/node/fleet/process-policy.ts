@@ -11,9 +11,9 @@ export class PortPool {
   readonly #start: number;
   readonly #end: number;
   readonly #quarantineMs: number;
-  /** port → application holding it. */
+  /** port -> application holding it. */
   readonly #held = new Map<number, string>();
-  /** port → who released it and when. */
+  /** port -> who released it and when. */
   readonly #released = new Map<number, { application: string; atMs: number }>();
 
   constructor(range: readonly [number, number], quarantineMs: number) {
