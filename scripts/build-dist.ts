@@ -79,10 +79,10 @@ export async function buildDist(): Promise<string> {
 function assertAscii(): void {
   const dist = resolve(root, 'dist');
   for (const name of readdirSync(dist).filter((file) => file.endsWith('.mjs'))) {
-    const text = readFileSync(resolve(dist, name), 'latin1');
-    const at = text.search(/[^\x00-\x7f]/);
+    const bytes = readFileSync(resolve(dist, name));
+    const at = bytes.findIndex((byte) => byte > 0x7f);
     if (at === -1) continue;
-    const line = text.slice(0, at).split('\n').length;
+    const line = bytes.subarray(0, at).toString('latin1').split('\n').length;
     throw new Error(
       `build-dist: dist/${name}:${line} holds a character outside ASCII (in a comment esbuild keeps?); ` +
         'write it in ASCII in the source, so the module is held at one byte per character',
