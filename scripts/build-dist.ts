@@ -111,7 +111,7 @@ function entryModules(): Plugin {
  * `node:http` imported as an ES module is bound through its ES facade, which reads every export
  * once, `WebSocket`, `MessageEvent` and `CloseEvent` among them: lazy getters that load Node's own
  * undici (fetch), about 13 MB of resident memory in a process that never fetches
- * (bench/RESULTS.md "Daemon memory"; Node's issue 59686 reports the same facade's start-up cost).
+ * (bench/RESULTS.md "Daemon memory"; nodejs/node#59686 reports the same facade's start-up cost).
  * require() returns the module object itself and touches none of them, so the bundle's ES imports
  * of `node:http` become require() calls (through the banner's `require`); undici then loads on
  * the first fetch, as Node intends. What the sources import does not change.
