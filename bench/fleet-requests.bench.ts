@@ -3,7 +3,7 @@
 // reconcile pass at 1,000 applications.
 //
 // Three nodes run the fleet's real parts (registration, registry cache, lease keeper, reconcile
-// loop with placement) on one local-directory bucket behind a counting Store, on a simulated
+// loop with placement, the secrets keeper) on one local-directory bucket behind a counting Store, on a simulated
 // clock, with the default schedule (settings defaults: resync 60 s, node refresh 30 s, lease 45 s,
 // reap 10 min; heartbeat and pass intervals of src/registry/liveness.ts and reconcile.ts). The
 // supervisor runs nothing (processes do not touch the bucket). A listing is counted as S3 bills
@@ -24,6 +24,8 @@ import { PASS_INTERVAL_MS, Reconciler, type ReconcileStatus } from '../src/node/
 import { keys } from '../src/registry/keys.ts';
 import { HEARTBEAT_MS } from '../src/registry/liveness.ts';
 import type { ApplicationRecord } from '../src/registry/records.ts';
+import { SecretsKeeper } from '../src/secrets/keeper.ts';
+import { generateSealKey } from '../src/secrets/seal.ts';
 import { openDirStore } from '../src/store/dir.ts';
 import { putJson, type Store } from '../src/store/store.ts';
 
@@ -138,6 +140,16 @@ export async function simulate(
       now: clock.wall,
     });
     const quiet = { warn() {}, info() {} };
+    // The node's secrets keeper as the daemon runs it (no application has secrets here).
+    const secrets = new SecretsKeeper({
+      store,
+      nodeId: id,
+      pair: generateSealKey(),
+      dir: join(mkdtempSync(join(tmpdir(), 'svc-bench-secrets-')), 'secrets'),
+      resealEveryMs: settings.registry.resyncMs,
+      mono: clock.mono,
+      log: quiet,
+    });
     const addOn = addOnFor?.({ id, store, clock, isCoordinator: () => lease.isCoordinator() });
     const reconciler = new Reconciler({
       store,
@@ -150,6 +162,7 @@ export async function simulate(
       nodeRefreshMs: settings.registry.nodeRefreshMs,
       reapIntervalMs: settings.coordinator.reapIntervalMs,
       reap: () => reaper.reap(),
+      secrets,
       routing: { platformDomains: ['example.test'], apiPublic: true },
       mono: clock.mono,
       wall: clock.wall,

@@ -9,6 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { tempStore } from '../../test/helpers/temp-store.ts';
+import { keys } from '../registry/keys.ts';
 import type { NodeRecord } from '../registry/records.ts';
 import type { Store } from '../store/store.ts';
 import { SecretsKeeper } from './keeper.ts';
@@ -99,5 +100,59 @@ test('files for what runs here, re-read only on change, dropped when no longer r
   await one.keeper.materialize([]);
   assert.throws(() => statSync(file), /ENOENT/);
   assert.ok(!lines.some((l) => l.includes('hunter2')), 'no value in any log line');
+  await store.close();
+});
+
+test('the coordinator reads only listed documents, and at the interval only those that moved', async () => {
+  const store = await tempStore();
+  const reads: string[] = [];
+  const counting = new Proxy(store, {
+    get(target, property) {
+      if (property === 'get') return (key: string) => (reads.push(key), target.get(key));
+      const value = Reflect.get(target, property, target);
+      return typeof value === 'function' ? value.bind(target) : value;
+    },
+  });
+  const lines: string[] = [];
+  const n1 = generateSealKey();
+  const n2 = generateSealKey();
+  const one = keeperFor(counting, 'n1', n1, lines);
+  await updateSecrets(store, 'shop', (doc) =>
+    withSecret(doc, {
+      application: 'shop',
+      name: 'TOKEN',
+      value: 'hunter2',
+      by: 'op',
+      recipients: [{ node: 'n1', key: n1.publicKey }],
+      now: new Date(),
+    }),
+  );
+  const listedEtags = new Map<string, string>();
+  const list = async () => listedEtags.set('shop', (await store.stat(keys.appSecrets('shop')))!.etag);
+  const listed = (application: string) => listedEtags.get(application) ?? null;
+  const apps = ['shop', 'plain', 'other'];
+  const nodes = [record('n1', n1), record('n2', n2)];
+
+  await list();
+  await one.keeper.reseal(apps, nodes, Date.now(), listed);
+  assert.ok(reads.length > 0 && reads.every((key) => key === keys.appSecrets('shop')), reads.join());
+  // Its write moved the document: the next listing shows it, and the next pass reads it once more.
+  await list();
+  one.advance(60_000);
+  reads.length = 0;
+  await one.keeper.reseal(apps, nodes, Date.now(), listed);
+  assert.deepEqual(reads, [keys.appSecrets('shop')]);
+  // Due again, nothing moved: no read at all.
+  one.advance(60_000);
+  reads.length = 0;
+  await one.keeper.reseal(apps, nodes, Date.now(), listed);
+  assert.deepEqual(reads, []);
+  // A new node: the document is read again for it.
+  const n3 = generateSealKey();
+  await one.keeper.reseal(apps, [...nodes, record('n3', n3)], Date.now(), listed);
+  assert.deepEqual(reads, [keys.appSecrets('shop')]);
+  const doc = (await readSecrets(store, 'shop'))!;
+  assert.deepEqual(openSecrets(doc.doc, { node: 'n3', pair: n3 }).values, { TOKEN: 'hunter2' });
+  assert.ok(!lines.some((l) => l.includes('could not')), lines.join('\n'));
   await store.close();
 });

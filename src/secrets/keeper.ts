@@ -7,7 +7,8 @@
 //   path (never a value) and restarts its deployment when the file changes.
 // - On the coordinator, copies are sealed for serving nodes that have none (a node that joined
 //   later, or one with a new key) whenever the set of nodes' keys changes, and at the resync
-//   interval.
+//   interval. Only documents the registry listing shows are read, and at the interval only those
+//   whose ETag moved since they were last resealed, so an idle fleet costs no read per application.
 //
 // Values are never logged: lines name applications, secrets and nodes only.
 
@@ -36,6 +37,8 @@ export class SecretsKeeper {
   readonly #o: SecretsKeeperOptions;
   /** Application -> the document ETag last acted on ('' when it was absent). */
   readonly #seen = new Map<string, string>();
+  /** Application -> the listed document ETag last resealed for the current recipients. */
+  readonly #resealed = new Map<string, string>();
   #recipientsSeen = '';
   #resealAt = Number.NEGATIVE_INFINITY;
 
@@ -98,16 +101,31 @@ export class SecretsKeeper {
     return written;
   }
 
-  /** The coordinator's part: seals copies for nodes that lack them. */
-  async reseal(applications: readonly string[], nodes: readonly NodeRecord[], nowMs: number): Promise<void> {
+  /**
+   * The coordinator's part: seals copies for nodes that lack them. `listed` answers a secrets
+   * document's ETag from the registry listing (null: none listed); without it every
+   * application's document is read.
+   */
+  async reseal(
+    applications: readonly string[],
+    nodes: readonly NodeRecord[],
+    nowMs: number,
+    listed?: (application: string) => string | null,
+  ): Promise<void> {
     const recipients = recipientsOf(nodes, nowMs);
     const fingerprint = JSON.stringify(recipients);
+    const recipientsMoved = fingerprint !== this.#recipientsSeen;
     const due = this.#o.mono() - this.#resealAt >= this.#o.resealEveryMs;
-    if (fingerprint === this.#recipientsSeen && !due) return;
+    if (!recipientsMoved && !due) return;
+    if (recipientsMoved) this.#resealed.clear();
     this.#recipientsSeen = fingerprint;
     this.#resealAt = this.#o.mono();
     const own = { node: this.#o.nodeId, pair: this.#o.pair };
     for (const application of applications) {
+      const etag = listed?.(application);
+      // Nothing to seal, or sealed already for these recipients as the document stands.
+      if (etag === null) continue;
+      if (etag !== undefined && this.#resealed.get(application) === etag) continue;
       try {
         let sealedFor: string[] = [];
         await updateSecrets(this.#o.store, application, (doc) => {
@@ -120,6 +138,9 @@ export class SecretsKeeper {
             { event: 'secrets.resealed', application, nodes: sealedFor },
             `sealed the secrets of ${application} for nodes that lacked them`,
           );
+        } else if (etag !== undefined) {
+          // Unchanged by this pass: the listed ETag stands for a document every recipient can open.
+          this.#resealed.set(application, etag);
         }
       } catch (err) {
         this.#o.log.warn({ err, application }, 'could not re-seal the secrets of an application');

@@ -98,7 +98,12 @@ export interface ReconcilerOptions {
       listed?: (application: string) => string | null,
       // The applications whose file changed (their processes are told to read it).
     ): Promise<readonly string[] | undefined>;
-    reseal(applications: readonly string[], nodes: readonly NodeRecord[], nowMs: number): Promise<void>;
+    reseal(
+      applications: readonly string[],
+      nodes: readonly NodeRecord[],
+      nowMs: number,
+      listed?: (application: string) => string | null,
+    ): Promise<void>;
   };
   log: { warn(obj: object, msg: string): void; info(obj: object, msg: string): void };
 }
@@ -199,7 +204,12 @@ export class Reconciler {
           this.#reapAt = o.mono();
           await o.reap();
         }
-        await o.secrets?.reseal([...o.cache.applications.keys()], this.#nodeRecords(), o.wall());
+        await o.secrets?.reseal(
+          [...o.cache.applications.keys()],
+          this.#nodeRecords(),
+          o.wall(),
+          (application) => o.cache.listedEtag(keys.appSecrets(application)),
+        );
       } else this.#unplaced = [];
       desired = this.desiredHere();
       // Before the supervisor: a process it starts now finds its secrets already there.
