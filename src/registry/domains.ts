@@ -266,8 +266,7 @@ async function claimsOneLabelUnder(store: Store, base: string): Promise<string[]
   const suffix = `.${base}`;
   return listing.objects
     .map((object) => keys.hostOfClaim(object.key))
-    .filter((host) => host !== null && host.endsWith(suffix))
-    .map((host) => host!)
+    .filter((host): host is string => host?.endsWith(suffix) === true)
     .filter((child) => !child.slice(0, -base.length - 1).includes('.'));
 }
 

@@ -108,7 +108,11 @@ test('the coordinator reads only listed documents, and at the interval only thos
   const reads: string[] = [];
   const counting = new Proxy(store, {
     get(target, property) {
-      if (property === 'get') return (key: string) => (reads.push(key), target.get(key));
+      if (property === 'get')
+        return (key: string) => {
+          reads.push(key);
+          return target.get(key);
+        };
       const value = Reflect.get(target, property, target);
       return typeof value === 'function' ? value.bind(target) : value;
     },

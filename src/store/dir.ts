@@ -232,7 +232,7 @@ export class DirStore implements Store {
     const visit = async (dir: string, keyBase: string, filter: string) => {
       for (const entry of await readEntries(dir)) {
         const kind = entryKind(entry);
-        if (!kind || !kind.segment.startsWith(filter)) continue;
+        if (!kind?.segment.startsWith(filter)) continue;
         const path = join(dir, entry.name);
         if (kind.type === 'object') {
           files.push({ key: keyBase + kind.segment, file: path });
