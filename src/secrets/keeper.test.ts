@@ -50,13 +50,8 @@ function keeperFor(store: Store, node: string, pair: SealKeyPair, lines: string[
   return { keeper, advance: (ms: number) => (now += ms) };
 }
 
-test('files for what runs here, re-read only on change, dropped when no longer run; re-seal for a later node', async () => {
-  const store = await tempStore();
-  const n1 = generateSealKey();
-  const n2 = generateSealKey();
-  const lines: string[] = [];
-  const one = keeperFor(store, 'n1', n1, lines);
-  const two = keeperFor(store, 'n2', n2, lines);
+/** Sets shop's TOKEN (hunter2), sealed for n1 alone. */
+async function setShopToken(store: Store, n1: SealKeyPair): Promise<void> {
   await updateSecrets(store, 'shop', (doc) =>
     withSecret(doc, {
       application: 'shop',
@@ -67,6 +62,16 @@ test('files for what runs here, re-read only on change, dropped when no longer r
       now: new Date(),
     }),
   );
+}
+
+test('files for what runs here, re-read only on change, dropped when no longer run; re-seal for a later node', async () => {
+  const store = await tempStore();
+  const n1 = generateSealKey();
+  const n2 = generateSealKey();
+  const lines: string[] = [];
+  const one = keeperFor(store, 'n1', n1, lines);
+  const two = keeperFor(store, 'n2', n2, lines);
+  await setShopToken(store, n1);
 
   await one.keeper.materialize(['shop', 'plain']);
   const file = one.keeper.fileFor('shop');
@@ -121,16 +126,7 @@ test('the coordinator reads only listed documents, and at the interval only thos
   const n1 = generateSealKey();
   const n2 = generateSealKey();
   const one = keeperFor(counting, 'n1', n1, lines);
-  await updateSecrets(store, 'shop', (doc) =>
-    withSecret(doc, {
-      application: 'shop',
-      name: 'TOKEN',
-      value: 'hunter2',
-      by: 'op',
-      recipients: [{ node: 'n1', key: n1.publicKey }],
-      now: new Date(),
-    }),
-  );
+  await setShopToken(store, n1);
   const listedEtags = new Map<string, string>();
   const list = async () => listedEtags.set('shop', (await store.stat(keys.appSecrets('shop')))!.etag);
   const listed = (application: string) => listedEtags.get(application) ?? null;
