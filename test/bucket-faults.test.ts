@@ -8,14 +8,11 @@ import assert from 'node:assert/strict';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
-import type { TrustedOperator } from '../src/auth/records.ts';
 import { getApplication } from '../src/registry/applications.ts';
-import { keys } from '../src/registry/keys.ts';
 import { openStore } from '../src/store/open.ts';
-import { putJson, type Store } from '../src/store/store.ts';
+import type { Store } from '../src/store/store.ts';
 import { assertProblem, call, ensureDeployedApplication } from './helpers/applications.ts';
-import type { Signer } from './helpers/in-process-node.ts';
-import { signerFor } from './helpers/in-process-node.ts';
+import { type Signer, signerFor, trustOperator } from './helpers/in-process-node.ts';
 import { type Minio, type MinioBucketOptions, startMinio } from './helpers/minio.ts';
 import { type RunResult, runSvc, type SailProcess, startSail, tempDir, waitFor } from './helpers/svc.ts';
 
@@ -33,17 +30,7 @@ before(async () => {
   minio = await startMinio();
   options = minio.bucketOptions(await minio.createBucket());
   store = await openStore({ ...options, stateDir: tempDir() });
-  admin = signerFor('op-admin');
-  const record: TrustedOperator = {
-    v: 1,
-    id: 'op-admin',
-    publicKey: admin.pair.publicJwk,
-    role: 'admin',
-    applications: ['*'],
-    registeredAt: new Date().toISOString(),
-    registeredBy: 'bucket',
-  };
-  await putJson(store, keys.operator('op-admin'), record);
+  admin = await trustOperator(store, signerFor('op-admin'));
   await ensureDeployedApplication(store, 'shop', {});
   node = await startSail([...bucketFlags(), '--ingress-token', INGRESS_TOKEN]);
   await waitFor(async () => (await routes()).status === 200, 'the first reconcile pass');

@@ -6,7 +6,6 @@
 
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import type { TrustedOperator } from '../src/auth/records.ts';
 import { PASS_INTERVAL_MS } from '../src/node/fleet/reconcile.ts';
 import { setReplicas } from '../src/registry/applications.ts';
 import { keys } from '../src/registry/keys.ts';
@@ -15,7 +14,7 @@ import { openStore } from '../src/store/open.ts';
 import { getJson, putJson, type Store } from '../src/store/store.ts';
 import { call, ensureDeployedApplication } from './helpers/applications.ts';
 import { CELL_STANDIN } from './helpers/deploys.ts';
-import { type Signer, signerFor } from './helpers/in-process-node.ts';
+import { type Signer, signerFor, trustOperator } from './helpers/in-process-node.ts';
 import { useMinio } from './helpers/minio.ts';
 import { type SailProcess, startSail, tempDir, waitFor } from './helpers/svc.ts';
 
@@ -31,18 +30,7 @@ before(async () => {
   const minio = await minioStarting;
   const options = minio.bucketOptions(await minio.createBucket());
   store = await openStore({ ...options, stateDir: tempDir() });
-  const signer = signerFor('op-admin');
-  const record: TrustedOperator = {
-    v: 1,
-    id: 'op-admin',
-    publicKey: signer.pair.publicJwk,
-    role: 'admin',
-    applications: ['*'],
-    registeredAt: new Date().toISOString(),
-    registeredBy: 'bucket',
-  };
-  await putJson(store, keys.operator('op-admin'), record);
-  admin = signer;
+  admin = await trustOperator(store, signerFor('op-admin'));
   await ensureDeployedApplication(store, 'steady', { replicas: 1 });
   for (const [index, id] of ['node-a', 'node-b'].entries()) {
     nodes.push(

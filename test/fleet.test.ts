@@ -10,7 +10,6 @@
 
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import type { TrustedOperator } from '../src/auth/records.ts';
 import { PASS_INTERVAL_MS } from '../src/node/fleet/reconcile.ts';
 import { keys } from '../src/registry/keys.ts';
 import type { NodeRecord } from '../src/registry/records.ts';
@@ -18,7 +17,7 @@ import { openStore } from '../src/store/open.ts';
 import { getJson, putJson, type Store } from '../src/store/store.ts';
 import { assertProblem, call, ensureDeployedApplication } from './helpers/applications.ts';
 import { CELL_STANDIN } from './helpers/deploys.ts';
-import { type Signer, signerFor } from './helpers/in-process-node.ts';
+import { type Signer, signerFor, trustOperator } from './helpers/in-process-node.ts';
 import { useMinio } from './helpers/minio.ts';
 import { runSvc, type SailProcess, startSail, tempDir, waitFor } from './helpers/svc.ts';
 
@@ -102,19 +101,8 @@ after(async () => {
   await store?.close();
 });
 
-async function operator(id: string, role: 'admin' | 'operator', applications: string[]): Promise<Signer> {
-  const signer = signerFor(id);
-  const record: TrustedOperator = {
-    v: 1,
-    id,
-    publicKey: signer.pair.publicJwk,
-    role,
-    applications,
-    registeredAt: new Date().toISOString(),
-    registeredBy: 'bucket',
-  };
-  await putJson(store, keys.operator(id), record);
-  return signer;
+function operator(id: string, role: 'admin' | 'operator', applications: string[]): Promise<Signer> {
+  return trustOperator(store, signerFor(id), role, applications);
 }
 
 // biome-ignore lint/suspicious/noExplicitAny: tests read the state document member by member.
