@@ -15,17 +15,13 @@ import { openStore } from '../src/store/open.ts';
 import { getJson } from '../src/store/store.ts';
 import { SVC_VERSION } from '../src/version.ts';
 import { copyProject, dirBucketEnv, EXAMPLES, fetchText } from './helpers/cell.ts';
-import { freePort, tempDir, waitFor } from './helpers/svc.ts';
+import { freePort, runToEnd, tempDir, waitFor } from './helpers/svc.ts';
 
 test('dist/svc.mjs runs the CLI and the daemon', async () => {
   await buildDist();
-  const version = spawn(DIST_SVC, ['--version'], { stdio: ['ignore', 'pipe', 'pipe'] });
-  let printed = '';
-  version.stdout.on('data', (chunk) => {
-    printed += chunk;
-  });
-  assert.equal(await new Promise((r) => version.on('exit', r)), 0);
-  assert.equal(printed.trim(), `svc ${SVC_VERSION}`);
+  const version = await runToEnd(DIST_SVC, ['--version']);
+  assert.equal(version.code, 0, version.stderr);
+  assert.equal(version.stdout.trim(), `svc ${SVC_VERSION}`);
 
   const listen = `127.0.0.1:${await freePort()}`;
   const stateDir = tempDir('svc-dist-');
@@ -74,25 +70,17 @@ test('dist/cell.mjs publishes and serves examples/hello', async () => {
   await buildDist();
   // The runtime's own version, not svc's: a node on the bundle and a node on the checkout must
   // report the same runtime, or the fleet sees a version skew that is not there.
-  const version = spawn(DIST_CELL, ['--version'], { stdio: ['ignore', 'pipe', 'pipe'] });
-  let printed = '';
-  version.stdout.on('data', (chunk) => {
-    printed += chunk;
-  });
-  assert.equal(await new Promise((r) => version.on('exit', r)), 0);
-  assert.equal(printed.trim(), `cell ${CELL_VERSION}`);
+  const version = await runToEnd(DIST_CELL, ['--version']);
+  assert.equal(version.code, 0, version.stderr);
+  assert.equal(version.stdout.trim(), `cell ${CELL_VERSION}`);
   const bucket = dirBucketEnv(tempDir('cell-dist-bucket-'));
-  const publish = spawn(DIST_CELL, ['publish'], {
+  const publish = await runToEnd(DIST_CELL, ['publish'], {
     cwd: copyProject(join(EXAMPLES, 'hello')),
-    env: { ...process.env, ...bucket, CELL_APP: 'hello' },
-    stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...bucket, CELL_APP: 'hello' },
+    timeoutMs: 60_000,
   });
-  let published = '';
-  publish.stdout.on('data', (chunk) => {
-    published += chunk;
-  });
-  assert.equal(await new Promise((r) => publish.on('exit', r)), 0);
-  assert.match(published, /"deployment":"[0-9a-f]+"/);
+  assert.equal(publish.code, 0, publish.stderr);
+  assert.match(publish.stdout, /"deployment":"[0-9a-f]+"/);
   const port = await freePort();
   const serve = spawn(DIST_CELL, ['serve'], {
     env: { ...process.env, ...bucket, CELL_APP: 'hello', CELL_NODE: 'n', CELL_PORT: String(port) },

@@ -5,7 +5,7 @@
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { cpSync } from 'node:fs';
 import { resolve } from 'node:path';
-import { freePort, type RunResult, tempDir } from './svc.ts';
+import { freePort, type RunResult, runToEnd, tempDir } from './svc.ts';
 
 export const CELL_BIN = resolve(import.meta.dirname, '..', '..', 'runtime', 'bin', 'cell');
 export const EXAMPLES = resolve(import.meta.dirname, '..', '..', 'examples');
@@ -32,26 +32,9 @@ export function runCell(
   args: string[],
   options: { cwd?: string; env?: NodeJS.ProcessEnv; timeoutMs?: number } = {},
 ): Promise<RunResult> {
-  return new Promise((resolveRun, reject) => {
-    const child = spawn(process.execPath, [CELL_BIN, ...args], {
-      cwd: options.cwd,
-      env: { ...process.env, ...options.env },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (chunk) => {
-      stdout += chunk;
-    });
-    child.stderr.on('data', (chunk) => {
-      stderr += chunk;
-    });
-    const timer = setTimeout(() => child.kill('SIGKILL'), options.timeoutMs ?? PUBLISH_DEADLINE_MS);
-    child.on('error', reject);
-    child.on('close', (code) => {
-      clearTimeout(timer);
-      resolveRun({ code, stdout, stderr });
-    });
+  return runToEnd(process.execPath, [CELL_BIN, ...args], {
+    ...options,
+    timeoutMs: options.timeoutMs ?? PUBLISH_DEADLINE_MS,
   });
 }
 

@@ -40,13 +40,14 @@ export interface RunResult {
   stderr: string;
 }
 
-/** Runs `svc <args>` to completion. */
-export function runSvc(
+/** Runs `command <args>` to completion, collecting its output; SIGKILLed past the deadline. */
+export function runToEnd(
+  command: string,
   args: string[],
   options: { env?: NodeJS.ProcessEnv; cwd?: string; input?: string; timeoutMs?: number } = {},
 ): Promise<RunResult> {
   return new Promise((resolveRun, reject) => {
-    const child = spawn(process.execPath, [SVC_BIN, ...args], {
+    const child = spawn(command, args, {
       cwd: options.cwd,
       env: { ...process.env, ...options.env },
       stdio: ['pipe', 'pipe', 'pipe'],
@@ -67,6 +68,14 @@ export function runSvc(
     });
     child.stdin.end(options.input ?? '');
   });
+}
+
+/** Runs `svc <args>` to completion. */
+export function runSvc(
+  args: string[],
+  options: { env?: NodeJS.ProcessEnv; cwd?: string; input?: string; timeoutMs?: number } = {},
+): Promise<RunResult> {
+  return runToEnd(process.execPath, [SVC_BIN, ...args], options);
 }
 
 /** A running `svc sail`. */
