@@ -372,13 +372,13 @@ async function stopLeftoverPublish(entry: string): Promise<void> {
   }
 }
 
-/** The application record names the deployment the last successful deploy produced. */
 /** The application's secret names, for the runtime to refuse a var of the same name. */
 async function secretNames(ctx: NodeContext, application: string): Promise<string[]> {
   const found = await readSecrets(ctx.store, application);
   return Object.keys(found?.doc.secrets ?? {});
 }
 
+/** The application record names the deployment the last successful deploy produced. */
 async function recordDeployment(ctx: NodeContext, application: string, deployment: string): Promise<void> {
   try {
     await updateApplication(ctx.store, application, (current) =>

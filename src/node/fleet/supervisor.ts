@@ -12,6 +12,8 @@
 
 import { type ChildProcess, spawn } from 'node:child_process';
 import { createServer } from 'node:net';
+import { finished } from 'node:stream/promises';
+import { setTimeout as delay } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import { type EventSink, eventTail } from '../../observability/events.ts';
 import type { ProcessStatus } from '../../registry/records.ts';
@@ -46,22 +48,12 @@ export const UNSUPERVISED_EXIT_MS = 300_000;
 const OUTPUT_AFTER_EXIT_MS = 250;
 
 /** Resolves once both output streams ended (or were never there), or after `boundMs`. */
-function outputEnded(child: RuntimeChild, boundMs: number): Promise<void> {
-  const ended = (stream: NodeJS.ReadableStream | null) =>
-    new Promise<void>((resolve) => {
-      if (!stream || (stream as { readableEnded?: boolean }).readableEnded) resolve();
-      else {
-        stream.once('end', resolve);
-        stream.once('close', resolve);
-      }
-    });
-  let timer: NodeJS.Timeout | undefined;
+function outputEnded(child: RuntimeChild, boundMs: number): Promise<unknown> {
+  const streams = [child.stdout, child.stderr].filter((stream) => stream !== null);
   return Promise.race([
-    Promise.all([ended(child.stdout), ended(child.stderr)]).then(() => {}),
-    new Promise<void>((resolve) => {
-      timer = setTimeout(resolve, boundMs);
-    }),
-  ]).finally(() => clearTimeout(timer));
+    Promise.all(streams.map((stream) => finished(stream).catch(() => {}))),
+    delay(boundMs, undefined, { ref: false }),
+  ]);
 }
 
 /** A runtime process: one this daemon spawned, or one it adopted from a previous run. */
