@@ -124,11 +124,6 @@ export class DeployReaper {
   }
 }
 
-/** One reaper pass over every application's deploys, with no memory of earlier passes. */
-export function reapDeploys(store: Store, now: () => number = Date.now): Promise<ReapResult> {
-  return new DeployReaper({ store, now }).reap();
-}
-
 /**
  * The reaper the coordinator keeps for its reaper passes (`await reaper.reap()` once per pass,
  * every `coordinator.reapIntervalMs`): it judges this node's own deploys by whether it still runs
