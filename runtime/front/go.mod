@@ -1,0 +1,3 @@
+module svc/runtime/front
+
+go 1.24
