@@ -1,4 +1,205 @@
-// Command cell-front is the part of `cell serve` that stays resident (docs/runtime.md "cell serve").
+// Command cell-front is the resident part of `cell serve` (docs/runtime.md "cell serve"): the
+// Node shim checks the environment, makes the private folder and replaces itself with this
+// program, which owns the application's port, answers its health, runs one workerd per
+// deployment and switches between them. Whatever needs the bucket it asks of the steward, a
+// Node child that runs only while there is such work.
 package main
 
-func main() {}
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// stewardGrace bounds the wait for the steward's last answers at stop.
+const stewardGrace = 10 * time.Second
+
+func main() {
+	os.Exit(run())
+}
+
+func run() int {
+	// The daemon reading our output may be gone (killed, or restarted keeping its applications):
+	// a broken pipe loses the output, never the process. SIGHUP must never end it either.
+	signal.Ignore(syscall.SIGPIPE)
+	signals := make(chan os.Signal, 8)
+	signal.Notify(signals, syscall.SIGHUP, syscall.SIGTERM, syscall.SIGINT)
+	say := func(line string) { _, _ = os.Stderr.WriteString(line + "\n") }
+	cfg, err := ParseConfig(os.Getenv(ConfigVariable))
+	if err != nil {
+		say("cell: " + err.Error())
+		return 1
+	}
+	healthPath = cfg.HealthPath
+	listener, err := net.Listen("tcp", net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port)))
+	if err != nil {
+		say(fmt.Sprintf("cell: cannot listen on %s:%d: %s", cfg.Host, cfg.Port, listenErrorCode(err)))
+		_ = os.RemoveAll(cfg.StateDir)
+		return 1
+	}
+	r := newRuntime(cfg, say)
+	server := &http.Server{
+		Handler:           r.proxy,
+		ReadHeaderTimeout: 60 * time.Second,
+		IdleTimeout:       65 * time.Second,
+		ErrorLog:          log.New(io.Discard, "", 0),
+	}
+	go func() { _ = server.Serve(listener) }()
+	say(fmt.Sprintf("%s serving %s on http://%s as node %q", cfg.VersionLine, cfg.Application,
+		net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port)), cfg.Node))
+	go r.lease.Run()
+	go r.follower.Run()
+	reason := r.waitForStop(signals)
+	r.stop(reason, server)
+	return 0
+}
+
+// runtime is one replica's parts, wired together.
+type runtime struct {
+	cfg      *Config
+	say      func(string)
+	stopping atomic.Bool
+	steward  *Steward
+	follower *Follower
+	lease    *Lease
+	crons    *Crons
+	proxy    *Proxy
+	parent   int
+}
+
+func newRuntime(cfg *Config, say func(string)) *runtime {
+	r := &runtime{cfg: cfg, say: say, parent: os.Getppid()}
+	r.steward = NewSteward(cfg.Steward, stewardEnvironment(cfg), ms(cfg.StewardIdleMs), say)
+	r.follower = NewFollower(cfg, r.steward, say, func(in *Instance) {
+		r.crons.SetSchedules(in.Crons)
+		r.lease.RenewNow()
+	})
+	r.lease = NewLease(cfg, r.steward, os.Getpid(), say, func() map[string]string {
+		if in := r.follower.Active(); in != nil {
+			return map[string]string{"script": in.Script, "deployment": in.Deployment}
+		}
+		return map[string]string{}
+	})
+	r.crons = NewCrons(r.steward, say, func() *Instance {
+		if r.stopping.Load() {
+			return nil
+		}
+		return r.follower.Active()
+	})
+	r.proxy = NewProxy(cfg, r.follower, &r.stopping, say)
+	return r
+}
+
+// stewardEnvironment is ours, less the front's settings, plus the private folder's path.
+func stewardEnvironment(cfg *Config) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, ConfigVariable+"=") {
+			env = append(env, kv)
+		}
+	}
+	return append(env, "CELL_STATE_DIR_ACTIVE="+cfg.StateDir)
+}
+
+// waitForStop serves SIGHUP until SIGTERM, SIGINT or the unsupervised bound; answers why it stops.
+func (r *runtime) waitForStop(signals chan os.Signal) string {
+	var watch <-chan time.Time
+	if bound := r.cfg.UnsupervisedExitMs; bound != nil {
+		every := min(10*time.Second, max(250*time.Millisecond, ms(*bound)/4))
+		ticker := time.NewTicker(every)
+		defer ticker.Stop()
+		watch = ticker.C
+	}
+	for {
+		select {
+		case s := <-signals:
+			switch s {
+			case syscall.SIGHUP:
+				r.follower.SelectorMoved()
+			case syscall.SIGTERM:
+				return "SIGTERM"
+			default:
+				return "SIGINT"
+			}
+		case <-watch:
+			if r.unsupervisedFor() > ms(*r.cfg.UnsupervisedExitMs) {
+				return fmt.Sprintf("no supervisor for %d ms", *r.cfg.UnsupervisedExitMs)
+			}
+		}
+	}
+}
+
+// unsupervisedFor is how long the process has gone without supervision; 0 while the process
+// that started it lives.
+func (r *runtime) unsupervisedFor() time.Duration {
+	if os.Getppid() == r.parent {
+		return 0
+	}
+	return time.Since(r.proxy.SupervisedAt())
+}
+
+// stop: no new connections, requests finish (bounded), every workerd stops, the lease goes,
+// the steward and the private folder go.
+func (r *runtime) stop(reason string, server *http.Server) {
+	r.say(fmt.Sprintf("cell: %s: stopping %s", reason, r.cfg.Application))
+	r.stopping.Store(true)
+	r.crons.Stop()
+	instances := r.follower.Stop()
+	bound := ms(min(r.cfg.DrainMs, r.cfg.StopDrainMs))
+	ctx, cancel := context.WithTimeout(context.Background(), bound)
+	defer cancel()
+	shut := make(chan struct{})
+	go func() {
+		_ = server.Shutdown(ctx)
+		close(shut)
+	}()
+	var wg sync.WaitGroup
+	for _, in := range instances {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			in.Drain(bound)
+		}()
+	}
+	wg.Wait()
+	// The bound is over: what still runs (WebSockets, long requests) is cut.
+	r.proxy.CutUpgraded()
+	_ = server.Close()
+	<-shut
+	KillAllWorkerd()
+	for _, in := range instances {
+		in.Stop(true)
+	}
+	r.lease.Release()
+	r.steward.Close(stewardGrace)
+	_ = os.RemoveAll(r.cfg.StateDir)
+	r.say("cell: stopped " + r.cfg.Application)
+}
+
+// listenErrorCode names a listen failure as Node did (EADDRINUSE, EACCES, ...).
+func listenErrorCode(err error) string {
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		switch errno {
+		case syscall.EADDRINUSE:
+			return "EADDRINUSE"
+		case syscall.EACCES:
+			return "EACCES"
+		case syscall.EADDRNOTAVAIL:
+			return "EADDRNOTAVAIL"
+		}
+	}
+	return err.Error()
+}

@@ -61,7 +61,7 @@ export interface CellProcess {
   child: ChildProcess;
   stderr(): string;
   stdout(): string;
-  /** Pids of the process's direct children (its workerd instances). */
+  /** Pids of the process's workerd instances (its direct children, the steward left out). */
   children(): number[];
   /** Sends `signal`, waits for exit; answers the exit code and signal. */
   stop(signal?: NodeJS.Signals): Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
@@ -120,9 +120,11 @@ export async function startCell(
 
 function childPids(pid: number): number[] {
   try {
-    return execFileSync('ps', ['-o', 'pid=', '--ppid', String(pid)], { encoding: 'utf8' })
+    return execFileSync('ps', ['-o', 'pid=,comm=', '--ppid', String(pid)], { encoding: 'utf8' })
       .split('\n')
-      .map((line) => Number(line.trim()))
+      .map((line) => line.trim().split(/\s+/))
+      .filter(([, command]) => command === 'workerd')
+      .map(([n]) => Number(n))
       .filter((n) => n > 0);
   } catch {
     return []; // ps exits 1 when there is no child

@@ -1,0 +1,298 @@
+package main
+
+// Following the selector: which deployment this replica serves. When the fleet-wide selector
+// moves (or this node's secrets change), the new deployment starts in its own workerd beside the
+// serving one and takes over only once it answers; the previous one then drains and stops, so a
+// switch fails no request. The steward does the looking (the bucket is its business); this loop
+// keeps the state between looks, so the steward can come and go.
+
+import (
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Where a replica stands: nothing published, its first deployment starting, serving, or failed.
+const (
+	statusNoDeployment = "no-deployment"
+	statusStarting     = "starting"
+	statusReady        = "ready"
+	statusFailed       = "failed"
+)
+
+type activeDescription struct {
+	Script        string `json:"script"`
+	Deployment    string `json:"deployment"`
+	SecretsDigest string `json:"secretsDigest"`
+}
+
+type lookRequest struct {
+	Active          *activeDescription `json:"active"`
+	SeenEtag        *string            `json:"seenEtag"`
+	FailedSelection *string            `json:"failedSelection"`
+	RetryAtMs       int64              `json:"retryAtMs"`
+	Sequence        int                `json:"sequence"`
+}
+
+type lookAnswer struct {
+	Prepared
+	Result    string  `json:"result"`
+	Message   string  `json:"message"`
+	Selection *string `json:"selection"`
+}
+
+// Follower owns the serving instance and the switch to the next.
+type Follower struct {
+	cfg     *Config
+	steward *Steward
+	log     func(string)
+	// onServing is told of every deployment that takes over (the lease and cron follow it).
+	onServing func(*Instance)
+
+	active   atomic.Pointer[Instance]
+	stopping atomic.Bool
+
+	mu        sync.Mutex
+	status    string
+	lastError string
+	draining  map[*Instance]struct{}
+
+	// The loop's own state: touched only by run.
+	seenEtag        *string
+	failedSelection *string
+	failures        int
+	retryAt         time.Time
+	lastLogged      string
+	sequence        int
+
+	wake chan struct{}
+	lost chan *Instance
+	quit chan struct{}
+	done chan struct{}
+}
+
+// NewFollower prepares the loop; Run starts it.
+func NewFollower(cfg *Config, steward *Steward, log func(string), onServing func(*Instance)) *Follower {
+	return &Follower{
+		cfg: cfg, steward: steward, log: log, onServing: onServing,
+		status:   statusNoDeployment,
+		draining: map[*Instance]struct{}{},
+		wake:     make(chan struct{}, 1),
+		lost:     make(chan *Instance, 4),
+		quit:     make(chan struct{}),
+		done:     make(chan struct{}),
+	}
+}
+
+// Active is the instance new requests go to; nil before the first deployment is ready.
+func (f *Follower) Active() *Instance { return f.active.Load() }
+
+// Status answers where the replica stands and why it does not serve, if it does not.
+func (f *Follower) Status() (string, string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.status, f.lastError
+}
+
+// SelectorMoved asks for a look. A look under way may have read the selector before it moved,
+// so at most one more follows it.
+func (f *Follower) SelectorMoved() {
+	select {
+	case f.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Run looks at once, then on every SIGHUP, after each poll interval, and when a failed start may
+// be tried again.
+func (f *Follower) Run() {
+	defer close(f.done)
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		select {
+		case <-f.quit:
+			return
+		case in := <-f.lost:
+			f.forget(in)
+		case <-f.wake:
+		case <-timer.C:
+		}
+		f.look()
+		if f.stopping.Load() {
+			return
+		}
+		timer.Reset(f.nextLookIn())
+	}
+}
+
+func (f *Follower) nextLookIn() time.Duration {
+	wait := ms(f.cfg.PollMs)
+	if f.failedSelection != nil {
+		if until := time.Until(f.retryAt); until < wait {
+			wait = max(until, 0)
+		}
+	}
+	return wait
+}
+
+// Stop ends the loop (a look under way is abandoned after it answers) and answers every
+// instance still running.
+func (f *Follower) Stop() []*Instance {
+	f.stopping.Store(true)
+	close(f.quit)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var all []*Instance
+	if a := f.active.Load(); a != nil {
+		all = append(all, a)
+	}
+	for in := range f.draining {
+		all = append(all, in)
+	}
+	return all
+}
+
+func (f *Follower) look() {
+	request := lookRequest{SeenEtag: f.seenEtag, FailedSelection: f.failedSelection, Sequence: f.sequence + 1}
+	if !f.retryAt.IsZero() {
+		request.RetryAtMs = f.retryAt.UnixMilli()
+	}
+	if a := f.active.Load(); a != nil {
+		request.Active = &activeDescription{Script: a.Script, Deployment: a.Deployment, SecretsDigest: a.SecretsDigest}
+	}
+	var answer lookAnswer
+	if err := f.steward.Call("look", request, &answer); err != nil {
+		f.failed(nil, err.Error())
+		return
+	}
+	switch answer.Result {
+	case "none":
+	case "same":
+		if answer.SeenEtag != "" {
+			etag := answer.SeenEtag
+			f.seenEtag = &etag
+		}
+	case "failed":
+		f.failed(answer.Selection, answer.Message)
+	case "start":
+		f.sequence = request.Sequence
+		f.start(answer)
+	default:
+		f.failed(nil, fmt.Sprintf("the steward answered a look with %q", answer.Result))
+	}
+}
+
+func (f *Follower) start(answer lookAnswer) {
+	if f.stopping.Load() {
+		_ = os.RemoveAll(answer.Dir)
+		return
+	}
+	if f.active.Load() == nil {
+		f.setStatus(statusStarting, "")
+	}
+	next, err := StartInstance(answer.Prepared, f.cfg.StateDir, ms(f.cfg.StartTimeoutMs), f.log, f.instanceLost)
+	if err != nil {
+		f.failed(answer.Selection, err.Error())
+		return
+	}
+	if f.stopping.Load() {
+		next.Stop(true)
+		return
+	}
+	etag := answer.SeenEtag
+	f.seenEtag = &etag
+	f.failedSelection = nil
+	f.failures = 0
+	f.retryAt = time.Time{}
+	f.lastLogged = ""
+	f.promote(next)
+}
+
+// failed keeps a selection that failed to start from being tried again before a growing wait,
+// and logs each failure once, not once a look.
+func (f *Follower) failed(selection *string, message string) {
+	if f.stopping.Load() {
+		return // a start cut short by the stop is no failure to report
+	}
+	active := f.active.Load()
+	if selection != nil {
+		f.mu.Lock()
+		f.lastError = message
+		if active == nil {
+			f.status = statusFailed
+		}
+		f.mu.Unlock()
+		if f.failedSelection != nil && *f.failedSelection == *selection {
+			f.failures++
+		} else {
+			f.failures = 1
+		}
+		f.failedSelection = selection
+		wait := min(ms(f.cfg.RetryMs)<<min(f.failures-1, 20), ms(f.cfg.MaxRetryMs))
+		f.retryAt = time.Now().Add(wait)
+	}
+	if message != f.lastLogged {
+		f.lastLogged = message
+		still := ""
+		if active != nil {
+			still = fmt.Sprintf(" (still serving %s)", active.Label)
+		}
+		f.log("cell: " + message + still)
+	}
+}
+
+// promote makes `next` the instance new requests go to; the previous one drains, then stops.
+func (f *Follower) promote(next *Instance) {
+	previous := f.active.Swap(next)
+	f.setStatus(statusReady, "")
+	was := ""
+	if previous != nil {
+		was = fmt.Sprintf(" (was %s)", previous.Label)
+	}
+	f.log(fmt.Sprintf("cell: serving %s%s", next.Label, was))
+	f.onServing(next)
+	if previous == nil {
+		return
+	}
+	f.mu.Lock()
+	f.draining[previous] = struct{}{}
+	f.mu.Unlock()
+	go func() {
+		previous.Drain(ms(f.cfg.DrainMs))
+		previous.Stop(false)
+		f.mu.Lock()
+		delete(f.draining, previous)
+		f.mu.Unlock()
+	}()
+}
+
+func (f *Follower) setStatus(status, lastError string) {
+	f.mu.Lock()
+	f.status = status
+	f.lastError = lastError
+	f.mu.Unlock()
+}
+
+// instanceLost is called when an instance's workerd exits on its own.
+func (f *Follower) instanceLost(in *Instance) {
+	select {
+	case f.lost <- in:
+	case <-f.quit:
+	}
+}
+
+// forget drops a serving instance whose workerd died, so the next look starts it again.
+func (f *Follower) forget(in *Instance) {
+	if f.active.Load() != in {
+		return
+	}
+	f.active.Store(nil)
+	f.setStatus(statusStarting, "")
+	f.seenEtag = nil
+	f.failedSelection = nil
+	f.retryAt = time.Time{}
+	go in.Stop(false)
+}

@@ -1,0 +1,226 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// TestMain doubles as a stand-in steward (the seam between the front and `cell steward`): run with
+// FAKE_STEWARD set, the test binary answers each request line with its op, or exits at once
+// with FAKE_STEWARD=crash.
+func TestMain(m *testing.M) {
+	switch os.Getenv("FAKE_STEWARD") {
+	case "":
+		os.Exit(m.Run())
+	case "crash":
+		os.Exit(3)
+	default:
+		lines := bufio.NewScanner(os.Stdin)
+		for lines.Scan() {
+			var req map[string]any
+			_ = json.Unmarshal(lines.Bytes(), &req)
+			answer, _ := json.Marshal(map[string]any{"id": req["id"], "op": req["op"], "pid": os.Getpid()})
+			os.Stdout.Write(append(answer, '\n'))
+		}
+		os.Exit(0)
+	}
+}
+
+func testConfig() *Config {
+	return &Config{
+		Application: "hello", Node: "n1", Host: "127.0.0.1", Port: 8080, VersionLine: "cell 9.9.9",
+		HealthPath: "/.well-known/cell/health", SupervisorHeader: "cell-supervisor", StateDir: "/nonexistent",
+		PollMs: 1000, LeaseTTLMs: 3000, DrainMs: 100, StopDrainMs: 100, StartTimeoutMs: 1000,
+		RetryMs: 100, MaxRetryMs: 1000, StewardIdleMs: 50, Steward: []string{os.Args[0]},
+	}
+}
+
+func TestParseConfigRefusesWhatTheShimWouldNeverWrite(t *testing.T) {
+	good, _ := json.Marshal(testConfig())
+	if _, err := ParseConfig(string(good)); err != nil {
+		t.Fatalf("a whole configuration is refused: %v", err)
+	}
+	for name, raw := range map[string]string{
+		"unset":      "",
+		"not JSON":   "{",
+		"no app":     strings.Replace(string(good), `"application":"hello"`, `"application":""`, 1),
+		"bad port":   strings.Replace(string(good), `"port":8080`, `"port":70000`, 1),
+		"no steward": strings.Replace(string(good), `"steward":[`+jsonString(os.Args[0])+`]`, `"steward":[]`, 1),
+		"zero poll":  strings.Replace(string(good), `"pollMs":1000`, `"pollMs":0`, 1),
+	} {
+		if _, err := ParseConfig(raw); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
+func jsonString(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+func fakeSteward(t *testing.T, mode string, idle time.Duration) (*Steward, *[]string) {
+	var mu sync.Mutex
+	var logged []string
+	env := append(os.Environ(), "FAKE_STEWARD="+mode)
+	s := NewSteward([]string{os.Args[0]}, env, idle, func(line string) {
+		mu.Lock()
+		logged = append(logged, line)
+		mu.Unlock()
+	})
+	t.Cleanup(func() { s.Close(time.Second) })
+	return s, &logged
+}
+
+func TestStewardAnswersEachRequestAndLeavesWhenIdle(t *testing.T) {
+	s, _ := fakeSteward(t, "echo", 50*time.Millisecond)
+	var wg sync.WaitGroup
+	pids := make([]float64, 8)
+	for i := range pids {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var answer struct {
+				Op  string  `json:"op"`
+				PID float64 `json:"pid"`
+			}
+			if err := s.Call("look", map[string]int{"n": i}, &answer); err != nil || answer.Op != "look" {
+				t.Errorf("call %d: %v %+v", i, err, answer)
+			}
+			pids[i] = answer.PID
+		}()
+	}
+	wg.Wait()
+	first := pids[0]
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		s.mu.Lock()
+		gone := s.current == nil
+		s.mu.Unlock()
+		if gone {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the idle steward was not let go")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	var again struct {
+		PID float64 `json:"pid"`
+	}
+	if err := s.Call("lease", nil, &again); err != nil {
+		t.Fatal(err)
+	}
+	if again.PID == first {
+		t.Fatal("the next call after the quiet spell reached the steward that was let go")
+	}
+}
+
+func TestStewardThatExitsFailsTheCall(t *testing.T) {
+	s, _ := fakeSteward(t, "crash", time.Second)
+	var answer struct{}
+	if err := s.Call("look", nil, &answer); err == nil {
+		t.Fatal("a steward that exited without answering gave no error")
+	}
+}
+
+func TestFailedStartsWaitLongerEachTimeAndLogOnce(t *testing.T) {
+	var logged []string
+	f := NewFollower(testConfig(), nil, func(line string) { logged = append(logged, line) }, func(*Instance) {})
+	selection := "etag1|"
+	var waits []time.Duration
+	for range 5 {
+		f.failed(&selection, "hello/abc failed to start: boom")
+		waits = append(waits, time.Until(f.retryAt).Round(10*time.Millisecond))
+	}
+	want := []time.Duration{100, 200, 400, 800, 1000}
+	for i, w := range want {
+		if waits[i] != w*time.Millisecond {
+			t.Fatalf("waits %v, want %v ms", waits, want)
+		}
+	}
+	if len(logged) != 1 || logged[0] != "cell: hello/abc failed to start: boom" {
+		t.Fatalf("logged %q", logged)
+	}
+	if status, detail := f.Status(); status != statusFailed || detail == "" {
+		t.Fatalf("status %q %q", status, detail)
+	}
+	other := "etag2|"
+	f.failed(&other, "hello/def failed to start: boom")
+	if f.failures != 1 || len(logged) != 2 {
+		t.Fatalf("a new selection counts from one: failures %d, logged %q", f.failures, logged)
+	}
+}
+
+func TestHealthSaysWhereTheReplicaStands(t *testing.T) {
+	cfg := testConfig()
+	f := NewFollower(cfg, nil, func(string) {}, func(*Instance) {})
+	var stopping atomic.Bool
+	p := NewProxy(cfg, f, &stopping, func(string) {})
+	get := func(header string) (int, map[string]any) {
+		req := httptest.NewRequest(http.MethodGet, cfg.HealthPath, nil)
+		if header != "" {
+			req.Header.Set(header, "1")
+		}
+		rec := httptest.NewRecorder()
+		p.ServeHTTP(rec, req)
+		var body map[string]any
+		if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil {
+			t.Fatalf("health is not JSON: %q", rec.Body.String())
+		}
+		return rec.Code, body
+	}
+	code, body := get("")
+	if code != 503 || body["status"] != "no-deployment" || body["runtime"] != "cell 9.9.9" || body["application"] != "hello" {
+		t.Fatalf("before any deployment: %d %v", code, body)
+	}
+	f.active.Store(&Instance{Prepared: Prepared{Script: "hello", Deployment: "abc"}})
+	code, body = get("")
+	if code != 200 || body["status"] != "ready" || body["deployment"] != "abc" {
+		t.Fatalf("serving: %d %v", code, body)
+	}
+	p.supervisedAt.Store(0)
+	get("")
+	if p.supervisedAt.Load() != 0 {
+		t.Fatal("a probe without the supervisor's header was taken for supervision")
+	}
+	get(cfg.SupervisorHeader)
+	if p.supervisedAt.Load() == 0 {
+		t.Fatal("a supervisor's probe was not noted")
+	}
+	stopping.Store(true)
+	if code, body = get(""); code != 503 || body["status"] != "stopping" {
+		t.Fatalf("stopping: %d %v", code, body)
+	}
+}
+
+func TestRequestsBeforeAnyDeploymentAreToldToRetry(t *testing.T) {
+	cfg := testConfig()
+	f := NewFollower(cfg, nil, func(string) {}, func(*Instance) {})
+	var stopping atomic.Bool
+	rec := httptest.NewRecorder()
+	NewProxy(cfg, f, &stopping, func(string) {}).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
+	if rec.Code != 503 || rec.Header().Get("Retry-After") != "1" || !strings.Contains(rec.Body.String(), "No deployment") {
+		t.Fatalf("%d %v %q", rec.Code, rec.Header(), rec.Body.String())
+	}
+}
+
+func TestUpgradeNeedsBothHeaders(t *testing.T) {
+	req := httptest.NewRequest(http.MethodGet, "/ws", nil)
+	req.Header.Set("Upgrade", "websocket")
+	if isUpgrade(req) {
+		t.Fatal("Upgrade without Connection: upgrade counted")
+	}
+	req.Header.Set("Connection", "keep-alive, Upgrade")
+	if !isUpgrade(req) {
+		t.Fatal("Connection: keep-alive, Upgrade not counted")
+	}
+}

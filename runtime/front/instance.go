@@ -1,0 +1,296 @@
+package main
+
+// One running deployment: a workerd serving the folder the steward materialized, on a Unix
+// socket in the private folder, and the probe that says when it answers. The proxy switches
+// between instances; an instance never listens on a port.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+const (
+	probeEvery     = 50 * time.Millisecond
+	probeRequest   = 2 * time.Second
+	stopGrace      = 5 * time.Second
+	startupTailLen = 4096
+)
+
+// A module that throws while loading: workerd's line names the service.
+var loadFailure = regexp.MustCompile(`service cell-user: Uncaught[^\n]*(\n[ \t]+[^\n]*)*`)
+
+// Prepared is the steward's answer to a look that found a deployment to start (its folder
+// materialized, workerd not started).
+type Prepared struct {
+	SeenEtag      string   `json:"seenEtag"`
+	Script        string   `json:"script"`
+	Deployment    string   `json:"deployment"`
+	Label         string   `json:"label"`
+	SecretsDigest string   `json:"secretsDigest"`
+	SecretsChange bool     `json:"secretsChanged"`
+	Dir           string   `json:"dir"`
+	Socket        string   `json:"socket"`
+	CronSocket    *string  `json:"cronSocket"`
+	Command       []string `json:"command"`
+	Crons         []string `json:"crons"`
+}
+
+// Instance is one workerd process and the requests in flight to it.
+type Instance struct {
+	Prepared
+	transport *http.Transport
+
+	cmd      *exec.Cmd
+	exited   chan struct{}
+	mu       sync.Mutex
+	stopping bool
+	inflight int
+	waiters  []chan struct{}
+	tail     []byte
+}
+
+// live holds every workerd started and not yet seen to exit: killed on the way out.
+var live = struct {
+	sync.Mutex
+	set map[*exec.Cmd]struct{}
+}{set: map[*exec.Cmd]struct{}{}}
+
+// KillAllWorkerd SIGKILLs every workerd still running.
+func KillAllWorkerd() {
+	live.Lock()
+	defer live.Unlock()
+	for cmd := range live.set {
+		_ = cmd.Process.Kill()
+	}
+}
+
+// StartInstance spawns workerd in the prepared folder and waits until it answers. `lost` is
+// called if workerd later exits on its own.
+func StartInstance(p Prepared, stateDir string, timeout time.Duration, log func(string), lost func(*Instance)) (*Instance, error) {
+	in := &Instance{Prepared: p, exited: make(chan struct{})}
+	socket := p.Socket
+	in.transport = &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", socket)
+		},
+		MaxIdleConnsPerHost: 256,
+		IdleConnTimeout:     60 * time.Second,
+		DisableCompression:  true,
+	}
+	if err := in.spawn(stateDir, log, lost); err != nil {
+		in.Stop(false)
+		return nil, err
+	}
+	if err := in.probe(timeout); err != nil {
+		in.Stop(false)
+		return nil, err
+	}
+	return in, nil
+}
+
+func (in *Instance) spawn(stateDir string, log func(string), lost func(*Instance)) error {
+	if len(in.Command) == 0 {
+		return errors.New("the steward gave no workerd command")
+	}
+	cmd := exec.Command(in.Command[0], in.Command[1:]...)
+	cmd.Dir = in.Dir
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}
+	output := &tailWriter{in: in}
+	cmd.Stdout = output
+	cmd.Stderr = output
+	if err := cmd.Start(); err != nil {
+		log("cell: cannot run workerd: " + err.Error())
+		close(in.exited)
+		return fmt.Errorf("%s failed to start: cannot run workerd: %v", in.Label, err)
+	}
+	in.cmd = cmd
+	live.Lock()
+	live.set[cmd] = struct{}{}
+	live.Unlock()
+	recordWorkerd(stateDir, cmd.Process.Pid)
+	go func() {
+		err := cmd.Wait()
+		live.Lock()
+		delete(live.set, cmd)
+		live.Unlock()
+		in.mu.Lock()
+		stopping := in.stopping
+		in.mu.Unlock()
+		close(in.exited)
+		if !stopping {
+			log(fmt.Sprintf("cell: workerd for %s exited (%s)", in.Label, exitReason(cmd, err)))
+			lost(in)
+		}
+	}()
+	return nil
+}
+
+// tailWriter forwards workerd's output to ours and keeps its last bytes for start failures.
+type tailWriter struct{ in *Instance }
+
+func (w *tailWriter) Write(p []byte) (int, error) {
+	_, _ = os.Stderr.Write(p) // a broken pipe loses the output, never the instance
+	w.in.mu.Lock()
+	w.in.tail = append(w.in.tail, p...)
+	if len(w.in.tail) > startupTailLen {
+		w.in.tail = append([]byte(nil), w.in.tail[len(w.in.tail)-startupTailLen:]...)
+	}
+	w.in.mu.Unlock()
+	return len(p), nil
+}
+
+func (in *Instance) output() string {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return string(in.tail)
+}
+
+// probe asks the worker until it answers, workerd exits, the worker fails to load, or time runs out.
+func (in *Instance) probe(timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	client := &http.Client{Transport: in.transport, Timeout: probeRequest}
+	for time.Now().Before(deadline) {
+		if failed := loadFailure.FindString(in.output()); failed != "" {
+			return fmt.Errorf("%s failed to start: %s", in.Label, failed)
+		}
+		select {
+		case <-in.exited:
+			return fmt.Errorf("%s failed to start: workerd exited:\n%s", in.Label, strings.TrimRight(in.output(), " \t\r\n"))
+		default:
+		}
+		if _, err := os.Stat(in.Socket); err == nil && answers(client) {
+			return nil
+		}
+		time.Sleep(probeEvery)
+	}
+	return fmt.Errorf("%s did not answer within %d ms", in.Label, timeout.Milliseconds())
+}
+
+func answers(client *http.Client) bool {
+	req, _ := http.NewRequest(http.MethodGet, "http://localhost"+healthPath, nil)
+	req.Header.Set("cell-probe", "1")
+	req.Header["User-Agent"] = []string{""}
+	res, err := client.Do(req)
+	if err != nil {
+		return false
+	}
+	res.Body.Close()
+	return true
+}
+
+// healthPath is set once from the configuration: the probe asks the worker for it.
+var healthPath = "/.well-known/cell/health"
+
+// Enter counts one more request in flight.
+func (in *Instance) Enter() {
+	in.mu.Lock()
+	in.inflight++
+	in.mu.Unlock()
+}
+
+// Leave counts a finished request and wakes a drain waiting for the instance to fall idle.
+func (in *Instance) Leave() {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	in.inflight--
+	if in.inflight == 0 {
+		for _, w := range in.waiters {
+			close(w)
+		}
+		in.waiters = nil
+	}
+}
+
+// Drain returns once no request is in flight, or after `timeout`.
+func (in *Instance) Drain(timeout time.Duration) {
+	in.mu.Lock()
+	if in.inflight == 0 {
+		in.mu.Unlock()
+		return
+	}
+	idle := make(chan struct{})
+	in.waiters = append(in.waiters, idle)
+	in.mu.Unlock()
+	select {
+	case <-idle:
+	case <-time.After(timeout):
+	}
+}
+
+// Stop ends workerd (SIGKILL at once with `now`, else SIGTERM and SIGKILL after a grace) and
+// removes the instance's files.
+func (in *Instance) Stop(now bool) {
+	in.mu.Lock()
+	in.stopping = true
+	in.mu.Unlock()
+	in.transport.CloseIdleConnections()
+	if in.cmd != nil {
+		select {
+		case <-in.exited:
+		default:
+			if now {
+				_ = in.cmd.Process.Kill()
+			} else {
+				_ = in.cmd.Process.Signal(syscall.SIGTERM)
+			}
+			select {
+			case <-in.exited:
+			case <-time.After(stopGrace):
+				_ = in.cmd.Process.Kill()
+				<-in.exited
+			}
+		}
+	}
+	_ = os.RemoveAll(in.Dir)
+	_ = os.Remove(in.Socket)
+	if in.CronSocket != nil {
+		_ = os.Remove(*in.CronSocket)
+	}
+}
+
+// recordWorkerd notes a workerd's pid in the private folder, so that if this process dies
+// without stopping it, the next `cell serve` on the machine does (runtime/src/orphans.ts).
+func recordWorkerd(stateDir string, pid int) {
+	f, err := os.OpenFile(filepath.Join(stateDir, "workerd.pids"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	fmt.Fprintf(f, "%d\n", pid)
+}
+
+func exitReason(cmd *exec.Cmd, err error) string {
+	if status, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && status.Signaled() {
+		return signalName(status.Signal())
+	}
+	if cmd.ProcessState != nil {
+		return fmt.Sprintf("code %d", cmd.ProcessState.ExitCode())
+	}
+	return err.Error()
+}
+
+var signalNames = map[syscall.Signal]string{
+	syscall.SIGABRT: "SIGABRT", syscall.SIGBUS: "SIGBUS", syscall.SIGFPE: "SIGFPE", syscall.SIGHUP: "SIGHUP",
+	syscall.SIGILL: "SIGILL", syscall.SIGINT: "SIGINT", syscall.SIGKILL: "SIGKILL", syscall.SIGPIPE: "SIGPIPE",
+	syscall.SIGQUIT: "SIGQUIT", syscall.SIGSEGV: "SIGSEGV", syscall.SIGTERM: "SIGTERM", syscall.SIGUSR1: "SIGUSR1",
+	syscall.SIGUSR2: "SIGUSR2", syscall.SIGTRAP: "SIGTRAP",
+}
+
+func signalName(s syscall.Signal) string {
+	if name, ok := signalNames[s]; ok {
+		return name
+	}
+	return fmt.Sprintf("signal %d", int(s))
+}

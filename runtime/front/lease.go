@@ -1,0 +1,99 @@
+package main
+
+// The node lease (`nodes/<node>.json` in the application's runtime folder): "this node runs this
+// application", renewed every third of its lifetime and at once when the served deployment
+// changes. The steward writes it, conditional on the ETag this loop remembers, so a lease dropped
+// or rewritten by someone else is noticed and taken again.
+
+import (
+	"time"
+)
+
+type leaseRequest struct {
+	ETag      *string           `json:"etag"`
+	Release   bool              `json:"release"`
+	PID       int               `json:"pid"`
+	StartedMs int64             `json:"startedMs"`
+	TTLMs     int64             `json:"ttlMs"`
+	Describe  map[string]string `json:"describe"`
+}
+
+type leaseAnswer struct {
+	ETag   *string `json:"etag"`
+	Failed bool    `json:"failed"`
+}
+
+// Lease renews the node lease until Release.
+type Lease struct {
+	cfg      *Config
+	steward  *Steward
+	log      func(string)
+	describe func() map[string]string
+	pid      int
+	started  time.Time
+
+	etag  *string
+	renew chan struct{}
+	quit  chan struct{}
+	done  chan struct{}
+}
+
+// NewLease prepares the renewals; Run starts them.
+func NewLease(cfg *Config, steward *Steward, pid int, log func(string), describe func() map[string]string) *Lease {
+	return &Lease{
+		cfg: cfg, steward: steward, log: log, describe: describe, pid: pid, started: time.Now(),
+		renew: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{}),
+	}
+}
+
+// RenewNow asks for a write at once (the served deployment changed).
+func (l *Lease) RenewNow() {
+	select {
+	case l.renew <- struct{}{}:
+	default:
+	}
+}
+
+// Run writes the lease now and then every third of its lifetime (2 s after a failure: the
+// bucket may be back before the lease runs out).
+func (l *Lease) Run() {
+	defer close(l.done)
+	for {
+		delay := max(time.Second, ms(l.cfg.LeaseTTLMs/3))
+		if !l.write(false) {
+			delay = min(delay, 2*time.Second)
+		}
+		timer := time.NewTimer(delay)
+		select {
+		case <-l.quit:
+			timer.Stop()
+			return
+		case <-l.renew:
+			timer.Stop()
+		case <-timer.C:
+		}
+	}
+}
+
+func (l *Lease) write(release bool) bool {
+	var answer leaseAnswer
+	err := l.steward.Call("lease", leaseRequest{
+		ETag: l.etag, Release: release, PID: l.pid, StartedMs: l.started.UnixMilli(),
+		TTLMs: l.cfg.LeaseTTLMs, Describe: l.describe(),
+	}, &answer)
+	if err != nil {
+		l.log("cell: cannot renew the node lease: " + err.Error())
+		return false
+	}
+	l.etag = answer.ETag
+	return !answer.Failed
+}
+
+// Release stops renewing and deletes the lease if it is still the one this process wrote.
+func (l *Lease) Release() {
+	close(l.quit)
+	<-l.done
+	if l.etag != nil {
+		l.write(true)
+	}
+}
