@@ -7,8 +7,13 @@ WITH_NODE := scripts/with-node
 # The test files, named here only: unit tests sit beside their module, integration tests in test/.
 UNIT_TESTS := 'src/**/*.test.ts' 'runtime/**/*.test.ts'
 INTEGRATION_TESTS := 'test/**/*.test.ts'
+# The Go modules: the Caddy adapter and cell-front, the resident part of `cell serve`.
+GO_MODULES := adapter runtime/front
+# cell-front's sources, and its folders: a file added or removed changes its folder's time, and the
+# binary is rebuilt when any of them is newer than it (an unchanged build is Go's cache, quick).
+FRONT_SOURCES := $(shell find runtime/front -type d -o -name '*.go' -o -name 'go.mod' -o -name 'go.sum')
 
-.PHONY: demo test setup tools check adapter-check unit integration adapter-test dist clean images image-test podman-setup
+.PHONY: demo test setup tools check go-check unit integration go-test dist clean images image-test podman-setup
 
 # `npm install`, not `npm ci`: the registry this project is built from serves only the
 # Linux builds of biome's and workerd's optional platform packages, so the lock file
@@ -17,22 +22,28 @@ node_modules/.installed: package.json package-lock.json
 	$(WITH_NODE) npm install --no-audit --no-fund --loglevel=error
 	touch $@
 
-setup: node_modules/.installed
+# The checkout's cell-front, beside runtime/bin/cell, which execs it for `cell serve`.
+runtime/bin/cell-front: $(FRONT_SOURCES) scripts/build-front.sh
+	scripts/build-front.sh $@
+
+setup: node_modules/.installed runtime/bin/cell-front
 
 tools: setup
 	scripts/install-minio.sh
 	scripts/build-caddy.sh
 
-check: setup adapter-check
+check: setup go-check
 	$(WITH_NODE) npx tsc --noEmit -p .
 	$(WITH_NODE) npx biome check .
 	$(WITH_NODE) node scripts/write-routing-vectors.ts --check
 
-# The Go adapter's guardrails: gofmt must list no file, go vet must be silent.
-adapter-check:
-	@unformatted="$$(cd adapter && gofmt -l .)"; \
-	if [ -n "$$unformatted" ]; then echo "gofmt would change (run gofmt -w in adapter/):"; echo "$$unformatted"; exit 1; fi
-	cd adapter && go vet ./...
+# Each Go module's guardrails: gofmt must list no file, go vet must be silent.
+go-check:
+	@for module in $(GO_MODULES); do \
+	  unformatted="$$(cd $$module && gofmt -l .)"; \
+	  if [ -n "$$unformatted" ]; then echo "gofmt would change (run gofmt -w in $$module/):"; echo "$$unformatted"; exit 1; fi; \
+	  echo "go vet in $$module/"; (cd $$module && go vet ./...) || exit 1; \
+	done
 
 unit: setup
 	$(WITH_NODE) node --test --test-concurrency=2 $(UNIT_TESTS)
@@ -40,16 +51,17 @@ unit: setup
 integration: tools
 	$(WITH_NODE) node --test --test-concurrency=1 $(INTEGRATION_TESTS)
 
-adapter-test:
-	cd adapter && go test ./...
+go-test:
+	@for module in $(GO_MODULES); do echo "go test in $$module/"; (cd $$module && go test ./...) || exit 1; done
 
-test: check unit adapter-test integration image-test
+test: check unit go-test integration image-test
 
 demo: setup
 	scripts/build-caddy.sh
 	$(WITH_NODE) scripts/demo.sh
 
-# The release form of svc: one bundled file, dist/svc.mjs (scripts/build-dist.ts).
+# The release form of svc: dist/svc.mjs and dist/cell.mjs with their shared chunks, and
+# dist/cell-front beside dist/cell.mjs (scripts/build-dist.ts).
 dist: setup
 	$(WITH_NODE) node scripts/build-dist.ts
 
@@ -68,4 +80,4 @@ image-test: images
 	packaging/images/test.sh
 
 clean:
-	rm -rf node_modules .tools .state
+	rm -rf node_modules .tools .state runtime/bin/cell-front

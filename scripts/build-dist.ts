@@ -6,6 +6,7 @@
 // is not allocation-bound, and the default semi-spaces cost it about 30 MB of resident memory
 // (bench/RESULTS.md "Daemon memory"). Run it as `dist/svc.mjs ...` so the shebang applies.
 
+import { execFileSync } from 'node:child_process';
 import { chmodSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { build, type Plugin } from 'esbuild';
@@ -18,6 +19,12 @@ export const DIST_SVC = resolve(root, 'dist', 'svc.mjs');
  * proportional memory per application than runtime/bin/cell (bench/RESULTS.md "Density").
  */
 export const DIST_CELL = resolve(root, 'dist', 'cell.mjs');
+/**
+ * The runtime's resident part (Go, runtime/front/), which `cell serve` execs: the runtime looks for
+ * it beside its entry script, so it sits beside dist/cell.mjs as runtime/bin/cell-front sits beside
+ * runtime/bin/cell. Built for this machine by scripts/build-front.sh, static (CGO_ENABLED=0).
+ */
+export const DIST_FRONT = resolve(root, 'dist', 'cell-front');
 
 /** The entry modules, given to esbuild by name: each runs its program's `main`. */
 const ENTRIES: Record<string, string> = {
@@ -30,7 +37,7 @@ const ENTRIES: Record<string, string> = {
  * split into chunks (dist/chunk-*.mjs) that both share, so what a program only imports on demand
  * (the S3 client on a directory bucket, the commands a daemon never runs) is never loaded: about
  * 9 MB less resident memory at start (bench/RESULTS.md "Daemon memory"). Every file sits in dist/
- * itself, one level below the package root, as src/version.ts expects.
+ * itself, one level below the package root, as src/version.ts expects; then dist/cell-front.
  */
 export async function buildDist(): Promise<string> {
   rmSync(resolve(root, 'dist'), { recursive: true, force: true });
@@ -67,6 +74,9 @@ export async function buildDist(): Promise<string> {
   assertAscii();
   chmodSync(DIST_SVC, 0o755);
   chmodSync(DIST_CELL, 0o755);
+  execFileSync(resolve(root, 'scripts', 'build-front.sh'), [DIST_FRONT], {
+    stdio: ['ignore', 'inherit', 'inherit'],
+  });
   return DIST_SVC;
 }
 
@@ -141,5 +151,5 @@ function runtimeVersion(): string {
 
 if (import.meta.main) {
   await buildDist();
-  console.error(`build-dist: wrote ${DIST_SVC} and ${DIST_CELL}`);
+  console.error(`build-dist: wrote ${DIST_SVC}, ${DIST_CELL} and ${DIST_FRONT}`);
 }

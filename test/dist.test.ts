@@ -1,14 +1,16 @@
 // The release bundle (docs/decisions.md: esbuild bundles dist/ for release; scripts/build-dist.ts):
 // built afresh, executed directly as a release runs it (its shebang's V8 flags apply), it prints
 // its version, and as `svc sail` it answers health and stops cleanly on SIGTERM; dist/cell.mjs, the
-// bundled runtime, publishes and serves examples/hello.
+// bundled runtime, publishes and serves examples/hello through dist/cell-front beside it, a static
+// executable for this machine.
 
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
+import { accessSync, constants, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { CELL_VERSION } from '../runtime/src/version.ts';
-import { buildDist, DIST_CELL, DIST_SVC } from '../scripts/build-dist.ts';
+import { buildDist, DIST_CELL, DIST_FRONT, DIST_SVC } from '../scripts/build-dist.ts';
 import { keys } from '../src/registry/keys.ts';
 import type { NodeRecord } from '../src/registry/records.ts';
 import { openStore } from '../src/store/open.ts';
@@ -73,6 +75,9 @@ test('dist/cell.mjs publishes and serves examples/hello', async () => {
   const version = await runToEnd(DIST_CELL, ['--version']);
   assert.equal(version.code, 0, version.stderr);
   assert.equal(version.stdout.trim(), `cell ${CELL_VERSION}`);
+  // `cell serve` execs the front it finds beside its entry script: dist/cell-front, built here.
+  accessSync(DIST_FRONT, constants.X_OK);
+  assert.deepEqual(elfBuild(readFileSync(DIST_FRONT)), { machine: ELF_MACHINES[process.arch], static: true });
   const bucket = dirBucketEnv(tempDir('cell-dist-bucket-'));
   const publish = await runToEnd(DIST_CELL, ['publish'], {
     cwd: copyProject(join(EXAMPLES, 'hello')),
@@ -98,3 +103,20 @@ test('dist/cell.mjs publishes and serves examples/hello', async () => {
   }
   assert.equal(await exited, 0);
 });
+
+/** ELF's e_machine for the architectures svc runs on. */
+const ELF_MACHINES: Record<string, number> = { x64: 0x3e, arm64: 0xb7 };
+
+/**
+ * A 64-bit little-endian ELF file's machine, and whether it is static: no program header of type
+ * PT_INTERP (3), which names the dynamic loader a FROM-scratch image would not have.
+ */
+function elfBuild(file: Buffer): { machine: number; static: boolean } {
+  assert.equal(file.subarray(0, 6).toString('latin1'), '\x7fELF\x02\x01', 'a 64-bit little-endian ELF file');
+  const headers = Number(file.readBigUInt64LE(32));
+  const size = file.readUInt16LE(54);
+  const types = Array.from({ length: file.readUInt16LE(56) }, (_, i) =>
+    file.readUInt32LE(headers + i * size),
+  );
+  return { machine: file.readUInt16LE(18), static: !types.includes(3) };
+}
