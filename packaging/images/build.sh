@@ -5,6 +5,9 @@
 #   - Node 24: the npm registry's node-linux-<arch> package (the one scripts/node-env.sh installs);
 #   - workerd and esbuild: their npm platform packages (@cloudflare/workerd-linux-*, @esbuild/linux-*);
 #   - Caddy with the svc modules: Go, cross-compiled, CGO_ENABLED=0 (static);
+#   - cell-front, the resident part of `cell serve` (runtime/front/): the same, through
+#     scripts/build-front.sh, at /opt/svc/runtime/bin/cell-front beside the runtime/bin/cell it
+#     serves for (the checkout's own build is left out: it is this machine's architecture);
 #   - shared libraries: the host's for amd64 (found with ldd), Debian's arm64 .debs for arm64;
 #   - busybox-static (Debian) for /usr/bin/env and /bin/sh: svc starts `runtime/bin/cell`, a
 #     `#!/usr/bin/env node` script.
@@ -17,7 +20,7 @@ cache="$root/.tools/images"
 arches=("$@")
 [ ${#arches[@]} -gt 0 ] || arches=(amd64 arm64)
 images=" ${IMAGES:-svc svc-caddy svc-caddy-dns} "
-mkdir -p "$cache"/{npm,debs,caddy}
+mkdir -p "$cache"/{npm,debs,caddy,front}
 
 say() { echo "images: $*" >&2; }
 json_field() { sed -n "s/^  \"$2\": \"\\([^\"]*\\)\".*/\\1/p" "$1" | head -1; }
@@ -72,6 +75,17 @@ caddy_binary() {
   echo "$out"
 }
 
+# front_binary <arch>: cell-front for that architecture, static, rebuilt when runtime/front/ changed.
+front_binary() {
+  local arch="$1" out="$cache/front/$1/cell-front"
+  mkdir -p "$(dirname "$out")"
+  if [ ! -x "$out" ] || [ -n "$(find "$root/runtime/front" "$root/scripts/build-front.sh" -newer "$out" -print -quit)" ]; then
+    say "building cell-front for linux/$arch (Go, CGO_ENABLED=0)"
+    GOOS=linux GOARCH="$arch" "$root/scripts/build-front.sh" "$out"
+  fi
+  echo "$out"
+}
+
 # base_files <rootfs>: users, CA certificates, /tmp, busybox as env and sh.
 base_files() {
   local fs="$1" arch="$2"
@@ -105,9 +119,11 @@ shared_libraries() {
 svc_tree() {
   local fs="$1" arch="$2" app="$1/opt/svc"
   mkdir -p "$app"
-  tar -C "$root" --exclude='*.test.ts' -cf - bin src runtime package.json package-lock.json README.md |
+  tar -C "$root" --exclude='*.test.ts' --exclude=runtime/front --exclude=runtime/bin/cell-front \
+    -cf - bin src runtime package.json package-lock.json README.md |
     tar -C "$app" -xf -
   [ -f "$app/bin/svc" ] || { say "copying the svc tree failed"; exit 1; }
+  install -m 0755 "$(front_binary "$arch")" "$app/runtime/bin/cell-front"
   local modules="$cache/node_modules-prod"
   if [ ! -f "$modules/.stamp" ] || [ "$root/package-lock.json" -nt "$modules/.stamp" ]; then
     say "pruning node_modules to production dependencies (cached in $modules)"

@@ -7,7 +7,8 @@
 #  (The HTTPS site and the error page need certificates; test/caddy-e2e.test.ts covers them with
 #  the same Caddyfile and Caddy's internal issuer.) Everything listens on
 #  loopback only (published ports of the node's network namespace, which Caddy joins).
-#  arm64: every ELF binary the images carry is an aarch64 one, the amd64 ones x86-64.
+#  arm64: every ELF binary the images carry is an aarch64 one, the amd64 ones x86-64; the svc
+#  images carry cell-front beside runtime/bin/cell (`cell serve` execs it), static.
 # Each failed check prints FAIL and the script exits 1; every container it started is removed.
 set -euo pipefail
 tag="${1:-edge}"
@@ -131,13 +132,20 @@ check_arch() { # check_arch <image> <expected machine> <other machine> <image ar
   fi
   local out="$dir/fs-${1//[:\/]/-}" machines binaries bin problems=""
   unpack "$1" "$out"
-  binaries="$(find "$out/root" -type f \( -name node -o -name workerd -o -name esbuild -o -name svc-caddy -o -name busybox \))"
-  machines="$(for bin in $binaries; do file -b "$bin"; done | sed 's/, BuildID.*//' | sort | uniq -c)"
+  binaries="$(find "$out/root" -type f \( -name node -o -name workerd -o -name esbuild -o -name svc-caddy \
+    -o -name busybox -o -name cell-front \))"
+  machines="$(for bin in $binaries; do file -b "$bin"; done | sed 's/, \(Go \)\?BuildID.*//' | sort | uniq -c)"
   if grep -q "$2" <<<"$machines" && ! grep -q "$3" <<<"$machines"; then
     pass "$1: its $(wc -w <<<"$binaries") executables are $2"
   else
     fail "$1: expected only $2 executables:
 $machines"
+  fi
+  if [[ "$1" == svc:* ]]; then
+    local front="$out/root/opt/svc/runtime/bin/cell-front"
+    [ -x "$front" ] && [[ "$(file -b "$front")" == *"statically linked"* ]] &&
+      pass "$1: cell-front beside runtime/bin/cell, static: $(file -b "$front" | cut -d, -f2)" ||
+      fail "$1: no static executable at /opt/svc/runtime/bin/cell-front: $(file -b "$front" 2>&1)"
   fi
   for bin in $binaries; do problems="$problems$(loadable "$out/root" "$bin")"; done
   [ -z "$problems" ] && pass "$1: every dynamic executable finds its loader and libraries in the image" ||
