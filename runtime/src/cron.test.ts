@@ -11,7 +11,7 @@ import fc from 'fast-check';
 import { keys } from '../../src/registry/keys.ts';
 import { cronProblem, earlierScheduledMs, nextScheduledMs } from '../../src/runtime-tools/cron-schedule.ts';
 import { openDirStore } from '../../src/store/dir.ts';
-import { CLAIMS_KEPT, CronScheduler, cronId } from './cron.ts';
+import { CLAIMS_KEPT, cronId, fireCron, nextCronTimes } from './cron.ts';
 
 const MINUTE = 60_000;
 const T = Date.UTC(2026, 10, 23, 14, 0, 0);
@@ -57,6 +57,14 @@ describe('cron expressions', () => {
     assert.equal(earlierScheduledMs('* * * * *', T, CLAIMS_KEPT), T - CLAIMS_KEPT * MINUTE);
   });
 
+  it('answers the next time of each valid schedule and leaves invalid ones out', () => {
+    assert.deepEqual(nextCronTimes(['* * * * *', '0 * * * *', 'nope', '61 * * * *'], T), {
+      '* * * * *': T + MINUTE,
+      '0 * * * *': T + 60 * MINUTE,
+    });
+    assert.deepEqual(nextCronTimes([], T), {});
+  });
+
   it('names a schedule by a hash that keys can hold', () => {
     assert.match(cronId('*/5 * * * *'), /^[0-9a-f]{16}$/);
     assert.equal(cronId(' * * * * * '), cronId('* * * * *'));
@@ -71,23 +79,17 @@ describe('firing a scheduled time', () => {
     try {
       const runs: string[] = [];
       const lines: string[] = [];
-      const replicas = ['node-a', 'node-b', 'node-c'].map(
-        (node) =>
-          new CronScheduler({
-            store,
-            application: 'ticker',
-            node,
-            log: (line) => lines.push(line),
-            target: () => ({
-              deployment: 'd1',
-              run: async (cron, at) => {
-                runs.push(`${node} ${cron} ${at}`);
-                return { outcome: 'ok' };
-              },
-            }),
-          }),
-      );
-      const results = await Promise.all(replicas.map((r) => r.fire('* * * * *', T)));
+      const replicas = ['node-a', 'node-b', 'node-c'].map((node) => ({
+        firer: { store, application: 'ticker', node, log: (line: string) => lines.push(line) },
+        target: {
+          deployment: 'd1',
+          run: async (cron: string, at: number) => {
+            runs.push(`${node} ${cron} ${at}`);
+            return { outcome: 'ok' };
+          },
+        },
+      }));
+      const results = await Promise.all(replicas.map((r) => fireCron(r.firer, r.target, '* * * * *', T)));
       assert.equal(runs.length, 1, runs.join('\n'));
       const winners = results.filter((r) => r !== null);
       assert.equal(winners.length, 1);
@@ -104,35 +106,19 @@ describe('firing a scheduled time', () => {
       assert.equal(lines.filter((l) => / ran on node-[abc] \(d1\): ok$/.test(l)).length, 1, lines.join('\n'));
 
       // The next minute is a new claim; a handler that throws is recorded as such.
-      const failing = new CronScheduler({
-        store,
-        application: 'ticker',
-        node: 'node-a',
-        log: () => {},
-        target: () => ({
+      const next = await fireCron(
+        { store, application: 'ticker', node: 'node-a', log: () => {} },
+        {
           deployment: 'd1',
           run: async () => {
             throw new Error('socket closed');
           },
-        }),
-      });
-      const next = await failing.fire('* * * * *', T + MINUTE);
+        },
+        '* * * * *',
+        T + MINUTE,
+      );
       assert.equal(next?.outcome, 'exception');
       assert.equal(next?.error, 'socket closed');
-
-      // A replica with nothing ready does not claim, so a ready one still can.
-      const idle = new CronScheduler({
-        store,
-        application: 'ticker',
-        node: 'node-b',
-        log: () => {},
-        target: () => null,
-      });
-      assert.equal(await idle.fire('* * * * *', T + 2 * MINUTE), null);
-      assert.equal(
-        await store.stat(keys.runtimeCronClaim('ticker', cronId('* * * * *'), T + 2 * MINUTE)),
-        null,
-      );
     } finally {
       await store.close();
       rmSync(dir, { recursive: true, force: true });
@@ -146,14 +132,12 @@ describe('firing a scheduled time', () => {
       const old = T - CLAIMS_KEPT * MINUTE;
       const oldKey = keys.runtimeCronClaim('ticker', cronId('* * * * *'), old);
       await store.put(oldKey, '{}');
-      const scheduler = new CronScheduler({
-        store,
-        application: 'ticker',
-        node: 'node-a',
-        log: () => {},
-        target: () => ({ deployment: 'd1', run: async () => ({ outcome: 'ok' }) }),
-      });
-      await scheduler.fire('* * * * *', T);
+      await fireCron(
+        { store, application: 'ticker', node: 'node-a', log: () => {} },
+        { deployment: 'd1', run: async () => ({ outcome: 'ok' }) },
+        '* * * * *',
+        T,
+      );
       assert.equal(await store.stat(oldKey), null);
     } finally {
       await store.close();

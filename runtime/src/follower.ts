@@ -1,9 +1,12 @@
 // Following the selector (docs/runtime.md "cell serve"): which deployment this replica serves.
 // When the fleet-wide selector moves (or this node's secrets change), the new deployment starts in
 // its own workerd beside the serving one and takes over only once it answers; the previous one
-// then drains and stops, so a switch fails no request. The node's daemon sends SIGHUP when it
-// learns of a move; the selector poll is a slow safety net.
+// then drains and stops, so a switch fails no request. The front keeps what is serving, when to
+// look (the daemon's SIGHUP, the slow safety poll) and the retry schedule; one look is `look`
+// here, the steward's `look` op: it reads the selector and, when a start is due, writes the
+// instance's folder so that the front only has to run workerd in it.
 
+import { rm } from 'node:fs/promises';
 import { keys } from '../../src/registry/keys.ts';
 import {
   KNOWN_FEATURES,
@@ -13,196 +16,135 @@ import {
 } from '../../src/runtime-tools/layout.ts';
 import type { Store } from '../../src/store/store.ts';
 import { CellError } from './errors.ts';
-import { Instance, type InstanceContext } from './instance.ts';
+import { instancePaths, materialize, workerdArgs } from './instance.ts';
 import type { SecretsFile } from './secrets.ts';
+import { workerdBinary } from './workerd.ts';
 
 /** The longest wait before a deployment that failed to start is tried again. */
-const MAX_RETRY_MS = 300_000;
+export const MAX_RETRY_MS = 300_000;
 
 /** Features `cell serve` can run; `containers` is understood by prune but not run here. */
 const SERVABLE_FEATURES = KNOWN_FEATURES.filter((f) => f !== 'containers');
 
-/** Where a replica stands: nothing published, its first deployment starting, serving, or failed. */
-export type ServingStatus = 'no-deployment' | 'starting' | 'ready' | 'failed';
-
-export interface FollowerOptions {
+export interface LookContext {
   application: string;
   store: Store;
-  context: InstanceContext;
+  /** The replica's private folder: instance folders, sockets and the blob cache live here. */
+  stateDir: string;
   secretsFile: SecretsFile;
-  tuning: { pollMs: number; drainMs: number; retryMs: number };
+  /** Where the workerd binary is found (`CELL_WORKERD`). */
+  env: NodeJS.ProcessEnv;
   log: (line: string) => void;
-  /** A deployment took over: the lease and the cron schedules follow it. */
-  onServing: (manifest: Manifest) => void;
 }
 
-/** The serving deployment of one replica, and the switch to the next. */
-export class SelectorFollower {
-  private readonly options: FollowerOptions;
-  /** The instance new requests go to; null before the first deployment is ready. */
-  active: Instance | null = null;
-  /** Instances that served before a switch, finishing their requests. */
-  readonly draining = new Set<Instance>();
-  status: ServingStatus = 'no-deployment';
-  /** Why the selected deployment is not serving, while it is not. */
-  lastError: string | undefined;
-  stopping = false;
+/** What the front knows when it asks for a look. */
+export interface LookRequest {
+  /** The deployment serving now, or null. */
+  active: { script: string; deployment: string; secretsDigest: string } | null;
   /** The selector's ETag once acted on; a different one means the selector moved. */
-  private seenEtag: string | null = null;
-  private retryAtMs = 0;
-  /** The selection (selector ETag and secrets) that failed to start, and how many times in a row. */
-  private failedSelection: string | null = null;
-  private failures = 0;
-  private lastLogged = '';
-  private pollTimer: NodeJS.Timeout | null = null;
-  private checking: Promise<void> | null = null;
-  /** A look was asked for while one was under way: it may have read the selector too early. */
-  private lookAgain = false;
+  seenEtag: string | null;
+  /** The selection (`<etag>|<secrets digest>`) that failed to start, not tried again before retryAtMs. */
+  failedSelection: string | null;
+  retryAtMs: number;
+  /** The number of the instance a start would make: folder `d<n>`, socket `w<n>.sock`. */
+  sequence: number;
+}
 
-  constructor(options: FollowerOptions) {
-    this.options = options;
-  }
+export interface StartAnswer {
+  result: 'start';
+  selection: string;
+  seenEtag: string;
+  script: string;
+  deployment: string;
+  label: string;
+  secretsDigest: string;
+  /** Only the secrets changed: the serving deployment starts again beside itself. */
+  secretsChanged: boolean;
+  dir: string;
+  socket: string;
+  cronSocket: string | null;
+  /** Run from `dir` with only PATH and HOME in the environment. */
+  command: string[];
+  crons: string[];
+}
 
-  /** No more looks or switches: the process is stopping. Answers every instance still running. */
-  stop(): Instance[] {
-    this.stopping = true;
-    if (this.pollTimer) clearTimeout(this.pollTimer);
-    return [...(this.active ? [this.active] : []), ...this.draining];
-  }
+export type LookAnswer =
+  | { result: 'none' }
+  | { result: 'same'; seenEtag?: string }
+  | StartAnswer
+  | { result: 'failed'; selection: string | null; message: string };
 
-  async poll(): Promise<void> {
-    await this.check();
-    if (!this.stopping) this.pollTimer = setTimeout(() => void this.poll(), this.options.tuning.pollMs);
+/**
+ * One look at the selector: one stat of the secrets file and a HEAD; bodies are read only when
+ * they moved. Never throws: a failure is a `failed` answer, with the selection when one was read
+ * (the front retries it after a growing wait, or as soon as it moves).
+ */
+export async function look(context: LookContext, request: LookRequest): Promise<LookAnswer> {
+  const key = keys.runtimeSelector(context.application);
+  let selection: string | null = null;
+  let dir: string | null = null;
+  try {
+    const secrets = context.secretsFile.read();
+    const info = await context.store.stat(key);
+    if (!info) return { result: 'none' };
+    const active = request.active;
+    const current = active?.secretsDigest === secrets.digest;
+    if (info.etag === request.seenEtag && current) return { result: 'same' };
+    if (`${info.etag}|${secrets.digest}` === request.failedSelection && Date.now() < request.retryAtMs)
+      return { result: 'none' };
+    const object = await context.store.get(key);
+    if (!object) return { result: 'none' };
+    selection = `${object.etag}|${secrets.digest}`;
+    const pointer = parsePointer(object.body);
+    if (!pointer.ok) throw new CellError(`${key} cannot be read: ${pointer.why}`);
+    const { script, deployment } = pointer.value;
+    const same = active?.script === script && active.deployment === deployment;
+    if (same && current) return { result: 'same', seenEtag: object.etag };
+    const manifest = await readManifest(context.store, context.application, script, deployment);
+    const label = `${script}/${deployment}`;
+    context.log(`cell: starting ${label}${same ? ' (its secrets changed)' : ''}`);
+    const paths = instancePaths(context.stateDir, request.sequence, manifest);
+    dir = paths.dir;
+    await materialize(context, manifest, secrets, paths);
+    return {
+      result: 'start',
+      selection,
+      seenEtag: object.etag,
+      script,
+      deployment,
+      label,
+      secretsDigest: secrets.digest,
+      secretsChanged: same,
+      dir: paths.dir,
+      socket: paths.socketPath,
+      cronSocket: paths.cronSocketPath,
+      command: [workerdBinary(context.env), ...workerdArgs(paths)],
+      crons: manifest.crons ?? [],
+    };
+  } catch (err) {
+    if (dir) await rm(dir, { recursive: true, force: true });
+    return { result: 'failed', selection, message: (err as Error).message };
   }
+}
 
-  /** One look at the selector; concurrent calls share it. */
-  private check(): Promise<void> {
-    this.checking ??= this.checkOnce().finally(() => {
-      this.checking = null;
-    });
-    return this.checking;
+/** The manifest of a deployment, refused when it cannot be read or needs what cannot run here. */
+export async function readManifest(
+  store: Store,
+  application: string,
+  script: string,
+  deployment: string,
+): Promise<Manifest> {
+  const key = keys.runtimeManifest(application, script, deployment);
+  const object = await store.get(key);
+  if (!object) throw new CellError(`the selector points at ${script}/${deployment}, but ${key} is missing`);
+  const parsed = parseManifest(object.body);
+  if (!parsed.ok) {
+    if (parsed.unknown)
+      throw new CellError(`${key} needs a newer runtime (${parsed.why}); upgrade cell on this node`);
+    throw new CellError(`${key} cannot be read: ${parsed.why}`);
   }
-
-  /**
-   * SIGHUP: the node's daemon learned that the selector moved. Looked at now; if a look is under
-   * way it may have read the selector before the move, so one more follows it.
-   */
-  selectorMoved(): void {
-    if (this.stopping) return;
-    if (!this.checking) {
-      void this.check();
-      return;
-    }
-    if (this.lookAgain) return;
-    this.lookAgain = true;
-    void this.checking.then(() => {
-      this.lookAgain = false;
-      return this.check();
-    });
-  }
-
-  private async checkOnce(): Promise<void> {
-    if (this.stopping) return;
-    const key = keys.runtimeSelector(this.options.application);
-    let selection: string | null = null;
-    try {
-      // One stat of the secrets file and a HEAD per poll; bodies are read only when they moved.
-      const secrets = this.options.secretsFile.read();
-      const info = await this.options.store.stat(key);
-      if (!info) return;
-      const current = this.active?.secretsDigest === secrets.digest;
-      if (info.etag === this.seenEtag && current) return;
-      // A selection that failed to start is tried again after a growing wait, or as soon as it moves.
-      if (`${info.etag}|${secrets.digest}` === this.failedSelection && Date.now() < this.retryAtMs) return;
-      const object = await this.options.store.get(key);
-      if (!object) return;
-      selection = `${object.etag}|${secrets.digest}`;
-      const pointer = parsePointer(object.body);
-      if (!pointer.ok) throw new CellError(`${key} cannot be read: ${pointer.why}`);
-      const { script, deployment } = pointer.value;
-      const same = this.active?.manifest.script === script && this.active.manifest.deployment === deployment;
-      if (same && current) {
-        this.seenEtag = object.etag;
-        return;
-      }
-      // Only the secrets changed: the serving deployment starts again beside itself and takes over.
-      const manifest =
-        same && this.active ? this.active.manifest : await this.readManifest(script, deployment);
-      if (this.stopping) return;
-      if (!this.active) this.status = 'starting';
-      this.options.log(`cell: starting ${script}/${deployment}${same ? ' (its secrets changed)' : ''}`);
-      const next = await Instance.start(this.options.context, manifest, secrets, (gone) => this.lost(gone));
-      if (this.stopping) {
-        await next.stop();
-        return;
-      }
-      this.seenEtag = object.etag;
-      this.failedSelection = null;
-      this.failures = 0;
-      this.lastLogged = '';
-      this.promote(next);
-    } catch (err) {
-      const message = err instanceof CellError ? err.message : (err as Error).message;
-      if (selection !== null) {
-        this.lastError = message;
-        if (!this.active) this.status = 'failed';
-        this.failures = selection === this.failedSelection ? this.failures + 1 : 1;
-        this.failedSelection = selection;
-        this.retryAtMs =
-          Date.now() + Math.min(this.options.tuning.retryMs * 2 ** (this.failures - 1), MAX_RETRY_MS);
-      }
-      // The same failure once, not once a poll.
-      if (message !== this.lastLogged) {
-        this.lastLogged = message;
-        this.options.log(`cell: ${message}${this.active ? ` (still serving ${this.active.label})` : ''}`);
-      }
-    }
-  }
-
-  private async readManifest(script: string, deployment: string): Promise<Manifest> {
-    const key = keys.runtimeManifest(this.options.application, script, deployment);
-    const object = await this.options.store.get(key);
-    if (!object) throw new CellError(`the selector points at ${script}/${deployment}, but ${key} is missing`);
-    const parsed = parseManifest(object.body);
-    if (!parsed.ok) {
-      if (parsed.unknown)
-        throw new CellError(`${key} needs a newer runtime (${parsed.why}); upgrade cell on this node`);
-      throw new CellError(`${key} cannot be read: ${parsed.why}`);
-    }
-    const missing = parsed.value.required_features.filter((f) => !SERVABLE_FEATURES.includes(f));
-    if (missing.length > 0)
-      throw new CellError(`${key} requires ${missing.join(', ')}, which cell serve cannot run`);
-    return parsed.value;
-  }
-
-  /** Makes `next` the instance new requests go to; the previous one drains, then stops. */
-  private promote(next: Instance): void {
-    const previous = this.active;
-    this.active = next;
-    this.status = 'ready';
-    this.lastError = undefined;
-    this.options.log(`cell: serving ${next.label}${previous ? ` (was ${previous.label})` : ''}`);
-    this.options.onServing(next.manifest);
-    if (previous) {
-      this.draining.add(previous);
-      void previous
-        .drain(this.options.tuning.drainMs)
-        .then(() => previous.stop())
-        .finally(() => this.draining.delete(previous));
-    }
-  }
-
-  /** workerd of an instance exited on its own: forget it and start the selected deployment again. */
-  private lost(instance: Instance): void {
-    if (this.draining.has(instance) || this.stopping) return;
-    if (this.active === instance) {
-      this.active = null;
-      this.status = 'starting';
-      this.seenEtag = null;
-      this.failedSelection = null;
-      this.retryAtMs = 0;
-      void instance.stop();
-      void this.check();
-    }
-  }
+  const missing = parsed.value.required_features.filter((f) => !SERVABLE_FEATURES.includes(f));
+  if (missing.length > 0)
+    throw new CellError(`${key} requires ${missing.join(', ')}, which cell serve cannot run`);
+  return parsed.value;
 }

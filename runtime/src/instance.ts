@@ -1,13 +1,14 @@
-// One running deployment: its files fetched from the bucket into a local folder, a workerd
-// process serving them on a private Unix socket, and the probe that says when it answers
-// (docs/runtime.md: `/.well-known/cell/health` only once ready).
-// The front proxy (serve.ts) switches between instances; an instance never listens on a port.
+// One deployment on this machine: its files fetched from the bucket into a local folder from
+// which workerd serves them on a private Unix socket (an instance never listens on a port).
+// `materialize` writes that folder for `cell serve` (the steward's look, steward.ts; the front
+// starts and probes workerd) and for `cell publish`'s load check, which starts workerd itself
+// through `Instance` and probes it until it answers (docs/runtime.md).
 
 import { type ChildProcess, spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { mkdir, rename, rm, writeFile } from 'node:fs/promises';
-import { Agent, request } from 'node:http';
+import { request } from 'node:http';
 import { dirname, join } from 'node:path';
 import { keys } from '../../src/registry/keys.ts';
 import { HEALTH_PATH } from '../../src/runtime-contract/environment.ts';
@@ -53,34 +54,146 @@ export function killAllWorkerd(): void {
   for (const child of liveChildren) child.kill('SIGKILL');
 }
 
+/** Where instance number `n` lives: its folder, its HTTP socket, and its trigger socket if it has crons. */
+export interface InstancePaths {
+  dir: string;
+  socketPath: string;
+  /** The trigger worker's socket, when the deployment has cron triggers. */
+  cronSocketPath: string | null;
+}
+
+export function instancePaths(stateDir: string, n: number, manifest: Manifest): InstancePaths {
+  const socketPath = join(stateDir, `w${n}.sock`);
+  return {
+    dir: join(stateDir, `d${n}`),
+    socketPath,
+    cronSocketPath: (manifest.crons ?? []).length > 0 ? socketPath.replace(/\.sock$/, '-cron.sock') : null,
+  };
+}
+
+/** workerd's arguments, run from the instance's folder. */
+export function workerdArgs(paths: InstancePaths): string[] {
+  // The trigger worker's flag is experimental in workerd; only a deployment with crons needs it.
+  return ['serve', ...(paths.cronSocketPath ? ['--experimental'] : []), 'config.capnp'];
+}
+
+/** What `materialize` reads from: the bucket (null when the code is handed over) and the state folder. */
+export type MaterializeContext = Pick<InstanceContext, 'store' | 'application' | 'stateDir'>;
+
+/**
+ * Writes modules, vars, secrets, assets and the workerd config into the instance's folder, and
+ * removes stale sockets at its socket paths: afterwards workerd can be started there. With `code`
+ * (module name to bytes) nothing is read from the bucket and assets are left out. The one place
+ * an instance folder is written: `cell serve` (through the steward) and the publish load check.
+ */
+export async function materialize(
+  context: MaterializeContext,
+  manifest: Manifest,
+  secrets: Secrets,
+  paths: InstancePaths,
+  code?: ReadonlyMap<string, Uint8Array>,
+): Promise<void> {
+  const { store, application } = context;
+  const m = manifest;
+  const { dir } = paths;
+  const label = `${m.script}/${m.deployment}`;
+  await mkdir(dir, { recursive: true });
+  const plan: WorkerdPlan = {
+    address: `unix:${paths.socketPath}`,
+    modules: [],
+    compatibilityDate: m.compatibility_date,
+    compatibilityFlags: m.compatibility_flags,
+    vars: [],
+    assets: null,
+  };
+  for (const module of m.modules) {
+    if (!isModulePath(module.name))
+      throw new CellError(`module name ${JSON.stringify(module.name)} is unsafe`);
+    const bytes = code ? code.get(module.name) : await readModule(store, application, m, module.name);
+    if (!bytes) throw new CellError(`module ${module.name} is missing`);
+    if (sha256(bytes) !== module.sha256)
+      throw new CellError(`module ${module.name} does not match its manifest's checksum`);
+    const file = join('modules', module.name);
+    await mkdir(dirname(join(dir, file)), { recursive: true });
+    await writeFile(join(dir, file), bytes);
+    plan.modules.push({ name: module.name, type: module.type, file });
+  }
+  // The main module must come first: workerd takes the first module as the entry point.
+  plan.modules.sort((a, b) => Number(b.name === m.main_module) - Number(a.name === m.main_module));
+
+  await mkdir(join(dir, 'vars'));
+  for (const [i, [name, value]] of Object.entries(m.vars).entries()) {
+    const text = typeof value === 'string';
+    const file = join('vars', `${i}.${text ? 'txt' : 'json'}`);
+    await writeFile(join(dir, file), text ? value : JSON.stringify(value));
+    plan.vars.push({ name, kind: text ? 'text' : 'json', file });
+  }
+  // Secrets are text bindings like wrangler's; each value sits in an owner-only file.
+  const clash = Object.keys(secrets.values).filter((name) => Object.hasOwn(m.vars, name));
+  if (clash.length > 0) {
+    throw new CellError(
+      `${clash.join(', ')} is both a var of ${label} and a secret; remove the secret (svc app secret remove) or the var, then deploy again`,
+    );
+  }
+  await mkdir(join(dir, 'secrets'), { mode: 0o700 });
+  for (const [i, [name, value]] of Object.entries(secrets.values).entries()) {
+    const file = join('secrets', `${i}.txt`);
+    await writeFile(join(dir, file), value, { mode: 0o600 });
+    plan.vars.push({ name, kind: 'text', file });
+  }
+
+  if (m.assets && store) {
+    const key = keys.runtimeAssetsIndex(application, m.script, m.deployment);
+    const object = await store.get(key);
+    if (!object) throw new CellError(`${key} is missing from the bucket`);
+    const index = parseAssetsIndex(object.body);
+    if (!index.ok) throw new CellError(`${key} cannot be used: ${index.why}`);
+    const blobsDir = join(context.stateDir, 'blobs');
+    await mkdir(blobsDir, { recursive: true });
+    const hashes = [...new Set(Object.values(index.value.files).map((f) => f.blob))];
+    await fetchBlobs(store, application, hashes, blobsDir);
+    await writeFile(join(dir, 'assets-files.json'), JSON.stringify(index.value.files));
+    await writeFile(
+      join(dir, 'assets-config.json'),
+      JSON.stringify({
+        html_handling: m.assets.html_handling,
+        not_found_handling: m.assets.not_found_handling,
+      }),
+    );
+    await writeFile(join(dir, ROUTER_MODULE), ROUTER_SOURCE);
+    plan.assets = {
+      filesJson: 'assets-files.json',
+      configJson: 'assets-config.json',
+      blobsDir,
+      binding: m.assets.binding,
+    };
+  }
+  if (paths.cronSocketPath) {
+    await writeFile(join(dir, CRON_MODULE), CRON_SOURCE);
+    plan.cronAddress = `unix:${paths.cronSocketPath}`;
+  }
+  await writeFile(join(dir, 'config.capnp'), renderWorkerdConfig(plan));
+  await rm(paths.socketPath, { force: true });
+  if (paths.cronSocketPath) await rm(paths.cronSocketPath, { force: true });
+}
+
+/**
+ * A deployment started in workerd by this process and probed until it answers: `cell publish`'s
+ * load check (load-check.ts). `cell serve` starts its workerd from its front instead.
+ */
 export class Instance {
   readonly manifest: Manifest;
-  readonly socketPath: string;
-  /** The trigger worker's socket, when the deployment has cron triggers. */
-  readonly cronSocketPath: string | null;
-  readonly agent: Agent;
-  /** Requests proxied to this instance that have not finished yet. */
-  inflight = 0;
-  private readonly dir: string;
+  private readonly paths: InstancePaths;
   private child: ChildProcess | null = null;
   private exitPromise: Promise<number | null> = Promise.resolve(null);
   private stopping = false;
   private exited = false;
   /** The last 4 KiB workerd printed, for start failures. */
   private startupOutput = '';
-  private idleWaiters: (() => void)[] = [];
 
-  /** The secrets this instance was started with (never their values): a change restarts it. */
-  readonly secretsDigest: string;
-
-  private constructor(manifest: Manifest, secretsDigest: string, dir: string, socketPath: string) {
+  private constructor(manifest: Manifest, paths: InstancePaths) {
     this.manifest = manifest;
-    this.secretsDigest = secretsDigest;
-    this.dir = dir;
-    this.socketPath = socketPath;
-    this.cronSocketPath =
-      (manifest.crons ?? []).length > 0 ? socketPath.replace(/\.sock$/, '-cron.sock') : null;
-    this.agent = new Agent({ keepAlive: true, maxSockets: 256 });
+    this.paths = paths;
   }
 
   get label(): string {
@@ -96,15 +209,12 @@ export class Instance {
     context: InstanceContext,
     manifest: Manifest,
     secrets: Secrets,
-    onExit: (instance: Instance) => void,
     code?: ReadonlyMap<string, Uint8Array>,
   ): Promise<Instance> {
-    const n = ++sequence;
-    const dir = join(context.stateDir, `d${n}`);
-    const instance = new Instance(manifest, secrets.digest, dir, join(context.stateDir, `w${n}.sock`));
+    const instance = new Instance(manifest, instancePaths(context.stateDir, ++sequence, manifest));
     try {
-      await instance.materialize(context, secrets, code);
-      await instance.spawn(context, onExit);
+      await materialize(context, manifest, secrets, instance.paths, code);
+      instance.spawn(context);
       await instance.probe(context);
       return instance;
     } catch (err) {
@@ -113,99 +223,9 @@ export class Instance {
     }
   }
 
-  /** Writes modules, vars, assets and the workerd config into the instance's folder. */
-  private async materialize(
-    context: InstanceContext,
-    secrets: Secrets,
-    code?: ReadonlyMap<string, Uint8Array>,
-  ): Promise<void> {
-    const { store, application } = context;
-    const m = this.manifest;
-    await mkdir(this.dir, { recursive: true });
-    const plan: WorkerdPlan = {
-      address: `unix:${this.socketPath}`,
-      modules: [],
-      compatibilityDate: m.compatibility_date,
-      compatibilityFlags: m.compatibility_flags,
-      vars: [],
-      assets: null,
-    };
-    for (const module of m.modules) {
-      if (!isModulePath(module.name))
-        throw new CellError(`module name ${JSON.stringify(module.name)} is unsafe`);
-      const bytes = code ? code.get(module.name) : await readModule(store, application, m, module.name);
-      if (!bytes) throw new CellError(`module ${module.name} is missing`);
-      if (sha256(bytes) !== module.sha256)
-        throw new CellError(`module ${module.name} does not match its manifest's checksum`);
-      const file = join('modules', module.name);
-      await mkdir(dirname(join(this.dir, file)), { recursive: true });
-      await writeFile(join(this.dir, file), bytes);
-      plan.modules.push({ name: module.name, type: module.type, file });
-    }
-    // The main module must come first: workerd takes the first module as the entry point.
-    plan.modules.sort((a, b) => Number(b.name === m.main_module) - Number(a.name === m.main_module));
-
-    await mkdir(join(this.dir, 'vars'));
-    for (const [i, [name, value]] of Object.entries(m.vars).entries()) {
-      const text = typeof value === 'string';
-      const file = join('vars', `${i}.${text ? 'txt' : 'json'}`);
-      await writeFile(join(this.dir, file), text ? value : JSON.stringify(value));
-      plan.vars.push({ name, kind: text ? 'text' : 'json', file });
-    }
-    // Secrets are text bindings like wrangler's; each value sits in an owner-only file.
-    const clash = Object.keys(secrets.values).filter((name) => Object.hasOwn(m.vars, name));
-    if (clash.length > 0) {
-      throw new CellError(
-        `${clash.join(', ')} is both a var of ${this.label} and a secret; remove the secret (svc app secret remove) or the var, then deploy again`,
-      );
-    }
-    await mkdir(join(this.dir, 'secrets'), { mode: 0o700 });
-    for (const [i, [name, value]] of Object.entries(secrets.values).entries()) {
-      const file = join('secrets', `${i}.txt`);
-      await writeFile(join(this.dir, file), value, { mode: 0o600 });
-      plan.vars.push({ name, kind: 'text', file });
-    }
-
-    if (m.assets && store) {
-      const key = keys.runtimeAssetsIndex(application, m.script, m.deployment);
-      const object = await store.get(key);
-      if (!object) throw new CellError(`${key} is missing from the bucket`);
-      const index = parseAssetsIndex(object.body);
-      if (!index.ok) throw new CellError(`${key} cannot be used: ${index.why}`);
-      const blobsDir = join(context.stateDir, 'blobs');
-      await mkdir(blobsDir, { recursive: true });
-      const hashes = [...new Set(Object.values(index.value.files).map((f) => f.blob))];
-      await fetchBlobs(store, application, hashes, blobsDir);
-      await writeFile(join(this.dir, 'assets-files.json'), JSON.stringify(index.value.files));
-      await writeFile(
-        join(this.dir, 'assets-config.json'),
-        JSON.stringify({
-          html_handling: m.assets.html_handling,
-          not_found_handling: m.assets.not_found_handling,
-        }),
-      );
-      await writeFile(join(this.dir, ROUTER_MODULE), ROUTER_SOURCE);
-      plan.assets = {
-        filesJson: 'assets-files.json',
-        configJson: 'assets-config.json',
-        blobsDir,
-        binding: m.assets.binding,
-      };
-    }
-    if (this.cronSocketPath) {
-      await writeFile(join(this.dir, CRON_MODULE), CRON_SOURCE);
-      plan.cronAddress = `unix:${this.cronSocketPath}`;
-    }
-    await writeFile(join(this.dir, 'config.capnp'), renderWorkerdConfig(plan));
-  }
-
-  private async spawn(context: InstanceContext, onExit: (instance: Instance) => void): Promise<void> {
-    await rm(this.socketPath, { force: true });
-    if (this.cronSocketPath) await rm(this.cronSocketPath, { force: true });
-    // The trigger worker's flag is experimental in workerd; only a deployment with crons needs it.
-    const args = ['serve', ...(this.cronSocketPath ? ['--experimental'] : []), 'config.capnp'];
-    const child = spawn(workerdBinary(context.env), args, {
-      cwd: this.dir,
+  private spawn(context: InstanceContext): void {
+    const child = spawn(workerdBinary(context.env), workerdArgs(this.paths), {
+      cwd: this.paths.dir,
       stdio: ['ignore', 'pipe', 'pipe'],
       env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '' },
     });
@@ -224,10 +244,8 @@ export class Instance {
       child.on('exit', (code, signal) => {
         liveChildren.delete(child);
         this.exited = true;
-        if (!this.stopping) {
+        if (!this.stopping)
           context.log(`cell: workerd for ${this.label} exited (${signal ?? `code ${code}`})`);
-          onExit(this);
-        }
         resolveExit(code);
       });
       child.on('error', (err) => {
@@ -252,7 +270,7 @@ export class Instance {
           `${this.label} failed to start: workerd exited:\n${this.startupOutput.trimEnd()}`,
         );
       }
-      if (existsSync(this.socketPath) && (await this.answers())) return;
+      if (existsSync(this.paths.socketPath) && (await this.answers())) return;
       await new Promise((r) => setTimeout(r, PROBE_EVERY_MS));
     }
     throw new CellError(`${this.label} did not answer within ${context.startTimeoutMs} ms`);
@@ -262,7 +280,7 @@ export class Instance {
     return new Promise((resolveAnswer) => {
       const probe = request(
         {
-          socketPath: this.socketPath,
+          socketPath: this.paths.socketPath,
           path: HEALTH_PATH,
           method: 'GET',
           headers: { host: 'localhost', 'cell-probe': '1' },
@@ -279,68 +297,9 @@ export class Instance {
     });
   }
 
-  /** Runs the worker's `scheduled` handler once, through the trigger worker. */
-  runScheduled(cron: string, scheduledMs: number): Promise<{ outcome: string; error?: string }> {
-    const socketPath = this.cronSocketPath;
-    if (!socketPath)
-      return Promise.resolve({ outcome: 'exception', error: 'the deployment has no cron triggers' });
-    const query = new URLSearchParams({ cron, time: String(scheduledMs) });
-    this.enter();
-    return new Promise<{ outcome: string; error?: string }>((resolveRun, reject) => {
-      const call = request(
-        { socketPath, path: `/?${query}`, method: 'POST', headers: { host: 'localhost' } },
-        (response) => {
-          let body = '';
-          response.setEncoding('utf8');
-          response.on('data', (c) => {
-            body += c;
-          });
-          response.on('end', () => {
-            try {
-              const parsed = JSON.parse(body) as { outcome?: unknown; error?: unknown };
-              resolveRun({
-                outcome: typeof parsed.outcome === 'string' ? parsed.outcome : 'unknown',
-                ...(typeof parsed.error === 'string' ? { error: parsed.error.slice(0, 2000) } : {}),
-              });
-            } catch {
-              resolveRun({ outcome: 'exception', error: `the trigger answered ${response.statusCode}` });
-            }
-          });
-        },
-      );
-      call.on('error', reject);
-      call.end();
-    }).finally(() => this.leave());
-  }
-
-  /** One more request in flight. */
-  enter(): void {
-    this.inflight++;
-  }
-
-  /** A request finished; wakes a drain waiting for the instance to fall idle. */
-  leave(): void {
-    this.inflight--;
-    if (this.inflight === 0) for (const wake of this.idleWaiters.splice(0)) wake();
-  }
-
-  /** Resolves once no request is in flight, or after `timeoutMs`. */
-  async drain(timeoutMs: number): Promise<void> {
-    if (this.inflight === 0) return;
-    let timer: NodeJS.Timeout | undefined;
-    await Promise.race([
-      new Promise<void>((r) => this.idleWaiters.push(r)),
-      new Promise<void>((r) => {
-        timer = setTimeout(r, timeoutMs);
-      }),
-    ]);
-    clearTimeout(timer);
-  }
-
   /** Stops workerd (SIGTERM, then SIGKILL after a grace) and removes the instance's files. */
   async stop(): Promise<void> {
     this.stopping = true;
-    this.agent.destroy();
     const child = this.child;
     if (child && !this.exited) {
       child.kill('SIGTERM');
@@ -357,9 +316,9 @@ export class Instance {
         await this.exitPromise;
       }
     }
-    await rm(this.dir, { recursive: true, force: true });
-    await rm(this.socketPath, { force: true });
-    if (this.cronSocketPath) await rm(this.cronSocketPath, { force: true });
+    await rm(this.paths.dir, { recursive: true, force: true });
+    await rm(this.paths.socketPath, { force: true });
+    if (this.paths.cronSocketPath) await rm(this.paths.cronSocketPath, { force: true });
   }
 }
 

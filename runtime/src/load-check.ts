@@ -39,7 +39,6 @@ export async function proveLoads(options: {
       options.manifest,
       // Secrets are the node's, handed to `cell serve` only; a worker reads them per request.
       NO_SECRETS,
-      () => {},
       options.code,
     );
     await instance.stop();

@@ -1,5 +1,6 @@
 // Entry point of the `cell` executable (docs/runtime.md):
-// `cell --version`, `cell publish --config <file>`, `cell serve`. Failures print one line
+// `cell --version`, `cell publish --config <file>`, `cell serve` (and the hidden `cell steward`
+// that serve's front runs). Failures print one line
 // (`cell: <what went wrong and what to do>`) and exit 1. The commands load their modules on
 // demand, so `cell --version` (which svc runs per node and per process) stays fast.
 
@@ -42,6 +43,15 @@ export function buildProgram(): Command {
     .action(async () => {
       const { serve } = await import('./serve.ts');
       process.exitCode = await serve(process.env, log);
+    });
+  // Started by `cell serve`'s front, never by hand: one JSON request per line on stdin, one answer
+  // per line on stdout (steward.ts).
+  program
+    .command('steward', { hidden: true })
+    .description("cell serve's bucket worker, run by its front")
+    .action(async () => {
+      const { steward } = await import('./steward.ts');
+      process.exitCode = await steward(process.env, log);
     });
   for (const command of program.commands) command.exitOverride().configureOutput({ outputError: () => {} });
   return program;

@@ -1,34 +1,41 @@
-// `cell serve` (docs/runtime.md "cell serve"): one replica of one application. This file holds the
-// process's life (its environment, start, the unsupervised bound, stop); the front that owns
-// CELL_PORT is front-proxy.ts, and the choice of the deployment it serves is follower.ts. The
-// node's daemon sends SIGHUP when it learns the selector moved; the process's own look at the
-// selector is a slow safety net, so an idle replica costs the bucket a few requests an hour.
+// `cell serve` (docs/runtime.md "cell serve"): one replica of one application. This file is the
+// start of the process only: it checks the environment, opens the bucket once, makes the private
+// state folder, and then replaces itself (execve: same pid, same stdio) with the front, the small
+// Go program in runtime/front/ that owns CELL_PORT, runs workerd and stays resident. What needs the
+// bucket afterwards (looking at the selector, the lease, cron claims) the front asks of a
+// `cell steward` child (steward.ts) that runs only while there is work, so an idle replica keeps
+// no Node process. The node's daemon sends SIGHUP when it learns the selector moved; the front's
+// own look at the selector is a slow safety net, so an idle replica costs the bucket a few
+// requests an hour.
 
-import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:http';
-import type { Socket } from 'node:net';
+import { accessSync, constants, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import {
+  HEALTH_PATH,
   readServeIdentity,
   readServeOptions,
   type ServeIdentity,
+  SUPERVISOR_HEADER,
   UNSUPERVISED_EXIT_VARIABLE,
 } from '../../src/runtime-contract/environment.ts';
-import type { Store } from '../../src/store/store.ts';
 import { openBucketFromEnv } from './bucket.ts';
-import { CronScheduler } from './cron.ts';
 import { CellError } from './errors.ts';
-import { SelectorFollower } from './follower.ts';
-import { FrontProxy } from './front-proxy.ts';
-import { type InstanceContext, killAllWorkerd } from './instance.ts';
-import { NodeLease } from './lease.ts';
+import { MAX_RETRY_MS } from './follower.ts';
 import { claimStateDir, sweepOrphans } from './orphans.ts';
-import { SecretsFile } from './secrets.ts';
 import { CELL_VERSION_LINE } from './version.ts';
 
 /** How long requests (WebSockets included) may run on after SIGTERM/SIGINT. */
 const STOP_DRAIN_MS = 10_000;
+
+/** How long the front keeps an idle steward before closing its stdin. */
+const STEWARD_IDLE_MS = 2_000;
+
+/** The variable the front reads its configuration from. */
+export const FRONT_CONFIG_VARIABLE = 'CELL_FRONT_CONFIG';
+
+/** The variable that names the front binary, when it is not `cell-front` beside the entry script. */
+export const FRONT_BIN_VARIABLE = 'CELL_FRONT_BIN';
 
 /** Knobs an operator may set with `--cell-env`; the defaults suit a fleet. */
 export interface ServeTuning {
@@ -78,157 +85,111 @@ function identityFromEnv(env: NodeJS.ProcessEnv): ServeIdentity {
   return identity;
 }
 
-/** Runs until SIGTERM or SIGINT; answers the exit code. */
-export async function serve(env: NodeJS.ProcessEnv, log: (line: string) => void): Promise<number> {
-  // SIGHUP ("the selector moved") must never end the process. One that comes before the server
-  // exists needs no action: the server looks at the selector as soon as it listens.
-  const early = () => {};
-  process.on('SIGHUP', early);
-  // The daemon reading our output may be gone (killed, or restarted keeping its applications):
-  // a broken pipe loses the output, never the process.
-  process.stdout.on('error', () => {});
-  process.stderr.on('error', () => {});
-  const identity = identityFromEnv(env);
-  const tuning = tuningFromEnv(env);
-  const store = await openBucketFromEnv(env);
-  const server = new Server(identity, tuning, store, env, log);
-  process.on('exit', killAllWorkerd);
-  process.removeListener('SIGHUP', early);
-  process.on('SIGHUP', () => server.follower.selectorMoved());
-  return server.run();
+/** Everything the front is told, as JSON in CELL_FRONT_CONFIG. */
+export interface FrontConfig {
+  application: string;
+  node: string;
+  host: string;
+  port: number;
+  versionLine: string;
+  healthPath: string;
+  supervisorHeader: string;
+  otel: boolean;
+  stateDir: string;
+  pollMs: number;
+  leaseTtlMs: number;
+  drainMs: number;
+  stopDrainMs: number;
+  startTimeoutMs: number;
+  retryMs: number;
+  maxRetryMs: number;
+  unsupervisedExitMs: number | null;
+  stewardIdleMs: number;
+  /** The command that starts `cell steward` (argv, the program first). */
+  steward: string[];
 }
 
-class Server {
-  private readonly id: ServeIdentity;
-  private readonly tuning: ServeTuning;
-  private readonly store: Store;
-  private readonly log: (line: string) => void;
-  private readonly stateDir: string;
-  private readonly lease: NodeLease;
-  /** Cron triggers of the serving deployment (cron.ts); follows every switch. */
-  private readonly crons: CronScheduler;
-  readonly follower: SelectorFollower;
-  private readonly front: FrontProxy;
-  /** The process that started this one: once it is gone, supervision is judged by health probes. */
-  private readonly parentPid = process.ppid;
+/** The front's configuration; pure, so what the front is told is checked without starting it. */
+export function frontConfig(
+  identity: ServeIdentity,
+  tuning: ServeTuning,
+  options: { otel: boolean },
+  stateDir: string,
+  steward: string[],
+): FrontConfig {
+  return {
+    application: identity.application,
+    node: identity.node,
+    host: identity.host,
+    port: identity.port,
+    versionLine: CELL_VERSION_LINE,
+    healthPath: HEALTH_PATH,
+    supervisorHeader: SUPERVISOR_HEADER,
+    otel: options.otel,
+    stateDir,
+    pollMs: tuning.pollMs,
+    leaseTtlMs: tuning.leaseTtlMs,
+    drainMs: tuning.drainMs,
+    stopDrainMs: STOP_DRAIN_MS,
+    startTimeoutMs: tuning.startTimeoutMs,
+    retryMs: tuning.retryMs,
+    maxRetryMs: MAX_RETRY_MS,
+    unsupervisedExitMs: tuning.unsupervisedExitMs,
+    stewardIdleMs: STEWARD_IDLE_MS,
+    steward,
+  };
+}
 
-  constructor(
-    id: ServeIdentity,
-    tuning: ServeTuning,
-    store: Store,
-    env: NodeJS.ProcessEnv,
-    log: (line: string) => void,
-  ) {
-    this.id = id;
-    this.tuning = tuning;
-    this.store = store;
-    this.log = log;
-    this.stateDir = makeStateDir(env, id.application, log);
-    const options = readServeOptions(env);
-    const context: InstanceContext = {
-      store,
-      application: id.application,
-      stateDir: this.stateDir,
-      env,
-      log,
-      startTimeoutMs: tuning.startTimeoutMs,
-    };
-    this.follower = new SelectorFollower({
-      application: id.application,
-      store,
-      context,
-      secretsFile: new SecretsFile(options.secretsFile),
-      tuning,
-      log,
-      onServing: (manifest) => {
-        this.crons.setSchedules(manifest.crons ?? []);
-        void this.lease.renew();
-      },
-    });
-    this.front = new FrontProxy(id, this.follower, options.otel, log);
-    this.lease = new NodeLease({
-      store,
-      application: id.application,
-      node: id.node,
-      ttlMs: tuning.leaseTtlMs,
-      log,
-      describe: () => {
-        const active = this.follower.active;
-        return active ? { script: active.manifest.script, deployment: active.manifest.deployment } : {};
-      },
-    });
-    this.crons = new CronScheduler({
-      store,
-      application: id.application,
-      node: id.node,
-      log,
-      target: () => {
-        const active = this.follower.active;
-        if (!active || this.follower.stopping) return null;
-        return {
-          deployment: active.manifest.deployment,
-          run: (cron, scheduledMs) => active.runScheduled(cron, scheduledMs),
-        };
-      },
-    });
-  }
+/** The command that runs `cell steward` the way this process was run (same Node, flags and entry). */
+export function stewardCommand(execPath: string, execArgv: readonly string[], entry: string): string[] {
+  return [execPath, ...execArgv, entry, 'steward'];
+}
 
-  async run(): Promise<number> {
-    const http = createServer((req, res) => this.front.handle(req, res));
-    http.on('upgrade', (req, socket, head) => this.front.upgrade(req, socket as Socket, head));
-    http.keepAliveTimeout = 65_000;
-    await new Promise<void>((resolveListen, reject) => {
-      http.once('error', (err: NodeJS.ErrnoException) => {
-        rmSync(this.stateDir, { recursive: true, force: true });
-        reject(new CellError(`cannot listen on ${this.id.host}:${this.id.port}: ${err.code ?? err.message}`));
-      });
-      http.listen(this.id.port, this.id.host, () => resolveListen());
-    });
-    this.log(
-      `${CELL_VERSION_LINE} serving ${this.id.application} on http://${hostForUrl(this.id.host)}:${this.id.port} as node "${this.id.node}"`,
+/** The front binary: CELL_FRONT_BIN, else `cell-front` beside the entry script (bin/ or dist/). */
+export function frontBinary(env: NodeJS.ProcessEnv, entry: string): string {
+  return env[FRONT_BIN_VARIABLE] || join(dirname(entry), 'cell-front');
+}
+
+/**
+ * Checks the environment, makes the state folder and becomes the front; answers (an exit code)
+ * only if it cannot. Refusals are CellErrors, as before anything is started.
+ */
+export async function serve(env: NodeJS.ProcessEnv, log: (line: string) => void): Promise<number> {
+  // SIGHUP ("the selector moved") must never end the process; the front looks at the selector as
+  // soon as it listens, so one that comes before needs no action.
+  process.on('SIGHUP', () => {});
+  const identity = identityFromEnv(env);
+  const tuning = tuningFromEnv(env);
+  const options = readServeOptions(env);
+  // A bucket the environment names wrongly fails here, at start, not in the first steward.
+  await (await openBucketFromEnv(env)).close();
+  const entry = process.argv[1] ?? '';
+  const front = frontBinary(env, entry);
+  try {
+    accessSync(front, constants.X_OK);
+  } catch {
+    throw new CellError(
+      `cell serve needs its front binary ${front}; build it with make setup (or make dist)`,
     );
-    this.lease.start();
-    void this.follower.poll();
-
-    let watch: NodeJS.Timeout | undefined;
-    const signal = await new Promise<string>((resolveSignal) => {
-      process.once('SIGTERM', () => resolveSignal('SIGTERM'));
-      process.once('SIGINT', () => resolveSignal('SIGINT'));
-      const bound = this.tuning.unsupervisedExitMs;
-      if (bound !== null) {
-        watch = setInterval(
-          () => {
-            if (this.unsupervisedFor() > bound) resolveSignal(`no supervisor for ${bound} ms`);
-          },
-          Math.min(10_000, Math.max(250, bound / 4)),
-        );
-      }
+  }
+  const stateDir = makeStateDir(env, identity.application, log);
+  const config = frontConfig(
+    identity,
+    tuning,
+    options,
+    stateDir,
+    stewardCommand(process.execPath, process.execArgv, entry),
+  );
+  try {
+    process.execve!(front, [front, 'serve', identity.application], {
+      ...env,
+      [FRONT_CONFIG_VARIABLE]: JSON.stringify(config),
     });
-    clearInterval(watch);
-    this.log(`cell: ${signal}: stopping ${this.id.application}`);
-    this.crons.stop();
-    const instances = this.follower.stop();
-    const closed = new Promise<void>((r) => http.close(() => r()));
-    http.closeIdleConnections();
-    await Promise.all(instances.map((i) => i.drain(Math.min(this.tuning.drainMs, STOP_DRAIN_MS))));
-    // The bound is over: what still runs (WebSockets, long requests) is cut.
-    for (const socket of this.front.upgraded) socket.destroy();
-    http.closeAllConnections();
-    await closed;
-    killAllWorkerd();
-    await Promise.all(instances.map((i) => i.stop()));
-    await this.lease.release();
-    await this.store.close();
-    rmSync(this.stateDir, { recursive: true, force: true });
-    this.log(`cell: stopped ${this.id.application}`);
-    return 0;
+  } catch (err) {
+    rmSync(stateDir, { recursive: true, force: true });
+    throw new CellError(`cannot start the front ${front}: ${(err as Error).message}`);
   }
-
-  /** How long the process has gone without supervision; 0 while the process that started it lives. */
-  private unsupervisedFor(): number {
-    if (process.ppid === this.parentPid) return 0;
-    return Date.now() - this.front.supervisedAtMs;
-  }
+  return 1; // not reached: execve replaced this process
 }
 
 /** A private folder for this process; short, since workerd's Unix sockets live in it. */
@@ -239,8 +200,4 @@ function makeStateDir(env: NodeJS.ProcessEnv, application: string, log: (line: s
   const dir = mkdtempSync(join(base, `cell-${application.slice(0, 12)}-`));
   claimStateDir(dir);
   return dir;
-}
-
-function hostForUrl(host: string): string {
-  return host.includes(':') ? `[${host}]` : host;
 }
