@@ -144,7 +144,7 @@ $machines"
   if [[ "$1" == svc:* ]]; then
     local front="$out/root/opt/svc/runtime/bin/cell-front"
     [ -x "$front" ] && [[ "$(file -b "$front")" == *"statically linked"* ]] &&
-      pass "$1: cell-front beside runtime/bin/cell, static: $(file -b "$front" | cut -d, -f2)" ||
+      pass "$1: cell-front beside runtime/bin/cell, static, $(file -b "$front" | cut -d, -f2 | xargs)" ||
       fail "$1: no static executable at /opt/svc/runtime/bin/cell-front: $(file -b "$front" 2>&1)"
   fi
   for bin in $binaries; do problems="$problems$(loadable "$out/root" "$bin")"; done
