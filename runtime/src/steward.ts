@@ -37,8 +37,10 @@ export async function steward(
   if (typeof identity === 'string') throw new CellError(identity);
   const stateDir = env[STATE_DIR_VARIABLE];
   if (!stateDir) throw new CellError(`${STATE_DIR_VARIABLE} must name the folder cell serve made`);
-  // The front reading our answers may be gone: its answers are lost, never the process.
+  // The front reading our answers may be gone: its answers are lost, never the process. Our
+  // stderr is the front's, whose reader (the daemon) may be gone too: the log is lost likewise.
   process.stdout.on('error', () => {});
+  process.stderr.on('error', () => {});
   const store = await openBucketFromEnv(env);
   const { application, node } = identity;
   const context: Steward = {
