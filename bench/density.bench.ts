@@ -1,7 +1,9 @@
 // Runtime density and cost: what one node spends per deployed application when idle.
 //   Memory: proportional set size (PSS, from /proc/<pid>/smaps_rollup) and resident set (RSS) of
 //           every process the node started (the daemon itself apart), divided by the number of
-//           applications. Target: at most 25 MB PSS per application at 5 and at 50 applications.
+//           applications, sampled every 5 s through the idle window and averaged (the runtime's
+//           Node steward runs only while it has bucket work, at the time scale's pace).
+//           Target: at most 25 MB PSS per application at 5 and at 50 applications.
 //   Bucket: requests under the runtime's `fleets/` prefix per replica per hour while idle.
 //           Target: at most 60, flat in the number of applications.
 // Run: scripts/with-node node bench/density.bench.ts [counts] [window seconds] [time scale] [runtime]
@@ -40,6 +42,7 @@ const DEPLOY_DEADLINE_MS = 120_000;
 const SETTLE_MS = 15_000;
 const PORTS: [number, number] = [31_000, 31_199];
 const MB = 1024 * 1024;
+const SAMPLE_EVERY_MS = 5_000;
 const cellBin: string[] = [];
 
 interface ProcessMemory {
@@ -57,6 +60,8 @@ interface Row {
   byKind: Map<string, { count: number; pss: number; rss: number }>;
   runtimeRequests: number;
   daemonRequests: number;
+  /** How many times the node's processes were measured during the idle window. */
+  samples: number;
 }
 
 async function main(): Promise<void> {
@@ -99,7 +104,7 @@ async function main(): Promise<void> {
     );
     for (const [kind, k] of r.byKind) {
       console.log(
-        `      ${kind.padEnd(12)} ${String(k.count).padStart(4)} processes, PSS ${mb(k.pss / k.count)} / RSS ${mb(k.rss / k.count)} each`,
+        `      ${kind.padEnd(14)} ${(k.count / r.samples).toFixed(1).padStart(5)} processes on average, PSS ${mb(k.pss / k.count)} / RSS ${mb(k.rss / k.count)} each`,
       );
     }
   }
@@ -180,37 +185,46 @@ async function measure(
       `  ${applications} applications deployed and ready in ${((Date.now() - deployStarted) / 1000).toFixed(1)} s`,
     );
     await new Promise((r) => setTimeout(r, SETTLE_MS));
-    const processes = descendants(node.child.pid!)
-      .map(memoryOf)
-      .filter((p) => p !== null);
+    // Memory is sampled through the whole idle window and averaged: the runtime's steward (Node)
+    // runs only while it has bucket work, so one snapshot could catch it or miss it.
+    const samples: ProcessMemory[][] = [];
+    const sample = () =>
+      samples.push(
+        descendants(node!.child.pid!)
+          .map(memoryOf)
+          .filter((p) => p !== null),
+      );
+    sample();
+    const seenBefore = proxy.seen.length;
+    const sampling = setInterval(sample, SAMPLE_EVERY_MS);
+    await new Promise((r) => setTimeout(r, windowSeconds * 1000));
+    clearInterval(sampling);
+    sample();
     const byKind = new Map<string, { count: number; pss: number; rss: number }>();
-    for (const p of processes) {
-      const kind = p.command.includes('workerd')
-        ? 'workerd'
-        : p.command.includes('cell')
-          ? 'cell serve'
-          : 'other';
+    for (const p of samples.flat()) {
+      const kind = kindOf(p.command);
       const k = byKind.get(kind) ?? { count: 0, pss: 0, rss: 0 };
       k.count++;
       k.pss += p.pss;
       k.rss += p.rss;
       byKind.set(kind, k);
     }
-    const seenBefore = proxy.seen.length;
-    await new Promise((r) => setTimeout(r, windowSeconds * 1000));
+    const all = samples.flat();
     const window = proxy.seen.slice(seenBefore);
     const runtimeRequests = window.filter((r) => r.path.includes('/fleets/')).length;
     const row: Row = {
       applications,
-      pss: processes.reduce((s, p) => s + p.pss, 0),
-      rss: processes.reduce((s, p) => s + p.rss, 0),
-      processes: processes.length,
+      pss: all.reduce((s, p) => s + p.pss, 0) / samples.length,
+      rss: all.reduce((s, p) => s + p.rss, 0) / samples.length,
+      processes: all.length / samples.length,
       byKind,
+      samples: samples.length,
       runtimeRequests,
       daemonRequests: window.length - runtimeRequests,
     };
     console.log(
-      `  ${applications} applications: ${processes.length} processes, PSS ${mb(row.pss)}, RSS ${mb(row.rss)}; ` +
+      `  ${applications} applications: ${row.processes.toFixed(1)} processes, PSS ${mb(row.pss)}, RSS ${mb(row.rss)} ` +
+        `(mean of ${samples.length} samples); ` +
         `${runtimeRequests} fleets/ and ${row.daemonRequests} other bucket requests in ${windowSeconds} s`,
     );
     return row;
@@ -219,6 +233,14 @@ async function measure(
     await store.close();
     await proxy.close();
   }
+}
+
+/** What a process of the node is: the runtime's front (cell serve after its start), its steward, workerd. */
+function kindOf(command: string): string {
+  if (command.includes('workerd')) return 'workerd';
+  if (command.includes('steward')) return 'cell steward';
+  if (command.includes('cell')) return 'cell serve';
+  return 'other';
 }
 
 /** Every process below `root` (children, their children, ...), root excluded. */
