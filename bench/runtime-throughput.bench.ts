@@ -1,5 +1,5 @@
 // the targets in bench/RESULTS.md, Runtime throughput: requests per second through the runtime's
-// public port (`cell serve`: the Node front that switches deployments, then workerd) are at least
+// public port (`cell serve`: the Go front that switches deployments, then workerd) are at least
 // 0.9 of a bare workerd serving the same bundle, measured in one run. Needs wrk (`apt-get install wrk`).
 // Run: scripts/with-node node bench/runtime-throughput.bench.ts [seconds per round] [rounds] [connections] [checkout|dist]
 //
@@ -51,12 +51,21 @@ async function main(): Promise<void> {
     await wrk(cell.port, 2); // warm-up, both sides
     await wrk(bare.port, 2);
     const results = { bare: [] as number[], runtime: [] as number[] };
+    // The front's own CPU per request: steadier than the ratio on a small machine, where wrk, the
+    // front and workerd share the cores and any neighbour moves the ratio.
+    const frontCost: number[] = [];
     for (let i = 0; i < rounds; i++) {
       const order = i % 2 === 0 ? (['bare', 'runtime'] as const) : (['runtime', 'bare'] as const);
       for (const side of order) {
+        const before = cpuMs(cell.child.pid!);
         const rps = await wrk(side === 'bare' ? bare.port : cell.port, seconds);
         results[side].push(rps);
-        console.log(`  round ${i + 1} ${side.padEnd(7)} ${rps.toFixed(0)} req/s`);
+        let cost = '';
+        if (side === 'runtime') {
+          frontCost.push((cpuMs(cell.child.pid!) - before) / ((rps * seconds) / 1000));
+          cost = `, the front ${frontCost.at(-1)!.toFixed(0)} ms of CPU per 1,000 requests`;
+        }
+        console.log(`  round ${i + 1} ${side.padEnd(7)} ${rps.toFixed(0)} req/s${cost}`);
       }
     }
     const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
@@ -64,7 +73,8 @@ async function main(): Promise<void> {
     console.log(
       `bare workerd median ${median(results.bare).toFixed(0)} req/s, runtime median ` +
         `${median(results.runtime).toFixed(0)} req/s, median of per-round ratios ${paired.toFixed(3)} ` +
-        `(target ${TARGET}: ${paired >= TARGET ? 'met' : 'NOT met'}); load ${loadAverage()}`,
+        `(target ${TARGET}: ${paired >= TARGET ? 'met' : 'NOT met'}); the front's CPU per 1,000 requests ` +
+        `median ${median(frontCost).toFixed(0)} ms; load ${loadAverage()}`,
     );
   } finally {
     bare.child?.kill('SIGTERM');
@@ -84,6 +94,13 @@ function startBareWorkerd(cellChildren: number[], port: number): ReturnType<type
   writeFileSync(join(dir, 'config.capnp'), moved);
   const child = spawn(workerdBinary(), ['serve', 'config.capnp'], { cwd: resolve(dir), stdio: 'inherit' });
   return child;
+}
+
+/** CPU time (user and system) a process has used, in ms (clock ticks of 10 ms). */
+function cpuMs(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(fields[11]) + Number(fields[12])) * 10;
 }
 
 function loadAverage(): string {

@@ -136,17 +136,7 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, attempt int) {
 	in.Enter()
 	defer in.Leave()
 	bodiless := len(r.TransferEncoding) == 0 && r.ContentLength <= 0
-	out := r.Clone(r.Context())
-	out.RequestURI = ""
-	out.URL.Scheme, out.URL.Host = "http", "workerd"
-	out.Header = withoutHopByHop(r.Header)
-	if _, ok := out.Header["User-Agent"]; !ok {
-		out.Header["User-Agent"] = []string{""} // no Go default: the worker sees what the client sent
-	}
-	if bodiless {
-		out.Body, out.ContentLength = nil, 0
-	}
-	answer, err := in.transport.RoundTrip(out)
+	answer, err := in.transport.RoundTrip(outgoing(r, bodiless))
 	if err != nil {
 		if bodiless && attempt == 0 && r.Context().Err() == nil {
 			p.forward(w, r, 1)
@@ -168,13 +158,47 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, attempt int) {
 	if _, ok := answer.Header["Content-Type"]; !ok {
 		h["Content-Type"] = nil // no sniffed type: the client sees what the worker sent
 	}
-	if answer.ContentLength >= 0 && answer.Header.Get("Content-Length") == "" && answer.StatusCode != http.StatusNoContent && answer.StatusCode != http.StatusNotModified && r.Method != http.MethodHead {
-		h.Set("Content-Length", strconv.FormatInt(answer.ContentLength, 10))
-	}
 	w.WriteHeader(answer.StatusCode)
-	if err := copyFlushing(w, answer.Body); err != nil && r.Context().Err() == nil {
+	if err := copyBody(w, answer); err != nil && r.Context().Err() == nil {
 		panic(http.ErrAbortHandler) // the answer broke off: so does the client's
 	}
+}
+
+// outgoing is the request as workerd gets it: the client's, less the hop-by-hop headers. A
+// shallow copy, not Clone: the proxy is on every request's path.
+func outgoing(r *http.Request, bodiless bool) *http.Request {
+	out := new(http.Request)
+	*out = *r
+	target := *r.URL
+	target.Scheme, target.Host = "http", "workerd"
+	out.URL = &target
+	out.RequestURI = ""
+	out.Header = withoutHopByHop(r.Header)
+	if _, ok := out.Header["User-Agent"]; !ok {
+		out.Header["User-Agent"] = []string{""} // no Go default: the worker sees what the client sent
+	}
+	if bodiless {
+		out.Body, out.ContentLength = nil, 0
+	}
+	return out
+}
+
+// copyBody sends the worker's body on. An answer of unknown length (a stream, server-sent events)
+// is flushed piece by piece so it arrives as sent; one of known length is copied whole.
+func copyBody(w http.ResponseWriter, answer *http.Response) error {
+	if answer.ContentLength >= 0 {
+		_, err := io.Copy(w, answer.Body)
+		if err != nil && isClientWriteError(err) {
+			return nil
+		}
+		return err
+	}
+	return copyFlushing(w, answer.Body)
+}
+
+// isClientWriteError tells a client that left (nothing to tell it) from a worker's answer that broke.
+func isClientWriteError(err error) bool {
+	return errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, http.ErrHandlerTimeout)
 }
 
 // copyFlushing streams the body, flushing each piece so that a streamed answer arrives as sent.
