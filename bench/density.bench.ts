@@ -97,7 +97,7 @@ async function main(): Promise<void> {
   for (const r of rows) {
     const hour = 3600 / (windowSeconds * scale);
     console.log(
-      `${String(r.applications).padStart(4)}  ${String(r.processes).padStart(9)}  ${mb(r.pss).padStart(9)}  ` +
+      `${String(r.applications).padStart(4)}  ${r.processes.toFixed(1).padStart(9)}  ${mb(r.pss).padStart(9)}  ` +
         `${mb(r.pss / r.applications).padStart(9)}  ${mb(r.rss).padStart(9)}  ${mb(r.rss / r.applications).padStart(9)}  ` +
         `${((r.runtimeRequests / r.applications) * hour).toFixed(0).padStart(38)}  ` +
         `${(r.daemonRequests * (3600 / windowSeconds)).toFixed(0).padStart(24)}`,
