@@ -87,6 +87,11 @@ func (c *Crons) follow(cron string, quit chan struct{}) {
 	for {
 		var answer cronNextAnswer
 		if err := c.steward.Call("cron-next", cronNextRequest{Crons: []string{cron}, AfterMs: after}, &answer); err != nil {
+			select {
+			case <-quit:
+				return // stopped meanwhile: the failure is the stop's
+			default:
+			}
 			c.log("cell: cron " + cron + ": cannot compute its next time: " + err.Error())
 			select {
 			case <-quit:
