@@ -7,7 +7,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log"
@@ -60,7 +59,7 @@ func run() int {
 	healthPath = cfg.HealthPath
 	listener, err := net.Listen("tcp", net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port)))
 	if err != nil {
-		say(fmt.Sprintf("cell: cannot listen on %s:%d: %s", cfg.Host, cfg.Port, listenErrorCode(err)))
+		say(fmt.Sprintf("cell: cannot listen on %s:%d: %s", cfg.Host, cfg.Port, errnoName(err)))
 		_ = os.RemoveAll(cfg.StateDir)
 		return 1
 	}
@@ -201,20 +200,4 @@ func (r *runtime) stop(reason string, server *http.Server) {
 	r.steward.Close(stewardGrace)
 	_ = os.RemoveAll(r.cfg.StateDir)
 	r.say("cell: stopped " + r.cfg.Application)
-}
-
-// listenErrorCode names a listen failure as Node did (EADDRINUSE, EACCES, ...).
-func listenErrorCode(err error) string {
-	var errno syscall.Errno
-	if errors.As(err, &errno) {
-		switch errno {
-		case syscall.EADDRINUSE:
-			return "EADDRINUSE"
-		case syscall.EACCES:
-			return "EACCES"
-		case syscall.EADDRNOTAVAIL:
-			return "EADDRNOTAVAIL"
-		}
-	}
-	return err.Error()
 }

@@ -371,19 +371,19 @@ func (s *statusRecorder) WriteHeader(code int) {
 
 func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
-// errnoName gives the short name Node gave a failed connection (ECONNREFUSED, ...).
+// errnoNames are the short names Node gave the failures a front meets (a listen, a connection).
+var errnoNames = map[syscall.Errno]string{
+	syscall.EADDRINUSE: "EADDRINUSE", syscall.EACCES: "EACCES", syscall.EADDRNOTAVAIL: "EADDRNOTAVAIL",
+	syscall.ECONNREFUSED: "ECONNREFUSED", syscall.ECONNRESET: "ECONNRESET", syscall.ENOENT: "ENOENT",
+	syscall.EPIPE: "EPIPE",
+}
+
+// errnoName names a failure as Node did (EADDRINUSE, ECONNREFUSED, ...), else by its message.
 func errnoName(err error) string {
 	var errno syscall.Errno
 	if errors.As(err, &errno) {
-		switch errno {
-		case syscall.ECONNREFUSED:
-			return "ECONNREFUSED"
-		case syscall.ECONNRESET:
-			return "ECONNRESET"
-		case syscall.ENOENT:
-			return "ENOENT"
-		case syscall.EPIPE:
-			return "EPIPE"
+		if name, ok := errnoNames[errno]; ok {
+			return name
 		}
 	}
 	return err.Error()
