@@ -7,6 +7,7 @@
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { type AddressInfo, createServer } from 'node:net';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { newVersion } from '../runtime/src/publish.ts';
@@ -319,6 +320,25 @@ describe('cell', () => {
     assert.equal(await store.stat(keys.runtimeNodeLease('term', 'node-t')), null);
     assert.match(cell.stderr(), /stopped term/);
     await store.close();
+  });
+
+  it('refuses a port another process holds: exit 1, the reason named, no private folder left', async () => {
+    const holder = createServer();
+    await new Promise<void>((r) => holder.listen(0, '127.0.0.1', () => r()));
+    const port = (holder.address() as AddressInfo).port;
+    const stateDir = tempDir('cell-state-');
+    try {
+      const cell = await startCell('busy', 'node-b', bucket, {
+        CELL_PORT: String(port),
+        CELL_STATE_DIR: stateDir,
+      });
+      await waitFor(() => cell.child.exitCode !== null, 'cell serve to give up');
+      assert.deepEqual(await cell.stop(), { code: 1, signal: null });
+      assert.match(cell.stderr(), new RegExp(`cell: cannot listen on 127\\.0\\.0\\.1:${port}: EADDRINUSE`));
+      assert.deepEqual(readdirSync(stateDir), []);
+    } finally {
+      holder.close();
+    }
   });
 
   it('stops within its bound with a WebSocket open, and leaves no private folder behind', async () => {
