@@ -50,6 +50,9 @@ type Follower struct {
 	log     func(string)
 	// onServing is told of every deployment that takes over (the lease and cron follow it).
 	onServing func(*Instance)
+	// onPoll is told of each safety look the poll interval brings (not those a SIGHUP asks for),
+	// so that other periodic bucket work can share the steward's run.
+	onPoll func()
 
 	active   atomic.Pointer[Instance]
 	stopping atomic.Bool
@@ -74,9 +77,9 @@ type Follower struct {
 }
 
 // NewFollower prepares the loop; Run starts it.
-func NewFollower(cfg *Config, steward *Steward, log func(string), onServing func(*Instance)) *Follower {
+func NewFollower(cfg *Config, steward *Steward, log func(string), onServing func(*Instance), onPoll func()) *Follower {
 	return &Follower{
-		cfg: cfg, steward: steward, log: log, onServing: onServing,
+		cfg: cfg, steward: steward, log: log, onServing: onServing, onPoll: onPoll,
 		status:   statusNoDeployment,
 		draining: map[*Instance]struct{}{},
 		wake:     make(chan struct{}, 1),
@@ -109,7 +112,8 @@ func (f *Follower) SelectorMoved() {
 // be tried again.
 func (f *Follower) Run() {
 	defer close(f.done)
-	timer := time.NewTimer(0)
+	f.SelectorMoved() // the first look, at once; it is no safety look
+	timer := time.NewTimer(ms(f.cfg.PollMs))
 	defer timer.Stop()
 	for {
 		select {
@@ -119,6 +123,7 @@ func (f *Follower) Run() {
 			f.forget(in)
 		case <-f.wake:
 		case <-timer.C:
+			f.onPoll()
 		}
 		f.look()
 		if f.stopping.Load() {

@@ -134,7 +134,7 @@ func TestStewardThatExitsFailsTheCall(t *testing.T) {
 
 func TestFailedStartsWaitLongerEachTimeAndLogOnce(t *testing.T) {
 	var logged []string
-	f := NewFollower(testConfig(), nil, func(line string) { logged = append(logged, line) }, func(*Instance) {})
+	f := NewFollower(testConfig(), nil, func(line string) { logged = append(logged, line) }, func(*Instance) {}, func() {})
 	selection := "etag1|"
 	var waits []time.Duration
 	for range 5 {
@@ -162,7 +162,7 @@ func TestFailedStartsWaitLongerEachTimeAndLogOnce(t *testing.T) {
 
 func TestHealthSaysWhereTheReplicaStands(t *testing.T) {
 	cfg := testConfig()
-	f := NewFollower(cfg, nil, func(string) {}, func(*Instance) {})
+	f := NewFollower(cfg, nil, func(string) {}, func(*Instance) {}, func() {})
 	var stopping atomic.Bool
 	p := NewProxy(cfg, f, &stopping, func(string) {})
 	get := func(header string) (int, map[string]any) {
@@ -204,7 +204,7 @@ func TestHealthSaysWhereTheReplicaStands(t *testing.T) {
 
 func TestRequestsBeforeAnyDeploymentAreToldToRetry(t *testing.T) {
 	cfg := testConfig()
-	f := NewFollower(cfg, nil, func(string) {}, func(*Instance) {})
+	f := NewFollower(cfg, nil, func(string) {}, func(*Instance) {}, func() {})
 	var stopping atomic.Bool
 	rec := httptest.NewRecorder()
 	NewProxy(cfg, f, &stopping, func(string) {}).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
@@ -222,5 +222,57 @@ func TestUpgradeNeedsBothHeaders(t *testing.T) {
 	req.Header.Set("Connection", "keep-alive, Upgrade")
 	if !isUpgrade(req) {
 		t.Fatal("Connection: keep-alive, Upgrade not counted")
+	}
+}
+
+// waitUntil polls `ok` until it holds or the deadline passes.
+func waitUntil(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatal("timed out waiting for " + what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func stewardCalls(s *Steward) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.nextID
+}
+
+func TestTheLeaseJoinsALookWhenItsRenewalIsDueAnyway(t *testing.T) {
+	s, _ := fakeSteward(t, "echo", time.Second)
+	cfg := testConfig()
+	cfg.LeaseTTLMs = 30_000 // renewed every 10 s
+	l := NewLease(cfg, s, 1, func(string) {}, func() map[string]string { return nil })
+	go l.Run()
+	defer l.Release()
+	waitUntil(t, "the first lease write", func() bool { return stewardCalls(s) == 1 })
+	l.RenewIfDueWithin(time.Second)
+	l.RenewIfDueWithin(20 * time.Second)
+	waitUntil(t, "the early renewal", func() bool { return stewardCalls(s) == 2 })
+	waitUntil(t, "the timer re-armed", func() bool { return time.Until(time.UnixMilli(l.next.Load())) > 9*time.Second })
+	l.RenewIfDueWithin(time.Second)
+	if stewardCalls(s) != 2 {
+		t.Fatal("a renewal not due within the look's interval was made early")
+	}
+}
+
+func TestOnlyThePollIntervalsLooksAreTold(t *testing.T) {
+	s, _ := fakeSteward(t, "echo", time.Second)
+	cfg := testConfig()
+	cfg.PollMs = 20
+	var polls atomic.Int32
+	f := NewFollower(cfg, s, func(string) {}, func(*Instance) {}, func() { polls.Add(1) })
+	go f.Run()
+	waitUntil(t, "three safety looks", func() bool { return polls.Load() >= 3 })
+	f.Stop()
+	<-f.done
+	looks := stewardCalls(s)
+	if int(polls.Load()) > looks {
+		t.Fatalf("%d polls told for %d looks", polls.Load(), looks)
 	}
 }

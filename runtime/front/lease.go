@@ -6,6 +6,7 @@ package main
 // or rewritten by someone else is noticed and taken again.
 
 import (
+	"sync/atomic"
 	"time"
 )
 
@@ -32,7 +33,9 @@ type Lease struct {
 	pid      int
 	started  time.Time
 
-	etag  *string
+	etag *string
+	// next is when the timer will renew the lease (unix ms).
+	next  atomic.Int64
 	renew chan struct{}
 	quit  chan struct{}
 	done  chan struct{}
@@ -54,6 +57,14 @@ func (l *Lease) RenewNow() {
 	}
 }
 
+// RenewIfDueWithin renews now if the timer would anyway within `d`: the runtime joins the
+// renewal to its safety look, so that one steward run does both.
+func (l *Lease) RenewIfDueWithin(d time.Duration) {
+	if time.Until(time.UnixMilli(l.next.Load())) < d {
+		l.RenewNow()
+	}
+}
+
 // Run writes the lease now and then every third of its lifetime (2 s after a failure: the
 // bucket may be back before the lease runs out).
 func (l *Lease) Run() {
@@ -63,6 +74,7 @@ func (l *Lease) Run() {
 		if !l.write(false) {
 			delay = min(delay, 2*time.Second)
 		}
+		l.next.Store(time.Now().Add(delay).UnixMilli())
 		timer := time.NewTimer(delay)
 		select {
 		case <-l.quit:

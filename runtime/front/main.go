@@ -99,6 +99,10 @@ func newRuntime(cfg *Config, say func(string)) *runtime {
 	r.follower = NewFollower(cfg, r.steward, say, func(in *Instance) {
 		r.crons.SetSchedules(in.Crons)
 		r.lease.RenewNow()
+	}, func() {
+		// With the default schedule (a look and a renewal every 5 minutes) this halves how
+		// often an idle application starts a steward; the lease is then renewed a little early.
+		r.lease.RenewIfDueWithin(ms(cfg.PollMs))
 	})
 	r.lease = NewLease(cfg, r.steward, os.Getpid(), say, func() map[string]string {
 		if in := r.follower.Active(); in != nil {
