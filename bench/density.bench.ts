@@ -4,6 +4,8 @@
 //           applications, sampled every 5 s through the idle window and averaged (the runtime's
 //           Node steward runs only while it has bucket work, at the time scale's pace).
 //           Target: at most 25 MB PSS per application at 5 and at 50 applications.
+//   CPU:    seconds of CPU the runtime's processes used while idle, per application per hour,
+//           scaled back like the requests (an idle runtime's work is its schedule's).
 //   Bucket: requests under the runtime's `fleets/` prefix per replica per hour while idle.
 //           Target: at most 60, flat in the number of applications.
 // Run: scripts/with-node node bench/density.bench.ts [counts] [window seconds] [time scale] [runtime]
@@ -62,6 +64,8 @@ interface Row {
   daemonRequests: number;
   /** How many times the node's processes were measured during the idle window. */
   samples: number;
+  /** CPU time the runtime's processes (stewards that came and went included) used in the window. */
+  cpuMs: number;
 }
 
 async function main(): Promise<void> {
@@ -92,7 +96,7 @@ async function main(): Promise<void> {
   }
   console.log('');
   console.log(
-    'apps  processes  PSS total  PSS / app  RSS total  RSS / app  fleets/ requests per replica per hour  daemon requests per hour',
+    'apps  processes  PSS total  PSS / app  RSS total  RSS / app  fleets/ requests per replica per hour  daemon requests per hour  runtime CPU s per app per hour',
   );
   for (const r of rows) {
     const hour = 3600 / (windowSeconds * scale);
@@ -100,7 +104,8 @@ async function main(): Promise<void> {
       `${String(r.applications).padStart(4)}  ${r.processes.toFixed(1).padStart(9)}  ${mb(r.pss).padStart(9)}  ` +
         `${mb(r.pss / r.applications).padStart(9)}  ${mb(r.rss).padStart(9)}  ${mb(r.rss / r.applications).padStart(9)}  ` +
         `${((r.runtimeRequests / r.applications) * hour).toFixed(0).padStart(38)}  ` +
-        `${(r.daemonRequests * (3600 / windowSeconds)).toFixed(0).padStart(24)}`,
+        `${(r.daemonRequests * (3600 / windowSeconds)).toFixed(0).padStart(24)}  ` +
+        `${((r.cpuMs / 1000 / r.applications) * hour).toFixed(1).padStart(30)}`,
     );
     for (const [kind, k] of r.byKind) {
       console.log(
@@ -196,9 +201,11 @@ async function measure(
       );
     sample();
     const seenBefore = proxy.seen.length;
+    const cpuBefore = cpuOfTree(node.child.pid!);
     const sampling = setInterval(sample, SAMPLE_EVERY_MS);
     await new Promise((r) => setTimeout(r, windowSeconds * 1000));
     clearInterval(sampling);
+    const cpuMs = cpuOfTree(node.child.pid!) - cpuBefore;
     sample();
     const byKind = new Map<string, { count: number; pss: number; rss: number }>();
     for (const p of samples.flat()) {
@@ -221,11 +228,13 @@ async function measure(
       samples: samples.length,
       runtimeRequests,
       daemonRequests: window.length - runtimeRequests,
+      cpuMs,
     };
     console.log(
       `  ${applications} applications: ${row.processes.toFixed(1)} processes, PSS ${mb(row.pss)}, RSS ${mb(row.rss)} ` +
         `(mean of ${samples.length} samples); ` +
-        `${runtimeRequests} fleets/ and ${row.daemonRequests} other bucket requests in ${windowSeconds} s`,
+        `${runtimeRequests} fleets/ and ${row.daemonRequests} other bucket requests in ${windowSeconds} s; ` +
+        `the runtime's processes used ${(cpuMs / 1000).toFixed(1)} s of CPU`,
     );
     return row;
   } finally {
@@ -241,6 +250,24 @@ function kindOf(command: string): string {
   if (command.includes('steward')) return 'cell steward';
   if (command.includes('cell')) return 'cell serve';
   return 'other';
+}
+
+/**
+ * CPU time (ms) used by the processes below `root`, the daemon itself apart: each one's own time
+ * plus that of its children it has reaped, so a steward that ran and exited is counted in its front.
+ */
+function cpuOfTree(root: number): number {
+  let ticks = 0;
+  for (const pid of descendants(root)) {
+    try {
+      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      ticks += Number(fields[11]) + Number(fields[12]) + Number(fields[13]) + Number(fields[14]);
+    } catch {
+      // Gone meanwhile: its time is in its parent's once reaped.
+    }
+  }
+  return ticks * 10;
 }
 
 /** Every process below `root` (children, their children, ...), root excluded. */
