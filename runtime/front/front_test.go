@@ -100,18 +100,11 @@ func TestStewardAnswersEachRequestAndLeavesWhenIdle(t *testing.T) {
 	}
 	wg.Wait()
 	first := pids[0]
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		s.mu.Lock()
-		gone := s.current == nil
-		s.mu.Unlock()
-		if gone {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the idle steward was not let go")
-		}
-		time.Sleep(10 * time.Millisecond)
+	s.mu.Lock()
+	proc := s.current
+	s.mu.Unlock()
+	if proc != nil {
+		receive(t, proc.done, "the idle steward to be let go")
 	}
 	var again struct {
 		PID float64 `json:"pid"`
@@ -225,39 +218,49 @@ func TestUpgradeNeedsBothHeaders(t *testing.T) {
 	}
 }
 
-// waitUntil polls `ok` until it holds or the deadline passes.
-func waitUntil(t *testing.T, what string, ok func() bool) {
+// receive answers the next value from `ch`, failing the test if none comes within 5 s.
+func receive[T any](t *testing.T, ch <-chan T, what string) T {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatal("timed out waiting for " + what)
-		}
-		time.Sleep(10 * time.Millisecond)
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(5 * time.Second):
+		t.Fatal("timed out waiting for " + what)
 	}
-}
-
-func stewardCalls(s *Steward) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.nextID
+	var zero T
+	return zero
 }
 
 func TestTheLeaseJoinsALookWhenItsRenewalIsDueAnyway(t *testing.T) {
-	s, _ := fakeSteward(t, "echo", time.Second)
 	cfg := testConfig()
 	cfg.LeaseTTLMs = 30_000 // renewed every 10 s
-	l := NewLease(cfg, s, 1, func(string) {}, func() map[string]string { return nil })
+
+	// The decision alone: renew now only when the timer would anyway within the look's interval.
+	idle := NewLease(cfg, nil, 1, func(string) {}, func() map[string]string { return nil })
+	idle.next.Store(time.Now().Add(10 * time.Second).UnixMilli())
+	idle.RenewIfDueWithin(time.Second)
+	if len(idle.renew) != 0 {
+		t.Fatal("a renewal not due within the look's interval was asked for early")
+	}
+	idle.RenewIfDueWithin(20 * time.Second)
+	if len(idle.renew) != 1 {
+		t.Fatal("a renewal due within the look's interval was not asked for")
+	}
+
+	// And the loop: it arms the next renewal after each write, and an early one is made at once.
+	s, _ := fakeSteward(t, "echo", time.Second)
+	writes := make(chan struct{}, 8)
+	l := NewLease(cfg, s, 1, func(string) {}, func() map[string]string {
+		writes <- struct{}{}
+		return nil
+	})
 	go l.Run()
 	defer l.Release()
-	waitUntil(t, "the first lease write", func() bool { return stewardCalls(s) == 1 })
-	l.RenewIfDueWithin(time.Second)
+	receive(t, writes, "the first lease write")
 	l.RenewIfDueWithin(20 * time.Second)
-	waitUntil(t, "the early renewal", func() bool { return stewardCalls(s) == 2 })
-	waitUntil(t, "the timer re-armed", func() bool { return time.Until(time.UnixMilli(l.next.Load())) > 9*time.Second })
-	l.RenewIfDueWithin(time.Second)
-	if stewardCalls(s) != 2 {
-		t.Fatal("a renewal not due within the look's interval was made early")
+	receive(t, writes, "the early renewal")
+	if until := time.Until(time.UnixMilli(l.next.Load())); until < 9*time.Second {
+		t.Fatalf("the renewal after the first write was armed %v ahead, not a third of the lifetime", until)
 	}
 }
 
@@ -265,13 +268,24 @@ func TestOnlyThePollIntervalsLooksAreTold(t *testing.T) {
 	s, _ := fakeSteward(t, "echo", time.Second)
 	cfg := testConfig()
 	cfg.PollMs = 20
+	polled := make(chan struct{}, 64)
 	var polls atomic.Int32
-	f := NewFollower(cfg, s, func(string) {}, func(*Instance) {}, func() { polls.Add(1) })
+	f := NewFollower(cfg, s, func(string) {}, func(*Instance) {}, func() {
+		polls.Add(1)
+		select {
+		case polled <- struct{}{}:
+		default:
+		}
+	})
 	go f.Run()
-	waitUntil(t, "three safety looks", func() bool { return polls.Load() >= 3 })
+	for range 3 {
+		receive(t, polled, "a safety look")
+	}
 	f.Stop()
 	<-f.done
-	looks := stewardCalls(s)
+	s.mu.Lock()
+	looks := s.nextID
+	s.mu.Unlock()
 	if int(polls.Load()) > looks {
 		t.Fatalf("%d polls told for %d looks", polls.Load(), looks)
 	}
