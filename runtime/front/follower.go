@@ -89,6 +89,9 @@ func NewFollower(cfg *Config, steward *Steward, log func(string), onServing func
 	}
 }
 
+// Stopping is true once Stop was called: the replica is on its way out.
+func (f *Follower) Stopping() bool { return f.stopping.Load() }
+
 // Active is the instance new requests go to; nil before the first deployment is ready.
 func (f *Follower) Active() *Instance { return f.active.Load() }
 

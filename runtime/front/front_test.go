@@ -156,8 +156,7 @@ func TestFailedStartsWaitLongerEachTimeAndLogOnce(t *testing.T) {
 func TestHealthSaysWhereTheReplicaStands(t *testing.T) {
 	cfg := testConfig()
 	f := NewFollower(cfg, nil, func(string) {}, func(*Instance) {}, func() {})
-	var stopping atomic.Bool
-	p := NewProxy(cfg, f, &stopping, func(string) {})
+	p := NewProxy(cfg, f, func(string) {})
 	get := func(header string) (int, map[string]any) {
 		req := httptest.NewRequest(http.MethodGet, cfg.HealthPath, nil)
 		if header != "" {
@@ -189,7 +188,7 @@ func TestHealthSaysWhereTheReplicaStands(t *testing.T) {
 	if p.supervisedAt.Load() == 0 {
 		t.Fatal("a supervisor's probe was not noted")
 	}
-	stopping.Store(true)
+	f.Stop()
 	if code, body = get(""); code != 503 || body["status"] != "stopping" {
 		t.Fatalf("stopping: %d %v", code, body)
 	}
@@ -198,9 +197,8 @@ func TestHealthSaysWhereTheReplicaStands(t *testing.T) {
 func TestRequestsBeforeAnyDeploymentAreToldToRetry(t *testing.T) {
 	cfg := testConfig()
 	f := NewFollower(cfg, nil, func(string) {}, func(*Instance) {}, func() {})
-	var stopping atomic.Bool
 	rec := httptest.NewRecorder()
-	NewProxy(cfg, f, &stopping, func(string) {}).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
+	NewProxy(cfg, f, func(string) {}).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
 	if rec.Code != 503 || rec.Header().Get("Retry-After") != "1" || !strings.Contains(rec.Body.String(), "No deployment") {
 		t.Fatalf("%d %v %q", rec.Code, rec.Header(), rec.Body.String())
 	}

@@ -18,7 +18,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -84,7 +83,6 @@ func run() int {
 type runtime struct {
 	cfg      *Config
 	say      func(string)
-	stopping atomic.Bool
 	steward  *Steward
 	follower *Follower
 	lease    *Lease
@@ -111,12 +109,12 @@ func newRuntime(cfg *Config, say func(string)) *runtime {
 		return map[string]string{}
 	})
 	r.crons = NewCrons(r.steward, say, func() *Instance {
-		if r.stopping.Load() {
+		if r.follower.Stopping() {
 			return nil
 		}
 		return r.follower.Active()
 	})
-	r.proxy = NewProxy(cfg, r.follower, &r.stopping, say)
+	r.proxy = NewProxy(cfg, r.follower, say)
 	return r
 }
 
@@ -172,9 +170,8 @@ func (r *runtime) unsupervisedFor() time.Duration {
 // the steward and the private folder go.
 func (r *runtime) stop(reason string, server *http.Server) {
 	r.say(fmt.Sprintf("cell: %s: stopping %s", reason, r.cfg.Application))
-	r.stopping.Store(true)
+	instances := r.follower.Stop() // from here the health says stopping and no cron fires
 	r.crons.Stop()
-	instances := r.follower.Stop()
 	bound := ms(min(r.cfg.DrainMs, r.cfg.StopDrainMs))
 	ctx, cancel := context.WithTimeout(context.Background(), bound)
 	defer cancel()

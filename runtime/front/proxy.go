@@ -29,7 +29,6 @@ type Proxy struct {
 	cfg      *Config
 	follower *Follower
 	log      func(string)
-	stopping *atomic.Bool
 	// supervisedAt is when a supervisor last probed the health (unix ms).
 	supervisedAt atomic.Int64
 
@@ -38,8 +37,8 @@ type Proxy struct {
 }
 
 // NewProxy makes the handler.
-func NewProxy(cfg *Config, follower *Follower, stopping *atomic.Bool, log func(string)) *Proxy {
-	p := &Proxy{cfg: cfg, follower: follower, stopping: stopping, log: log, upgraded: map[net.Conn]struct{}{}}
+func NewProxy(cfg *Config, follower *Follower, log func(string)) *Proxy {
+	p := &Proxy{cfg: cfg, follower: follower, log: log, upgraded: map[net.Conn]struct{}{}}
 	p.supervisedAt.Store(time.Now().UnixMilli())
 	return p
 }
@@ -59,7 +58,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if p.cfg.OTel {
 		defer p.span(r, recorder, started)
 	}
-	if strings.SplitN(r.RequestURI, "?", 2)[0] == p.cfg.HealthPath {
+	if path, _, _ := strings.Cut(r.RequestURI, "?"); path == p.cfg.HealthPath {
 		p.health(recorder, r)
 		return
 	}
@@ -71,7 +70,7 @@ func (p *Proxy) health(w http.ResponseWriter, r *http.Request) {
 		p.supervisedAt.Store(time.Now().UnixMilli())
 	}
 	active := p.follower.Active()
-	stopping := p.stopping.Load()
+	stopping := p.follower.Stopping()
 	ready := active != nil && !stopping
 	status, lastError := p.follower.Status()
 	if stopping {
@@ -321,6 +320,7 @@ var traceparent = regexp.MustCompile(`^00-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]
 // span writes one span-shaped JSON line per request on stdout (CELL_OTEL=1).
 func (p *Proxy) span(r *http.Request, w *statusRecorder, started time.Time) {
 	parent := traceparent.FindStringSubmatch(r.Header.Get("Traceparent"))
+	path, _, _ := strings.Cut(r.RequestURI, "?")
 	line := struct {
 		Kind         string  `json:"kind"`
 		Name         string  `json:"name"`
@@ -338,7 +338,7 @@ func (p *Proxy) span(r *http.Request, w *statusRecorder, started time.Time) {
 	}{
 		Kind: "span", Name: "http.request", TraceID: randomHex(16), SpanID: randomHex(8),
 		Application: p.cfg.Application, Node: p.cfg.Node, Method: r.Method,
-		Path: strings.SplitN(r.RequestURI, "?", 2)[0], Status: w.status,
+		Path: path, Status: w.status,
 		DurationMs: float64(time.Since(started).Nanoseconds()) / 1e6,
 		Time:       time.Now().UTC().Format("2006-01-02T15:04:05.000Z"),
 	}
