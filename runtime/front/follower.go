@@ -36,6 +36,17 @@ type lookRequest struct {
 	Sequence        int                `json:"sequence"`
 }
 
+// A look that was asked for (a SIGHUP, or the first at start) and could not read the selector
+// (the bucket or the steward failed) is tried again after unreadRetryFirst, doubling up to
+// unreadRetryMax, one reconcile pass of the daemon, until one reads it: a move the daemon told of
+// is served within a pass of the bucket's return, not at the next safety look. A safety look that
+// fails waits for the next one, so a long outage does not start a steward per application every
+// few seconds.
+const (
+	unreadRetryFirst = time.Second
+	unreadRetryMax   = 5 * time.Second
+)
+
 type lookAnswer struct {
 	Prepared
 	Result    string  `json:"result"`
@@ -69,6 +80,11 @@ type Follower struct {
 	retryAt         time.Time
 	lastLogged      string
 	sequence        int
+	// asked: a look was asked for and none has read the selector since; unread counts the looks
+	// that failed to read it, lookAgainAt is when the next is due.
+	asked       bool
+	unread      int
+	lookAgainAt time.Time
 
 	wake chan struct{}
 	lost chan *Instance
@@ -125,8 +141,11 @@ func (f *Follower) Run() {
 		case in := <-f.lost:
 			f.forget(in)
 		case <-f.wake:
+			f.asked = true
 		case <-timer.C:
-			f.onPoll()
+			if !f.asked {
+				f.onPoll() // an owed look tried again is no safety look
+			}
 		}
 		f.look()
 		if f.stopping.Load() {
@@ -140,6 +159,11 @@ func (f *Follower) nextLookIn() time.Duration {
 	wait := ms(f.cfg.PollMs)
 	if f.failedSelection != nil {
 		if until := time.Until(f.retryAt); until < wait {
+			wait = max(until, 0)
+		}
+	}
+	if !f.lookAgainAt.IsZero() {
+		if until := time.Until(f.lookAgainAt); until < wait {
 			wait = max(until, 0)
 		}
 	}
@@ -173,9 +197,17 @@ func (f *Follower) look() {
 	}
 	var answer lookAnswer
 	if err := f.steward.Call("look", request, &answer); err != nil {
-		f.failed(nil, err.Error())
+		f.unreadable(err.Error())
 		return
 	}
+	if answer.Result == "failed" && answer.Selection == nil {
+		f.unreadable(answer.Message)
+		return
+	}
+	// The selector was read (whatever came of it): no look is owed any more.
+	f.asked = false
+	f.unread = 0
+	f.lookAgainAt = time.Time{}
 	switch answer.Result {
 	case "none":
 	case "same":
@@ -189,8 +221,19 @@ func (f *Follower) look() {
 		f.sequence = request.Sequence
 		f.start(answer)
 	default:
-		f.failed(nil, fmt.Sprintf("the steward answered a look with %q", answer.Result))
+		f.unreadable(fmt.Sprintf("the steward answered a look with %q", answer.Result))
 	}
+}
+
+// unreadable: a look could not read the selector. One that was asked for is owed: it is tried
+// again soon (see unreadRetryFirst).
+func (f *Follower) unreadable(message string) {
+	if f.asked {
+		f.unread++
+		wait := min(unreadRetryFirst<<min(f.unread-1, 8), unreadRetryMax)
+		f.lookAgainAt = time.Now().Add(wait)
+	}
+	f.failed(nil, message)
 }
 
 func (f *Follower) start(answer lookAnswer) {

@@ -15,7 +15,8 @@ import (
 
 // TestMain doubles as a stand-in steward (the seam between the front and `cell steward`): run with
 // FAKE_STEWARD set, the test binary answers each request line with its op, or exits at once
-// with FAKE_STEWARD=crash.
+// with FAKE_STEWARD=crash; with FAKE_STEWARD=answer:<JSON object> it answers that object (with
+// the request's id) to every request.
 func TestMain(m *testing.M) {
 	switch os.Getenv("FAKE_STEWARD") {
 	case "":
@@ -23,11 +24,18 @@ func TestMain(m *testing.M) {
 	case "crash":
 		os.Exit(3)
 	default:
+		fixed, hasFixed := strings.CutPrefix(os.Getenv("FAKE_STEWARD"), "answer:")
 		lines := bufio.NewScanner(os.Stdin)
 		for lines.Scan() {
 			var req map[string]any
 			_ = json.Unmarshal(lines.Bytes(), &req)
-			answer, _ := json.Marshal(map[string]any{"id": req["id"], "op": req["op"], "pid": os.Getpid()})
+			fields := map[string]any{"op": req["op"], "pid": os.Getpid()}
+			if hasFixed {
+				fields = map[string]any{}
+				_ = json.Unmarshal([]byte(fixed), &fields)
+			}
+			fields["id"] = req["id"]
+			answer, _ := json.Marshal(fields)
 			os.Stdout.Write(append(answer, '\n'))
 		}
 		os.Exit(0)
@@ -286,5 +294,74 @@ func TestOnlyThePollIntervalsLooksAreTold(t *testing.T) {
 	s.mu.Unlock()
 	if int(polls.Load()) > looks {
 		t.Fatalf("%d polls told for %d looks", polls.Load(), looks)
+	}
+}
+
+func TestAnOwedLookThatCannotReadTheSelectorIsTriedAgainSoon(t *testing.T) {
+	down, _ := fakeSteward(t, `answer:{"result":"failed","selection":null,"message":"the bucket is not answering"}`, time.Second)
+	cfg := testConfig()
+	cfg.PollMs = 300_000
+	f := NewFollower(cfg, down, func(string) {}, func(*Instance) {}, func() {})
+	// A safety look (nobody asked for it) that fails waits for the next safety look.
+	f.look()
+	if !f.lookAgainAt.IsZero() {
+		t.Fatalf("a failed safety look was scheduled again at %v", f.lookAgainAt)
+	}
+	if wait := f.nextLookIn(); wait != ms(cfg.PollMs) {
+		t.Fatalf("next look in %v, want the poll interval", wait)
+	}
+	// An owed look (a SIGHUP asked for it) is tried again after 1 s, doubling to 5 s.
+	f.asked = true
+	var waits []time.Duration
+	for range 5 {
+		f.look()
+		waits = append(waits, f.nextLookIn().Round(100*time.Millisecond))
+	}
+	want := []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 5 * time.Second, 5 * time.Second}
+	for i := range want {
+		if waits[i] != want[i] {
+			t.Fatalf("waits %v, want %v", waits, want)
+		}
+	}
+	if status, _ := f.Status(); status == statusFailed {
+		t.Fatal("a bucket that does not answer was held against the deployment")
+	}
+	// Once a look reads the selector, nothing is owed and the poll interval applies again.
+	up, _ := fakeSteward(t, `answer:{"result":"none"}`, time.Second)
+	f.steward = up
+	f.look()
+	if f.asked || f.unread != 0 || !f.lookAgainAt.IsZero() || f.nextLookIn() != ms(cfg.PollMs) {
+		t.Fatalf("after a read: asked %v, unread %d, again at %v", f.asked, f.unread, f.lookAgainAt)
+	}
+}
+
+func TestAnOwedLookRunsAgainWithoutThePoll(t *testing.T) {
+	down, _ := fakeSteward(t, `answer:{"result":"failed","selection":null,"message":"the bucket is not answering"}`, time.Second)
+	cfg := testConfig()
+	cfg.PollMs = 300_000
+	polled := make(chan struct{}, 8)
+	f := NewFollower(cfg, down, func(string) {}, func(*Instance) {}, func() { polled <- struct{}{} })
+	go f.Run()
+	defer func() {
+		f.Stop()
+		<-f.done
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		down.mu.Lock()
+		looks := down.nextID
+		down.mu.Unlock()
+		if looks >= 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d looks in 10 s: the owed first look was not tried again", looks)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	select {
+	case <-polled:
+		t.Fatal("a look tried again was told as a safety look")
+	default:
 	}
 }

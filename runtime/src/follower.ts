@@ -7,6 +7,7 @@
 // instance's folder so that the front only has to run workerd in it.
 
 import { rm } from 'node:fs/promises';
+import { isProblem } from '../../src/problem.ts';
 import { keys } from '../../src/registry/keys.ts';
 import {
   KNOWN_FEATURES,
@@ -77,7 +78,10 @@ export type LookAnswer =
 /**
  * One look at the selector: one stat of the secrets file and a HEAD; bodies are read only when
  * they moved. Never throws: a failure is a `failed` answer, with the selection when one was read
- * (the front retries it after a growing wait, or as soon as it moves).
+ * (the front retries it after a growing wait, or as soon as it moves). A bucket that did not
+ * answer (`store-unavailable`) is no fault of the deployment: that failure carries no selection,
+ * so the front looks again soon (when the look was asked for) rather than holding it against the
+ * deployment for minutes.
  */
 export async function look(context: LookContext, request: LookRequest): Promise<LookAnswer> {
   const key = keys.runtimeSelector(context.application);
@@ -123,7 +127,8 @@ export async function look(context: LookContext, request: LookRequest): Promise<
     };
   } catch (err) {
     if (dir) await rm(dir, { recursive: true, force: true });
-    return { result: 'failed', selection, message: (err as Error).message };
+    const bucketDown = isProblem(err) && err.code === 'store-unavailable';
+    return { result: 'failed', selection: bucketDown ? null : selection, message: (err as Error).message };
   }
 }
 

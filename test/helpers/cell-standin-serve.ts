@@ -16,9 +16,10 @@
 //   STANDIN_SERVE_CHILD_APPS       start a child process (like workerd) and print "child <pid>"
 //   STANDIN_SERVE_NOISE_BYTES      print that many bytes of noise, then "noise end"
 //   STANDIN_SERVE_STAY_ORPHANED    outlive its supervisor (for five minutes), as a runtime would
+//   STANDIN_SERVE_DEPLOYMENT_DIR   health names as its `deployment` what <dir>/<application> holds
 
 import { spawn } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { join } from 'node:path';
 
@@ -63,7 +64,10 @@ export function serveStandin(env: NodeJS.ProcessEnv = process.env): void {
       healthProbes += 1;
       const ready = !readyDir || existsSync(join(readyDir, application));
       res.writeHead(ready ? 200 : 503, { 'content-type': 'application/json' });
-      res.end(JSON.stringify({ status: ready ? 'ready' : 'starting', application, node }));
+      const deploymentDir = env.STANDIN_SERVE_DEPLOYMENT_DIR;
+      const file = deploymentDir ? join(deploymentDir, application) : null;
+      const deployment = file && existsSync(file) ? readFileSync(file, 'utf8').trim() : undefined;
+      res.end(JSON.stringify({ status: ready ? 'ready' : 'starting', application, node, deployment }));
     } else if (path === '/env') {
       res.writeHead(200, { 'content-type': 'application/json' });
       res.end(JSON.stringify({ env: contractEnv(env), healthProbes, hups, pid: process.pid }));

@@ -132,6 +132,37 @@ test('a moved selector is told to the running process with SIGHUP, and only a mo
   assert.equal(status(s, 'alpha')!.restarts, 0);
 });
 
+test('a process still serving another deployment a pass after it was told is told again, less often each time', async () => {
+  const deployments = tempDir('supervisor-deployments-');
+  writeFileSync(join(deployments, 'alpha'), 'd1');
+  const s = await supervisor({ cellEnv: { STANDIN_SERVE_DEPLOYMENT_DIR: deployments }, retellFirstMs: 300 });
+  await s.apply([{ application: 'alpha', deployment: 'd1' }]);
+  const alpha = await readyStatus(s, 'alpha');
+  const hups = async () => (await standinEnv(alpha.port)).hups;
+  // Serving what is desired: passes tell it nothing.
+  await waitFor(() => status(s, 'alpha')?.deployment === 'd1', 'its health read');
+  await s.apply([{ application: 'alpha', deployment: 'd1' }]);
+  // Moved to d2: told once; it keeps serving d1 (its look failed), so later passes tell it again,
+  // 300 ms after it was told, then after waits that double.
+  await s.apply([{ application: 'alpha', deployment: 'd2' }]);
+  await waitFor(async () => (await hups()) === 1, 'alpha told of d2');
+  const told: number[] = [];
+  const started = Date.now();
+  await waitFor(async () => {
+    await s.apply([{ application: 'alpha', deployment: 'd2' }]);
+    const now = await hups();
+    if (now > 1 + told.length) told.push(Date.now() - started);
+    return now >= 4;
+  }, 'alpha told again three times');
+  assert.ok(told[2]! - told[1]! > told[1]! - told[0]!, `the waits grow: told at ${told} ms`);
+  // Once its health names d2, passes tell it nothing more.
+  writeFileSync(join(deployments, 'alpha'), 'd2');
+  await waitFor(() => status(s, 'alpha')?.deployment === 'd2', 'd2 served');
+  const settled = await hups();
+  for (let i = 0; i < 5; i++) await s.apply([{ application: 'alpha', deployment: 'd2' }]);
+  assert.equal(await hups(), settled);
+});
+
 test('runtimeEnv: cell-env may not override the contract or the bucket; CELL_OTEL as cell-env states it', () => {
   const env = runtimeEnv({
     cellEnv: { CELL_APP: 'evil', CELL_OTEL: '0', SVC_S3_BUCKET: 'other', X: '1' },
@@ -384,9 +415,11 @@ test('a restarted supervisor adopts what a killed daemon left serving and stops 
   assert.deepEqual(JSON.parse(readFileSync(processFile, 'utf8')).processes, [
     { application: 'left', pid: left!.pid, port: left!.port },
   ]);
-  // A SIGHUP still reaches it, and its exit is noticed and restarted like any other.
+  // Told to look at its selector when adopted (a move may have come while no daemon was there),
+  // a SIGHUP still reaches it, and its exit is noticed and restarted like any other.
+  await waitFor(async () => (await standinEnv(adopted.port)).hups === 1, 'the adopted process told to look');
   s.notify('left');
-  await waitFor(async () => (await standinEnv(adopted.port)).hups === 1, 'the adopted process told');
+  await waitFor(async () => (await standinEnv(adopted.port)).hups === 2, 'the adopted process told');
   process.kill(left!.pid!, 'SIGKILL');
   const again = await until(() => {
     const p = status(s, 'left');

@@ -90,6 +90,8 @@ export interface SupervisorOptions {
   healthCheckMs?: number;
   /** Between SIGTERM and SIGKILL of the process group. */
   stopGraceMs?: number;
+  /** The first wait before a process lagging its desired deployment is told again (RETELL_FIRST_MS). */
+  retellFirstMs?: number;
   /**
    * Where the process groups it runs are noted (in the node's state directory), so that the next
    * run stops what a killed daemon left behind before starting anything (process-leftovers.ts).
@@ -116,6 +118,16 @@ export interface DesiredProcess {
 
 const HEALTH_TIMEOUT_MS = 2_000;
 
+/**
+ * A process whose health still names another deployment than the one desired this long after it
+ * was told is told again (SIGHUP), the wait doubling up to RETELL_MAX_MS: a signal that was lost,
+ * or a look that failed (the bucket did not answer), costs one reconcile pass, not the runtime's
+ * safety poll; one that cannot switch (its new deployment fails to start here) is told no more
+ * often than the runtime would look anyway.
+ */
+export const RETELL_FIRST_MS = 5_000;
+export const RETELL_MAX_MS = 300_000;
+
 /** One application's runtime process across its restarts. */
 interface Managed {
   application: string;
@@ -140,6 +152,9 @@ interface Managed {
   answered: boolean;
   /** A notify waits for the process to answer before it is signalled. */
   notifyPending: boolean;
+  /** When a process still serving another deployment is told again, and how often it was. */
+  retellAtMs: number;
+  retold: number;
   /** The current child was reported as never turning ready. */
   notReadyReported: boolean;
   /** What the last health answer said it serves. */
@@ -157,6 +172,7 @@ export const NEVER_READY_MS = 30_000;
 export class Supervisor {
   readonly #options: SupervisorOptions;
   readonly #policy: RestartPolicy;
+  readonly #retellFirstMs: number;
   readonly #ports: PortPool;
   readonly #probe = new RuntimeProbe();
   readonly #managed = new Map<string, Managed>();
@@ -168,6 +184,7 @@ export class Supervisor {
 
   constructor(options: SupervisorOptions) {
     this.#options = options;
+    this.#retellFirstMs = options.retellFirstMs ?? RETELL_FIRST_MS;
     this.#policy = { ...DEFAULT_RESTART_POLICY, ...options.restart };
     this.#ports = new PortPool(options.portRange, options.portQuarantineMs);
   }
@@ -178,11 +195,13 @@ export class Supervisor {
     this.#applying = this.#applying.then(async () => {
       this.#followDeployments(desired);
       await this.#apply(names);
-      // A process started now reads the selector itself: what it was started for is what it knows.
+      // A process started now reads the selector itself, and an adopted one was told to look
+      // again: what it was started for is what it knows.
       for (const d of desired) {
         const m = this.#managed.get(d.application);
         if (m && m.deployment === undefined) m.deployment = d.deployment;
       }
+      this.#retellLagging(Date.now());
     });
     return this.#applying;
   }
@@ -195,8 +214,32 @@ export class Supervisor {
   notify(application: string): void {
     const m = this.#managed.get(application);
     if (!m || m.stopping) return;
+    m.retold = 0;
+    m.retellAtMs = Date.now() + this.#retellFirstMs;
     if (m.child && m.answered) signal(m.child, 'SIGHUP');
     else m.notifyPending = true;
+  }
+
+  /**
+   * Tells again each process whose health names another deployment than the one desired (see
+   * RETELL_FIRST_MS). Runs on every apply, so only while the registry answers: the first pass
+   * after an outage tells at once whatever was due during it.
+   */
+  #retellLagging(nowMs: number): void {
+    for (const m of this.#managed.values()) {
+      // A process that never served anything started after the selector existed and reads it
+      // itself (and looks again soon when that failed).
+      if (m.stopping || !m.child || !m.answered || m.deployment === undefined || m.serving === undefined)
+        continue;
+      if (m.serving === m.deployment) {
+        m.retold = 0;
+        continue;
+      }
+      if (nowMs < m.retellAtMs) continue;
+      signal(m.child, 'SIGHUP');
+      m.retold += 1;
+      m.retellAtMs = nowMs + Math.min(this.#retellFirstMs * 2 ** (m.retold - 1), RETELL_MAX_MS);
+    }
   }
 
   #followDeployments(desired: readonly DesiredProcess[]): void {
@@ -289,8 +332,12 @@ export class Supervisor {
     const m = this.#adopt(e.application);
     m.port = e.port;
     m.runtimeVersion = (await this.#probe.version(this.#options.cellBin)) ?? '';
-    this.#attach(m, new AdoptedProcess(e.pid));
+    const adopted = new AdoptedProcess(e.pid);
+    this.#attach(m, adopted);
     m.answered = true;
+    // The selector may have moved while no daemon was there to say so: it looks now, not at its
+    // safety poll minutes away.
+    signal(adopted, 'SIGHUP');
     m.tail.push(
       Buffer.from(
         `[svc] adopted cell serve ${e.pid} on port ${e.port}, left running by a previous run of the daemon; its output is not captured\n`,
@@ -366,6 +413,8 @@ export class Supervisor {
       deployment: undefined,
       answered: false,
       notifyPending: false,
+      retellAtMs: 0,
+      retold: 0,
       notReadyReported: false,
     };
     this.#managed.set(application, m);
@@ -439,6 +488,9 @@ export class Supervisor {
     m.ready = false;
     m.answered = false;
     m.notReadyReported = false;
+    // A process starting reads the selector itself: it is told again only if it lags a pass on.
+    m.retold = 0;
+    m.retellAtMs = Date.now() + this.#retellFirstMs;
     if (m.state !== 'crashloop') m.state = 'starting';
     child.stdout?.on('data', (chunk: Buffer) => m.tail.push(chunk));
     child.stderr?.on('data', (chunk: Buffer) => m.tail.push(chunk));
