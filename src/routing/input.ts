@@ -13,6 +13,8 @@ export interface RegistryView {
   platformDomains: string[];
   apiPublic: boolean;
   selfNodeId: string;
+  /** The reader's judgement of a node (a daemon's liveness tracker); else the record's beat by `nowMs`. */
+  isLive?: (node: NodeRecord) => boolean;
 }
 
 export function routingInputFromRegistry(view: RegistryView): RoutingInput {
@@ -21,7 +23,7 @@ export function routingInputFromRegistry(view: RegistryView): RoutingInput {
       id: n.id,
       address: n.advertise,
       state: n.state,
-      live: isNodeLive(n, view.nowMs),
+      live: view.isLive ? view.isLive(n) : isNodeLive(n, view.nowMs),
       processes: n.processes.map((p) => ({ application: p.application, port: p.port, ready: p.ready })),
     })),
     applications: view.applications.map((a) => ({
