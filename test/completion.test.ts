@@ -54,7 +54,7 @@ test('bash: top-level commands in help order, nested subcommands, flags of the t
   ]);
   assert.deepEqual(bashComplete(file, ['svc', 'de']), ['deploy', 'deployment']);
   assert.deepEqual(bashComplete(file, ['svc', 'fleet', '']), ['nodes', 'freeze', 'unfreeze']);
-  assert.deepEqual(bashComplete(file, ['svc', 'app', 'secret', '']), ['set', 'list', 'remove']);
+  assert.deepEqual(bashComplete(file, ['svc', 'app', 'secret', '']), ['set', 'bulk', 'list', 'remove']);
   // Flags of `svc fleet nodes` after another flag, not those of `svc fleet`.
   const flags = bashComplete(file, ['svc', 'fleet', 'nodes', '--json', '--buc']);
   assert.deepEqual(flags, ['--bucket']);

@@ -169,7 +169,7 @@ describe('workload tokens on the deploy routes', () => {
         403,
         'auth-scope',
         'Operator key required',
-        /workload tokens reach the deploy routes only/,
+        /workload tokens reach the deploy and secret routes only/,
       );
     }
   });

@@ -10,6 +10,7 @@
 //   operator          an operator token; its record re-read on this request; node token → auth-scope
 //   admin             as operator, and role admin (scope on `:name` checked first, then the tier)
 //   deploy            a node, operator or workload token (workload: src/auth/workload.ts)
+//   operator-or-workload  an operator token (re-read, as above) or a workload token; node → auth-scope
 // On every route with a `:name` parameter the name must be an application name
 // (`invalid-slug`) and the caller's scope must reach it (`auth-scope`), before any handler I/O.
 
@@ -27,7 +28,14 @@ import { isReadMethod, recordTokenUse } from './token-uses.ts';
 import { readJson } from './verifier.ts';
 import { isWorkloadToken, type WorkloadCaller } from './workload.ts';
 
-export type AuthLevel = 'public' | 'ingress' | 'node-or-operator' | 'operator' | 'admin' | 'deploy';
+export type AuthLevel =
+  | 'public'
+  | 'ingress'
+  | 'node-or-operator'
+  | 'operator'
+  | 'admin'
+  | 'deploy'
+  | 'operator-or-workload';
 
 declare module 'fastify' {
   interface FastifyContextConfig {
@@ -70,7 +78,17 @@ export function callerOf(request: FastifyRequest): Caller {
   return caller;
 }
 
-const LEVELS = new Set<string>(['public', 'ingress', 'node-or-operator', 'operator', 'admin', 'deploy']);
+const LEVELS = new Set<string>([
+  'public',
+  'ingress',
+  'node-or-operator',
+  'operator',
+  'admin',
+  'deploy',
+  'operator-or-workload',
+]);
+/** Tiers whose operator callers have their record re-read on every request; node tokens are refused. */
+const OPERATOR_TIERS = new Set<string>(['operator', 'admin', 'operator-or-workload']);
 
 /** Installs the guard on the root instance; buildServer calls it before any route plugin. */
 export function authGuard(app: FastifyInstance, deps: GuardDeps): void {
@@ -103,6 +121,7 @@ export async function authenticate(request: FastifyRequest, deps: GuardDeps): Pr
     case 'operator':
     case 'admin':
     case 'deploy':
+    case 'operator-or-workload':
       return authenticateSigned(request, deps, level);
     default:
       deps.log.error({ url: request.url }, 'refused a call to a route that declares no auth tier');
@@ -131,7 +150,7 @@ function authenticateIngress(request: FastifyRequest, deps: GuardDeps): Caller {
 async function authenticateSigned(
   request: FastifyRequest,
   deps: GuardDeps,
-  level: 'node-or-operator' | 'operator' | 'admin' | 'deploy',
+  level: 'node-or-operator' | 'operator' | 'admin' | 'deploy' | 'operator-or-workload',
 ): Promise<Caller> {
   const token = bearerToken(request.headers.authorization);
   if (token === null) throw authInvalid();
@@ -141,19 +160,19 @@ async function authenticateSigned(
   let used: { jti: string; exp: number } | null = null;
   if (isWorkloadToken(token)) {
     caller = await deps.verifyWorkloadToken(token, applicationOf(request));
-    // Verified, but workload tokens reach the deploy routes only (docs/api.md): like a node token on
-    // an operator route, the answer is auth-scope, not auth-invalid.
-    if (level !== 'deploy') throw workloadOutOfReach();
+    // Verified, but workload tokens reach the deploy and secret routes only (docs/api.md): like a
+    // node token on an operator route, the answer is auth-scope, not auth-invalid.
+    if (level !== 'deploy' && level !== 'operator-or-workload') throw workloadOutOfReach();
   } else {
     const verifier = deps.auth().verifier;
     const signer = await verifier.verify(token);
     used = signer.token;
     if (signer.kind === 'node') {
-      if (level === 'operator' || level === 'admin') throw operatorRequired();
+      if (OPERATOR_TIERS.has(level)) throw operatorRequired();
       caller = { kind: 'node', id: signer.id };
     } else {
       let record: TrustedOperator = signer.record;
-      if (level === 'operator' || level === 'admin') {
+      if (OPERATOR_TIERS.has(level)) {
         // docs/api.md: operator routes re-read the operator record on every request, so a revoked
         // key or a changed grant takes effect at once here, not after the key cache expires.
         const fresh = asTrustedOperator(await readJson(deps.store, keys.operator(signer.id)), signer.id);
@@ -186,7 +205,7 @@ function workloadOutOfReach(): Problem {
   return new Problem(
     'auth-scope',
     'Operator key required',
-    'workload tokens reach the deploy routes only; sign with an operator key',
+    'workload tokens reach the deploy and secret routes only; sign with an operator key',
   );
 }
 

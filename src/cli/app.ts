@@ -18,7 +18,13 @@ import {
 } from './app-actions.ts';
 import { addBucketFlags, addNameFlags, addRemoteFlags, repeatable } from './flags.ts';
 import { leaseDropAction, leaseShowAction } from './runtime-data-actions.ts';
-import { type SecretFlags, secretListAction, secretRemoveAction, secretSetAction } from './secret-actions.ts';
+import {
+  type SecretFlags,
+  secretBulkAction,
+  secretListAction,
+  secretRemoveAction,
+  secretSetAction,
+} from './secret-actions.ts';
 
 /** An app subcommand: remote flags, --name and --env; bucket flags when it has a bucket path. */
 function appCommand(parent: Command, name: string, description: string, bucketPath: boolean): Command {
@@ -76,18 +82,23 @@ export function registerApp(program: Command): void {
     .action((flags: Parameters<typeof appDelete>[0]) => appDelete(flags));
   const secret = app
     .command('secret')
-    .description('Encrypted secrets, bound on the worker env (bucket path)');
-  addNameFlags(
-    addBucketFlags(secret.command('set').description('Set a secret from a file or standard input')),
-    true,
-  )
+    .description('Encrypted secrets, bound on the worker env (sealed on this machine)');
+  const secretCommand = (name: string, description: string) =>
+    appCommand(secret, name, description, true).option(
+      '--token <token>',
+      'Bearer token to present to the node instead of signing (a workload token)',
+    );
+  secretCommand('set', 'Set a secret from a file or standard input')
     .argument('<NAME>', 'Binding name')
     .option('--secret-file <file>', 'Read the value from this file instead of standard input')
     .action((name: string, flags: SecretFlags) => secretSetAction(name, flags));
-  addNameFlags(addBucketFlags(secret.command('list').description('Secret names and when they changed')), true)
+  secretCommand('bulk', 'Set every secret of a JSON file of NAME: "value"')
+    .argument('<file>', 'JSON object of binding name to string value')
+    .action((file: string, flags: SecretFlags) => secretBulkAction(file, flags));
+  secretCommand('list', 'Secret names and when they changed')
     .option('--json', 'Print JSON')
     .action((flags: SecretFlags) => secretListAction(flags));
-  addNameFlags(addBucketFlags(secret.command('remove').description('Remove a secret')), true)
+  secretCommand('remove', 'Remove a secret')
     .argument('<NAME>', 'Binding name')
     .action((name: string, flags: SecretFlags) => secretRemoveAction(name, flags));
   const lease = app.command('lease').description("The runtime's node leases (internal tooling, unstable)");

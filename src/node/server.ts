@@ -16,6 +16,7 @@ import { freezeRoutes } from './routes/freeze.ts';
 import { healthRoutes } from './routes/health.ts';
 import { ingressRoutes } from './routes/ingress.ts';
 import { operatorRoutes } from './routes/operators.ts';
+import { secretRoutes } from './routes/secrets.ts';
 import { stateRoutes } from './routes/state.ts';
 
 /** A route plugin: registers one concern's routes against the shared context. */
@@ -26,6 +27,7 @@ const routePlugins: RoutePlugin[] = [
   ingressRoutes,
   operatorRoutes,
   applicationRoutes,
+  secretRoutes,
   freezeRoutes,
   deployRoutes,
   stateRoutes,

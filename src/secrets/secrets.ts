@@ -1,7 +1,9 @@
 // An application's secrets in the bucket (docs/decisions.md "Secrets"): one document at
 // `_svc/apps/<name>/secrets.json` holding, per secret, when and by whom it changed and one copy
 // sealed to each node's key (seal.ts). No value is ever stored in the clear; the document is
-// changed with conditional writes retried on a lost race.
+// changed with conditional writes retried on a lost race. Whoever seals (the command line on the
+// caller's machine, through the bucket or through a node's secret routes) hands over only sealed
+// copies; `withSealedSecrets` is the one way they enter the document.
 
 import { Problem } from '../problem.ts';
 import { markFleetChanged } from '../registry/changes.ts';
@@ -9,6 +11,7 @@ import { keys } from '../registry/keys.ts';
 import { isNodeServing } from '../registry/liveness.ts';
 import { BINDING_NAME_RULE, isBindingName } from '../registry/names.ts';
 import type { NodeRecord } from '../registry/records.ts';
+import { parseManifest, parsePointer } from '../runtime-tools/layout.ts';
 import { getJson, parseJsonBody, type Store } from '../store/store.ts';
 import { updateJson } from '../store/update.ts';
 import { isSealPublicKey, open, type SealedCopy, type SealKeyPair, seal } from './seal.ts';
@@ -49,13 +52,12 @@ export function checkSecretName(name: string): string {
   return name;
 }
 
-export function checkSecretValue(value: string): string {
-  if (value.length === 0)
-    throw new Problem(
-      'invalid-input',
-      'Empty secret',
-      'the value read is empty; give it on standard input or with --secret-file',
-    );
+/** `emptyHint` says where the value came from, for the refusal of an empty one. */
+export function checkSecretValue(
+  value: string,
+  emptyHint = 'the value read is empty; give it on standard input or with --secret-file',
+): string {
+  if (value.length === 0) throw new Problem('invalid-input', 'Empty secret', emptyHint);
   if (Buffer.byteLength(value) > MAX_SECRET_BYTES)
     throw new Problem(
       'resource-limit',
@@ -63,6 +65,15 @@ export function checkSecretValue(value: string): string {
       `a secret holds at most ${MAX_SECRET_BYTES} bytes`,
     );
   return value;
+}
+
+/** No serving node publishes a sealing key: nothing could open a secret set now. */
+export function noSealRecipients(): Problem {
+  return new Problem(
+    'capability-missing',
+    'No node to seal the secret to',
+    'no serving node publishes a sealing key; start the fleet (or upgrade its nodes) and set the secret again',
+  );
 }
 
 /** Serving nodes that publish a sealing key, in id order. */
@@ -119,28 +130,54 @@ export async function updateSecrets(
   return updated.value;
 }
 
+/** Secret name -> node id -> the copy sealed to that node: what a caller hands over. */
+export type SealedSecrets = Record<string, Record<string, SealedCopy>>;
+
+/** Seals each value to every recipient, each copy bound to its place. */
+export function sealSecrets(
+  application: string,
+  values: Record<string, string>,
+  recipients: readonly Recipient[],
+): SealedSecrets {
+  const sealed: SealedSecrets = {};
+  for (const [name, value] of Object.entries(values)) {
+    sealed[checkSecretName(name)] = Object.fromEntries(
+      recipients.map((r) => [r.node, seal(value, r.key, { application, name, node: r.node })]),
+    );
+  }
+  return sealed;
+}
+
+/** Sets the sealed secrets, replacing any of the same names; `resource-limit` past MAX_SECRETS. */
+export function withSealedSecrets(
+  doc: SecretsDocument | null,
+  input: { application: string; sealed: SealedSecrets; by: string; now: Date },
+): SecretsDocument {
+  const { application, sealed } = input;
+  const base = doc ?? { v: 1, application, updatedAt: '', secrets: {} };
+  const added = Object.keys(sealed).filter((name) => !Object.hasOwn(base.secrets, name)).length;
+  if (Object.keys(base.secrets).length + added > MAX_SECRETS) {
+    throw new Problem(
+      'resource-limit',
+      'Too many secrets',
+      `${application} would hold ${Object.keys(base.secrets).length + added} secrets; it may hold ${MAX_SECRETS}`,
+    );
+  }
+  const at = input.now.toISOString();
+  const secrets = { ...base.secrets };
+  for (const [name, copies] of Object.entries(sealed)) {
+    secrets[name] = { changedAt: at, by: input.by, sealed: copies };
+  }
+  return { ...base, updatedAt: at, secrets };
+}
+
 /** Sets one secret, sealed to every recipient. */
 export function withSecret(
   doc: SecretsDocument | null,
   input: { application: string; name: string; value: string; by: string; recipients: Recipient[]; now: Date },
 ): SecretsDocument {
-  const { application, name, value, recipients } = input;
-  const base = doc ?? { v: 1, application, updatedAt: '', secrets: {} };
-  if (!Object.hasOwn(base.secrets, name) && Object.keys(base.secrets).length >= MAX_SECRETS) {
-    throw new Problem(
-      'resource-limit',
-      'Too many secrets',
-      `${application} already holds ${MAX_SECRETS} secrets`,
-    );
-  }
-  const sealed: Record<string, SealedCopy> = {};
-  for (const r of recipients) sealed[r.node] = seal(value, r.key, { application, name, node: r.node });
-  const at = input.now.toISOString();
-  return {
-    ...base,
-    updatedAt: at,
-    secrets: { ...base.secrets, [name]: { changedAt: at, by: input.by, sealed } },
-  };
+  const sealed = sealSecrets(input.application, { [input.name]: input.value }, input.recipients);
+  return withSealedSecrets(doc, { application: input.application, sealed, by: input.by, now: input.now });
 }
 
 /** Removes one secret; `not-found` when there is none of that name. */
@@ -150,6 +187,51 @@ export function withoutSecret(doc: SecretsDocument | null, name: string, applica
   }
   const { [name]: _gone, ...rest } = doc.secrets;
   return { ...doc, updatedAt: now.toISOString(), secrets: rest };
+}
+
+/** What a listing shows of one secret: never a value. */
+export interface SecretListing {
+  name: string;
+  changedAt: string;
+  by: string;
+  /** The nodes holding a copy. */
+  nodes: string[];
+}
+
+/** The document's secrets in name order, as `secret list` and the node's listing route show them. */
+export function listSecrets(doc: SecretsDocument | null): SecretListing[] {
+  return Object.entries(doc?.secrets ?? {})
+    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+    .map(([name, entry]) => ({
+      name,
+      changedAt: entry.changedAt,
+      by: entry.by,
+      nodes: Object.keys(entry.sealed).sort(),
+    }));
+}
+
+/** A secret and a var of one name cannot both bind: refused against the serving deployment's vars. */
+export async function refuseVarClash(
+  store: Store,
+  application: string,
+  names: readonly string[],
+): Promise<void> {
+  const selector = await store.get(keys.runtimeSelector(application));
+  const pointer = selector ? parsePointer(selector.body) : null;
+  if (!pointer?.ok) return;
+  const object = await store.get(
+    keys.runtimeManifest(application, pointer.value.script, pointer.value.deployment),
+  );
+  const manifest = object ? parseManifest(object.body) : null;
+  if (!manifest?.ok) return;
+  const clash = names.find((name) => Object.hasOwn(manifest.value.vars, name));
+  if (clash !== undefined) {
+    throw new Problem(
+      'invalid-input',
+      'Secret and var share a name',
+      `${clash} is a var of the serving deployment ${pointer.value.deployment} of ${application}; drop the var from the worker config (or --var) and deploy, or choose another name`,
+    );
+  }
 }
 
 /** Every value this node can open, and the names it holds no copy of (yet). */
