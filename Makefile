@@ -36,6 +36,8 @@ check: setup go-check
 	$(WITH_NODE) npx tsc --noEmit -p .
 	$(WITH_NODE) npx biome check .
 	$(WITH_NODE) node scripts/write-routing-vectors.ts --check
+	$(WITH_NODE) node --test scripts/check-doc-references.test.ts
+	$(WITH_NODE) node scripts/check-doc-references.ts
 
 # Each Go module's guardrails: gofmt must list no file, go vet must be silent.
 go-check:

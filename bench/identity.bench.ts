@@ -1,4 +1,4 @@
-// Issue 3 target: node/operator token verifications per second on one core, at least
+// Target (bench/RESULTS.md "Token verification"): node/operator token verifications per second on one core, at least
 // 10,000. Verification is bounded by Ed25519 itself, so the run also measures, on the same
 // machine and in the same process, node:crypto's bare Ed25519 verify (the ceiling) and
 // jose's compactVerify (the general path the verifier does not take), and prints ratios.

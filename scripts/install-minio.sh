@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Installs the pinned MinIO server the integration tests run against (docs/architecture.md; the choice and pin are in docs/decisions.md "MinIO for the
-# store contract tests"). Built from source through the Go module proxy into
+# Installs the pinned MinIO server the integration tests run against (docs/architecture.md; the choice and pin are in docs/decisions.md "Store: MinIO
+# for the store contract tests"). Built from source through the Go module proxy into
 # .tools/bin/minio; skipped when that binary already carries the pinned module version.
 # Needs only Go (>= the module's go line) and the module proxy.
 set -euo pipefail

@@ -1,6 +1,8 @@
 // The reference in docs/ follows the code: every command and flag of the CLI is named in
 // docs/cli.md (the daemon's own flags in docs/configuration.md, which is generated), and every
 // folder of the tree in docs/architecture.md. A command or folder added without its line fails here.
+// That every docs/<page>.md "<Heading>" citation names a heading is `make check`'s
+// (scripts/check-doc-references.ts).
 
 import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
@@ -66,40 +68,4 @@ test('docs/architecture.md names every folder of the tree', () => {
   ];
   const missing = expected.filter((folder) => !architecture.includes(`\`${folder}`));
   assert.deepEqual(missing, [], 'add these to the layout table of docs/architecture.md');
-});
-
-// Comments cite a section as `docs/<page>.md "<Heading>"`, the quote possibly on the next `//` line.
-// Each such citation must name a page that exists and the start of one of its headings (backticks
-// ignored), so a reader following it lands on the section meant.
-test('every docs/<page>.md "<heading>" citation in the code names a heading of that page', () => {
-  const headings = new Map<string, string[]>();
-  for (const name of readdirSync(new URL('docs/', root))) {
-    if (!name.endsWith('.md')) continue;
-    const lines = read(`docs/${name}`).split('\n');
-    const found = lines.flatMap((line) => {
-      const match = /^#+\s+(.*)$/.exec(line);
-      return match?.[1] === undefined ? [] : [match[1].trim().replaceAll('`', '')];
-    });
-    headings.set(`docs/${name}`, found);
-  }
-  const sources = (dir: string): string[] =>
-    readdirSync(new URL(dir, root), { withFileTypes: true }).flatMap((entry) => {
-      if (entry.isDirectory()) return entry.name === 'node_modules' ? [] : sources(`${dir}${entry.name}/`);
-      return entry.name.endsWith('.ts') ? [`${dir}${entry.name}`] : [];
-    });
-  const citation = /(docs\/[a-z0-9-]+\.md)(?:\s*\n\s*\/\/)?\s+"([^"\n]+)"/g;
-  const dangling: string[] = [];
-  for (const file of ['src/', 'runtime/', 'scripts/', 'test/', 'bench/'].flatMap(sources)) {
-    const text = read(file);
-    for (const match of text.matchAll(citation)) {
-      const [, page = '', quoted = ''] = match;
-      const heading = quoted.replaceAll('`', '');
-      const line = text.slice(0, match.index).split('\n').length;
-      const known = headings.get(page);
-      if (known === undefined) dangling.push(`${file}:${line}: ${page} does not exist`);
-      else if (!known.some((candidate) => candidate.startsWith(heading)))
-        dangling.push(`${file}:${line}: ${page} has no heading "${heading}"`);
-    }
-  }
-  assert.deepEqual(dangling, [], 'point these at a heading of the page (or at the page that has it)');
 });

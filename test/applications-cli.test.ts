@@ -1,4 +1,5 @@
-// Spec 3 "svc app" (all but `app lease`), "Naming an application" and "Domains": every subcommand
+// docs/cli.md "svc app" (all but `app lease`, and its domains) and "Flag groups" (naming an
+// application): every subcommand
 // against a real node, and through the bucket path where the table gives one; the DNS check
 // after `domain add` against a real DNS server on loopback.
 

@@ -1,4 +1,4 @@
-// Spec 1 "POST and DELETE /v1/applications/:name/domains/:host" against a real `svc sail`:
+// docs/api.md "Custom domains" against a real `svc sail`:
 // every refusal of the table, idempotence, no downgrade, `platformHosts`, and a property test
 // that the node's verdict on generated hosts is the CLI's (`checkClaimHost`).
 

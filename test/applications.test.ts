@@ -1,4 +1,4 @@
-// Spec 1 "Applications (common rules)" and "States and transitions: Application" against a real
+// docs/api.md "Applications" and docs/applications.md "Lifecycle" against a real
 // `svc sail` on a local-directory bucket: every route, its redaction, and every refusal with its
 // status, `type` and title.
 

@@ -1,4 +1,4 @@
-// Spec 3 "svc deploy" against a real `svc sail`: packing and the config byte for byte or edited,
+// docs/cli.md "svc deploy [dir]" against a real `svc sail`: packing and the config byte for byte or edited,
 // the success line, a failed deploy's exit, the refusals raised client-side (No node to deploy to,
 // No application to deploy to, Invalid queue timeout, Invalid --var), a node's refusal re-rendered
 // with its code, `--no-wait` on a full node, and `--token` with a single-use token. The runtime is

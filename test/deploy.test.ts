@@ -1,4 +1,4 @@
-// Spec 1 "POST /v1/applications/:name/deploys" and "GET /v1/deploys/:id" against real `svc sail`
+// docs/api.md "Deploys" and docs/deploys.md "GET /v1/deploys/:id" against real `svc sail`
 // processes on one local-directory bucket: a test per answer of the deploy table (status, `type`
 // and title), the record of every state, and nothing left staged. The runtime is the stand-in
 // (test/helpers/cell-standin.ts), steered per deploy, except where the real runtime is named.

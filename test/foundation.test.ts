@@ -1,4 +1,4 @@
-// Issue 2's checks against real `svc` processes: help order, the deprecated aliases,
+// The command line's foundations (docs/cli.md "Output and exit status") against real `svc` processes: help order, the deprecated aliases,
 // sail's listening line and health, health against a stopped node, settings refusals,
 // bounded JSON bodies and problem documents.
 

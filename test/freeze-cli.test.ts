@@ -1,4 +1,4 @@
-// Spec 3 "svc fleet freeze and unfreeze" against a real node: freezing twice says so, unfreeze
+// docs/cli.md "svc fleet" (freeze and unfreeze) against a real node: freezing twice says so, unfreeze
 // says whether deploys were frozen, the reason rules checked before calling, No node to ask.
 
 import assert from 'node:assert/strict';

@@ -1,4 +1,4 @@
-// Spec 1 "Fleet freeze" and "States and transitions: Fleet freeze" against a real `svc sail`:
+// docs/api.md "Fleet freeze" and docs/applications.md "The fleet freeze" against a real `svc sail`:
 // created and lifted, the first record standing, the reason rules, and every refusal. A second
 // node on the same bucket sees the freeze at once (it is one bucket object).
 

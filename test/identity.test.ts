@@ -1,4 +1,4 @@
-// Issue 3 against real `svc sail` processes and real CLI runs on one local-directory bucket:
+// docs/identity.md against real `svc sail` processes and real CLI runs on one local-directory bucket:
 // the walk-through (keygen, bootstrap register, enroll an operator-tier key scoped to shop-*,
 // its scoped reads, rotation, revocation of the old key), the CLI's refusals, node keys,
 // ingress tokens, and bad tokens over HTTP (docs/api.md "Callers and tiers", "Operator keys"; docs/cli.md

@@ -1,7 +1,7 @@
 // Package routing reads the generic routing document a fleet serves at
-// GET /v1/ingress/routes (docs/ingress.md "FleetRouting", "Routing document rules") and
+// GET /v1/ingress/routes (docs/ingress.md "The routing document") and
 // resolves request hosts and paths against one or several of them
-// (docs/ingress.md "Adapter behaviours: Dynamic upstreams module"). It does no I/O: the
+// (docs/adapter.md "Modules"). It does no I/O: the
 // Caddy modules in package svc poll, this package answers from memory.
 package routing
 

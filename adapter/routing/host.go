@@ -54,7 +54,8 @@ func WildcardKey(host string) string {
 
 // IsDenied reports whether path falls under one of the denied prefixes at a
 // segment boundary: the prefix exactly, or the prefix followed by `/`
-// (docs/ingress.md "Denied paths"). The path is also checked after dot-segment and
+// (docs/ingress.md "The routing document"; the cleaning in docs/decisions.md
+// "Adapter: denied paths also checked after cleaning"). The path is also checked after dot-segment and
 // duplicate-slash cleaning and case folding, so `/v1//storage`,
 // `/x/../v1/storage` and `/V1/Storage` are denied too: denying more on an API
 // host costs nothing, proxying one of these could leak the keyspace.

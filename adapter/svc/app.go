@@ -1,5 +1,5 @@
-// Package svc holds the Caddy modules of the svc ingress adapter (docs/ingress.md
-// "Ingress protocol and ingress adapter"): the `svc` app holding fleet
+// Package svc holds the Caddy modules of the svc ingress adapter (docs/adapter.md
+// "Modules"): the `svc` app holding fleet
 // configuration, TLS storage over the node's storage protocol
 // (caddy.storage.svc), dynamic upstreams (http.reverse_proxy.upstreams.svc),
 // on-demand TLS permission (tls.permission.svc) and a plain-HTTP matcher

@@ -12,7 +12,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 )
 
-// Defaults of the fleet options (docs/ingress.md "Fleet options").
+// Defaults of the fleet options (docs/adapter.md "Fleet options").
 const (
 	DefaultPrefer         = "self"
 	DefaultPollInterval   = 5 * time.Second

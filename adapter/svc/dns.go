@@ -300,8 +300,8 @@ type solver struct {
 	overrideDomain string
 }
 
-// chooseSolver picks the solver for a wildcard base (docs/ingress.md "Adapter
-// configuration"): the named provider whose zone is the longest suffix of the
+// chooseSolver picks the solver for a wildcard base (docs/adapter.md "Managed
+// wildcard certificates"): the named provider whose zone is the longest suffix of the
 // base at a label boundary; else the default provider; else, when zones are
 // declared somewhere and a delegation name is set, the delegation (its record
 // written by whichever provider the same rule picks for the delegation name).

@@ -7,7 +7,7 @@ import (
 	"strings"
 )
 
-// The environment form of the svc app (docs/ingress.md "Environment variables"),
+// The environment form of the svc app (docs/adapter.md "Environment"),
 // read only when the configuration declares no fleet (and, separately, no
 // DNS provider). Parsing takes the environment as a list of KEY=VALUE
 // strings so that it is tested without touching the process environment.

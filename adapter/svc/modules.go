@@ -22,7 +22,7 @@ func init() {
 	caddy.RegisterModule(PlainHTTP{})
 }
 
-// Request variables the upstreams module sets (docs/ingress.md "Request variables").
+// Request variables the upstreams module sets (docs/adapter.md "Request variables").
 const (
 	VarRoute   = "svc.route"
 	VarHost    = "svc.host"

@@ -19,7 +19,7 @@ import (
 	"github.com/svc-dev/svc/adapter/routing"
 )
 
-// Poller behaviour (docs/ingress.md "Poller (one per fleet)"): one poller per fleet,
+// Poller behaviour (docs/adapter.md "Polling"): one poller per fleet,
 // shared across configuration reloads through a usage pool; the last document
 // that parsed keeps answering through failures; identical bytes are dropped;
 // a `v` other than 1 is refused whole; the wait is measured from the end of
@@ -251,7 +251,7 @@ func (p *poller) fetch(ctx context.Context) ([]byte, error) {
 }
 
 // problemError reports a non-2xx answer by its problem document's title and
-// detail when present, otherwise by the status alone (docs/ingress.md "Errors"). A 503
+// detail when present, otherwise by the status alone (docs/api.md "Conventions"). A 503
 // `urn:svc:draining` (routing not known yet) is a failure like any other.
 func problemError(what string, resp *http.Response, body []byte) error {
 	e := &httpError{what: what, status: resp.StatusCode}

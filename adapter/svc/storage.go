@@ -23,7 +23,7 @@ func init() {
 	caddy.RegisterModule(Storage{})
 }
 
-// Lock timing (docs/ingress.md "Storage lock", "Limits"). Variables so tests run fast.
+// Lock timing (docs/adapter.md "Storage": locks). Variables so tests run fast.
 var (
 	lockRetryInterval   = time.Second     // wait after a 409 before asking again
 	lockRestampInterval = 5 * time.Second // holder restamp
@@ -124,7 +124,7 @@ const (
 )
 
 // classifyKey tells where a key lives and, for domain keys, the domain
-// (docs/ingress.md "TLS storage module").
+// (docs/adapter.md "Storage").
 func classifyKey(key string) (keyClass, string) {
 	if key == "" {
 		return classAncestor, ""

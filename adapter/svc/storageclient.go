@@ -13,7 +13,7 @@ import (
 	"time"
 )
 
-// storageClient speaks storage protocol v1 (docs/ingress.md "Storage protocol v1")
+// storageClient speaks storage protocol v1 (docs/ingress.md "The storage protocol (version 1)")
 // to one fleet's node with that fleet's token. It never retries: certmagic
 // decides what to do with a failure.
 type storageClient struct {

@@ -11,7 +11,7 @@ import (
 	"go.uber.org/zap"
 )
 
-// Managed wildcard certificates (docs/ingress.md "Adapter configuration"): a
+// Managed wildcard certificates (docs/adapter.md "Managed wildcard certificates"): a
 // `*.<base>` key can only be served over TLS with a wildcard certificate,
 // which needs a DNS challenge, and the on-demand permission refuses names
 // covered only by a wildcard. So the app asks Caddy's TLS app to manage

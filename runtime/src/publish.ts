@@ -23,7 +23,7 @@ import {
 import { isCasConflict, type Store } from '../../src/store/store.ts';
 import { collectAssets } from './assets.ts';
 import { openBucketFromEnv } from './bucket.ts';
-import { buildWorker, bundleOptionsOf, isInside, sha256 } from './bundle.ts';
+import { buildWorker, isInside, sha256 } from './bundle.ts';
 import { findConfig, readWorkerConfig } from './config.ts';
 import { CellError } from './errors.ts';
 import { proveLoads } from './load-check.ts';
@@ -93,7 +93,14 @@ export async function publish(options: {
   }
 
   const worker = mainPath
-    ? await buildWorker(bundleOptionsOf(root, mainPath, config, assetsDir ? [assetsDir] : []))
+    ? await buildWorker({
+        root,
+        mainPath,
+        noBundle: config.no_bundle,
+        compatibilityFlags: config.compatibility_flags,
+        rules: config.rules,
+        skipDirs: assetsDir ? [assetsDir] : [],
+      })
     : assetsOnlyWorker();
   const assets = assetsDir ? collectAssets(root, assetsDir) : null;
 

@@ -1,4 +1,4 @@
-// Spec 1 "Authentication" (application scopes) and "Operators" (scope never past the
+// docs/api.md "Callers and tiers" (application scopes) and "Operator keys" (scope never past the
 // caller's): pattern reach, coverage, narrowed reads, and a refusal that never discloses
 // the key's scope.
 
@@ -118,6 +118,6 @@ test('reads narrow: nodes and * admins see all; others what they reach, scoped',
       redact: true,
     },
   );
-  // Spec 1: `scoped` is present when operator scope filtered, even when it grants everything.
+  // docs/api.md "Callers and tiers": `scoped` is present when operator scope filtered, even when it grants everything.
   assert.equal(readView(op(['*'])).scoped, true);
 });

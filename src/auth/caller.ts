@@ -73,8 +73,8 @@ export function scopeWithin(scope: readonly string[], requested: readonly string
 }
 
 /**
- * How a read is narrowed for a caller (docs/api.md: "Reads narrow instead of refusing and set
- * `scoped: true`"). Nodes and admins holding `*` see everything; an admin with a narrower
+ * How a read is narrowed for a caller (docs/api.md "Callers and tiers": reads narrow instead of refusing and
+ * set `scoped: true`). Nodes and admins holding `*` see everything; an admin with a narrower
  * scope sees what it reaches, full records; a non-admin operator sees what its key reaches
  * without fleet-owned fields, always marked scoped, even when its scope is `*`.
  */

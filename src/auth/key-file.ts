@@ -1,5 +1,5 @@
-// Operator key documents (docs/cli.md "svc operator", "svc remote", "Authentication";
-// docs/identity.md). Three shapes, all JSON:
+// Operator key documents (docs/cli.md "svc operator", "svc remote";
+// docs/identity.md "Tokens"). Three shapes, all JSON:
 //   key file       { v, kind: 'svc-operator-key', id, publicKey, privateKey }    (keygen; 0600)
 //   portable file  the key file plus { remote, endpoints } (kind 'svc-portable-key'; 0600)
 //   public doc     { v, kind: 'svc-operator-public-key', id, publicKey }         (show; enroll input)

@@ -1,4 +1,4 @@
-// Spec 1 "Operators": every rule and refusal of GET/POST /v1/operators and
+// docs/api.md "Operator keys": every rule and refusal of GET/POST /v1/operators and
 // DELETE /v1/operators/:id, through the real server and guard; plus the bucket ceremony.
 
 import assert from 'node:assert/strict';

@@ -1,4 +1,4 @@
-// Spec 1 "Node and operator tokens": every refusal of the token table answers 401
+// docs/identity.md "Tokens": every refusal of the token table answers 401
 // `auth-invalid` with one fixed title and detail, never a 500; the property tests throw
 // random strings and mutated tokens at the verifier.
 

@@ -1,4 +1,5 @@
-// Spec 3 "svc app" (all but `app lease`), "Naming an application" and "Domains": each
+// docs/cli.md "svc app" (all but `app lease`, and its domains) and "Flag groups" (naming an
+// application): each
 // subcommand calls a node, or, where the table gives a bucket path and no node is named, writes
 // the registry directly with the bucket credentials.
 

@@ -1,5 +1,5 @@
-// Spec 3 "Shared flag groups" (remote flags and resolution order), "Authentication" and
-// "Output and exit status" (a node's problem document keeps the node's code), for the CLI client.
+// docs/cli.md "Flag groups" (remote flags and resolution order), docs/identity.md "Tokens" and
+// docs/cli.md "Output and exit status" (a node's problem document keeps the node's code), for the CLI client.
 
 import assert from 'node:assert/strict';
 import { mkdtempSync, writeFileSync } from 'node:fs';

@@ -1,4 +1,4 @@
-// Spec 3 "Domains": after a successful `app domain add` the CLI resolves the host and the
+// docs/cli.md "svc app" (domains): after a successful `app domain add` the CLI resolves the host and the
 // platform hosts and reports whether DNS points here. It never fails the command. The resolver
 // is injectable (`SVC_DNS_SERVER`) so tests point it at a DNS server they start.
 

@@ -1,4 +1,4 @@
-// Spec 3 "svc fleet freeze and unfreeze": admin only, node only (no bucket path); without a
+// docs/cli.md "svc fleet" (freeze and unfreeze): admin only, node only (no bucket path); without a
 // node the refusal is `invalid-input`, title No node to ask.
 
 import { checkFreezeReason } from '../registry/freeze.ts';

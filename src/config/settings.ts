@@ -1,4 +1,4 @@
-// Every setting of `svc sail` (docs/cli.md "svc sail" and "Shared flag groups") in one typed
+// Every setting of `svc sail` (docs/cli.md "svc sail" and "Flag groups") in one typed
 // object, with its flag, environment variable, config-file path and default.
 // Precedence: flag > environment (SVC_*) > svc.config.jsonc > default.
 // The table is the single source: flags are declared from it (cli/flags.ts) and

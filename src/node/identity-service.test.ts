@@ -1,4 +1,5 @@
-// Spec 1 "Ingress token" and "Node and operator tokens" (node keys): the boot-time identity.
+// docs/identity.md "Ingress tokens and their rotation" and "Key files" (node keys): the boot-time
+// identity.
 
 import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync, statSync, writeFileSync } from 'node:fs';

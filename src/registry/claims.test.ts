@@ -1,5 +1,5 @@
-// Domain claims against a real local-directory bucket (docs/api.md "POST and DELETE
-// /v1/applications/:name/domains/:host"): conflicts, idempotence, the limit, and the write order —
+// Domain claims against a real local-directory bucket (docs/api.md "Custom
+// domains"): conflicts, idempotence, the limit, and the write order —
 // a claim cut short between its two writes routes nothing, and claiming again repairs it.
 
 import assert from 'node:assert/strict';

@@ -1,5 +1,5 @@
-// Every name rule in one place (docs/api.md "Identifiers and name rules"; docs/cli.md "Naming an
-// application"): application names, node and operator ids, script names, binding names, and the
+// Every name rule in one place (docs/api.md "Identifiers and name rules"; docs/cli.md "Flag groups",
+// naming an application): application names, node and operator ids, script names, binding names, and the
 // client-side `--name`/`--env` resolution. Pure and free of I/O, importing nothing but the problem
 // type, so the guard, the routes, the CLI, the registry and the runtime share one definition.
 

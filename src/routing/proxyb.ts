@@ -1,5 +1,5 @@
-// Spec 2 "Rendering for the second proxy (proxyb)": the routing document as Traefik v3 dynamic
-// configuration, served by GET /v1/ingress/routes/proxyb.
+// docs/ingress.md "The Traefik format" (docs/routing-vectors.md "Traefik rendering as
+// implemented"): the routing document as Traefik v3 dynamic configuration, served by GET /v1/ingress/routes/proxyb.
 import { HEALTH_PATH } from '../runtime-contract/environment.ts';
 import { compare } from './render.ts';
 import { inner, TextSink } from './text.ts';

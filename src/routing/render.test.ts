@@ -1,4 +1,4 @@
-// Spec 2 "Routing document rules" and "Rendering for the second proxy": invariants that must hold
+// docs/ingress.md "The routing document" and "The Traefik format": invariants that must hold
 // for every fleet, checked on generated fleets whose small name pools force collisions.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';

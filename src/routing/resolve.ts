@@ -1,4 +1,5 @@
-// Spec 2 "Dynamic upstreams module", rule 7 and "Denied paths", for one fleet: how a consumer
+// docs/adapter.md "Modules" (resolution) and docs/ingress.md "The routing document" (denied
+// paths), for one fleet: how a consumer
 // resolves a request against a routing document. The reference the vectors' `lookups` check, so
 // the Go adapter and this file are held to the same answers.
 import type { FleetRouting, Upstream } from './types.ts';

@@ -1,4 +1,4 @@
-// `svc app lease show|drop` (docs/cli.md "svc app", "Leases (internal tooling, unstable)"): reads
+// `svc app lease show|drop` (docs/cli.md "svc app", its leases): reads
 // and deletes the runtime's node lease `fleets/<name>/nodes/<node>.json` directly in the
 // bucket. A lease is judged from three reads (listing, HEAD, GET); a failing read is part of
 // the reading, never the end of it.

@@ -29,12 +29,6 @@ export interface WorkerConfig {
   rules: ModuleRule[];
   /** `triggers.crons`: the schedules the worker's `scheduled` handler runs on. */
   crons: string[];
-  /** `find_additional_modules`; null when absent (wrangler's default: true with no_bundle only). */
-  find_additional_modules: boolean | null;
-  /** `base_dir`: the root of module names, relative to the project root; null: the folder of `main`. */
-  base_dir: string | null;
-  /** `preserve_file_names`: rule modules keep their paths instead of hashed names. */
-  preserve_file_names: boolean;
   /** Unknown keys this runtime ignores. */
   ignored: string[];
   /** One sentence per thing the user should know but that does not stop the deploy. */
@@ -52,12 +46,6 @@ export interface ModuleRule {
 export interface ParseOptions {
   /** The newest compatibility date the runtime's workerd supports; unchecked when absent. */
   maxCompatibilityDate?: string;
-  /**
-   * Where a key path sits in the user's own file, when the text parsed is not that file (a
-   * wrangler.toml converted to JSON, an `env` section merged): refusals and warnings are placed
-   * there instead of in the text. Null: the key is not in the file (placed at the text's key).
-   */
-  locate?: (path: (string | number)[]) => { line: number; column: number } | null;
 }
 
 /** A config the runtime refuses; `message` is the whole `<file>:<line>:<column>: ...` line. */
@@ -66,9 +54,8 @@ export class WorkerConfigError extends Error {
   readonly line: number;
   readonly column: number;
 
-  /** `also`: further whole lines, when one run refuses several keys. */
-  constructor(file: string, at: { line: number; column: number }, what: string, also: string[] = []) {
-    super([`${file}:${at.line}:${at.column}: ${what}`, ...also].join('\n'));
+  constructor(file: string, at: { line: number; column: number }, what: string) {
+    super(`${file}:${at.line}:${at.column}: ${what}`);
     this.name = 'WorkerConfigError';
     this.file = file;
     this.line = at.line;
@@ -76,42 +63,30 @@ export class WorkerConfigError extends Error {
   }
 }
 
-/**
- * Bindings of other products, with the heading of docs/bindings.md that says when each comes and
- * what a worker can do meanwhile: refused, since a worker whose code uses them cannot run here.
- * An empty declaration (`[]`, `{ "bindings": [] }`, as framework builds write) declares nothing.
- */
-const UNSUPPORTED_BINDINGS: Record<string, string> = {
-  kv_namespaces: 'KV namespaces',
-  r2_buckets: 'R2 buckets',
-  d1_databases: 'D1 databases',
-  durable_objects: 'Durable Objects',
-  queues: 'Queues',
-  services: 'Service bindings',
-  ai: 'Workers AI',
-  vectorize: 'Vectorize',
-  hyperdrive: 'Hyperdrive',
-  analytics_engine_datasets: 'Analytics Engine',
-  browser: 'Browser Rendering',
-  containers: 'Containers',
-  workflows: 'Workflows',
-  secrets_store_secrets: 'Secrets Store',
-  dispatch_namespaces: 'Dispatch namespaces',
-  mtls_certificates: 'mTLS certificates',
-  send_email: 'Email',
-  version_metadata: 'Version metadata',
-  images: 'Images',
-  ratelimits: 'Rate limiting',
-  unsafe: 'Unsafe bindings',
-  logfwdr: 'Unsafe bindings',
-  migrations: 'Durable Objects',
-};
+/** Bindings of other products: refused, since a worker relying on them cannot run here. */
+const UNSUPPORTED_BINDINGS = [
+  'kv_namespaces',
+  'r2_buckets',
+  'd1_databases',
+  'durable_objects',
+  'queues',
+  'services',
+  'ai',
+  'vectorize',
+  'hyperdrive',
+  'analytics_engine_datasets',
+  'browser',
+  'containers',
+  'workflows',
+  'secrets_store_secrets',
+  'dispatch_namespaces',
+  'mtls_certificates',
+  'send_email',
+  'version_metadata',
+];
 /** Keys that only steer Cloudflare's own account and tooling: they mean nothing here, quietly. */
 const QUIET_KEYS = [
   '$schema',
-  'send_metrics',
-  'legacy_env',
-  'python_modules',
   'account_id',
   'workers_dev',
   'preview_urls',
@@ -143,9 +118,6 @@ const KNOWN_KEYS = [
   'no_bundle',
   'rules',
   'triggers',
-  'find_additional_modules',
-  'base_dir',
-  'preserve_file_names',
 ];
 
 const VAR_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
@@ -183,16 +155,12 @@ export function parseConfigSyntax(text: string, file: string): { doc: Record<str
 /** Parses and validates the config text; every refusal names the file, the place, the key and the fix. */
 export function parseWorkerConfig(text: string, file: string, options: ParseOptions = {}): WorkerConfig {
   const { doc, tree } = parseConfigSyntax(text, file);
-  /** Where the key `path` names is (its property, so the cursor lands on the key). */
-  const place = (path: KeyPath) => {
-    const inFile = options.locate?.(path);
-    if (inFile) return inFile;
+  /** A refusal at the key `path` names (its property, so the cursor lands on the key). */
+  const bad = (path: KeyPath, why: string) => {
     const node = findNodeAtLocation(tree, path);
     const at = node?.parent?.type === 'property' ? node.parent : (node ?? tree);
-    return position(text, at.offset);
+    return new WorkerConfigError(file, position(text, at.offset), `"${keyName(path)}" ${why}`);
   };
-  const bad = (path: KeyPath, why: string) =>
-    new WorkerConfigError(file, place(path), `"${keyName(path)}" ${why}`);
 
   if (has(doc, 'env')) {
     throw bad(
@@ -200,31 +168,21 @@ export function parseWorkerConfig(text: string, file: string, options: ParseOpti
       'is not supported: svc addresses an environment as its own application (svc deploy --env <env>); move the values to the top level, or pass them with svc deploy --var',
     );
   }
-  // Every binding the worker declares and this runtime lacks, in the order the file has them.
-  const refused = Object.keys(doc)
-    .filter((key) => Object.hasOwn(UNSUPPORTED_BINDINGS, key) && !isEmptyDeclaration(doc[key]))
-    .map((key) => ({ key, at: place([key]) }))
-    .sort((a, b) => a.at.line - b.at.line || a.at.column - b.at.column);
-  if (refused.length > 0) {
-    const why = refused.map(
-      ({ key }) =>
-        `"${key}" declares bindings this runtime does not provide yet (${bindingNames(doc[key])}): svc's docs/bindings.md "${UNSUPPORTED_BINDINGS[key]}" says when they come and how the worker can do without them meanwhile`,
-    );
-    const also = refused.slice(1).map(({ at }, i) => `${file}:${at.line}:${at.column}: ${why[i + 1]}`);
-    throw new WorkerConfigError(file, refused[0]!.at, why[0]!, also);
+  for (const key of UNSUPPORTED_BINDINGS) {
+    if (has(doc, key))
+      throw bad([key], 'declares bindings this runtime does not provide; remove the key to deploy here');
   }
   const warnings: string[] = [];
   const ignored: string[] = [];
   for (const key of Object.keys(doc)) {
     if (KNOWN_KEYS.includes(key) || QUIET_KEYS.includes(key)) continue;
-    if (Object.hasOwn(UNSUPPORTED_BINDINGS, key)) continue; // empty: declares nothing
-    const where = place([key]);
-    const at = `${file}:${where.line}:${where.column}`;
+    const where = position(text, findNodeAtLocation(tree, [key])?.parent?.offset ?? 0);
+    const place = `${file}:${where.line}:${where.column}`;
     if (Object.hasOwn(UNPROVIDED_FEATURES, key)) {
-      warnings.push(`${at}: ignoring "${key}": ${UNPROVIDED_FEATURES[key]}`);
-    } else if (!isEmptyDeclaration(doc[key])) {
+      warnings.push(`${place}: ignoring "${key}": ${UNPROVIDED_FEATURES[key]}`);
+    } else {
       ignored.push(key);
-      warnings.push(`${at}: ignoring "${key}": this runtime does not use it`);
+      warnings.push(`${place}: ignoring "${key}": this runtime does not use it`);
     }
   }
 
@@ -303,12 +261,6 @@ export function parseWorkerConfig(text: string, file: string, options: ParseOpti
 
   const rules = parseRules(doc.rules, bad);
   const crons = parseCrons(doc.triggers, bad);
-  for (const key of ['find_additional_modules', 'preserve_file_names'] as const) {
-    if (doc[key] !== undefined && typeof doc[key] !== 'boolean') throw bad([key], 'must be true or false');
-  }
-  if (doc.base_dir !== undefined && (typeof doc.base_dir !== 'string' || doc.base_dir.trim() === '')) {
-    throw bad(['base_dir'], 'must be the folder module names start from, such as "./src"');
-  }
   if (crons.length > 0 && main === null) {
     throw bad(['triggers', 'crons'], 'needs a worker: set "main" to the module whose scheduled handler runs');
   }
@@ -323,34 +275,9 @@ export function parseWorkerConfig(text: string, file: string, options: ParseOpti
     no_bundle: doc.no_bundle === true,
     rules,
     crons,
-    find_additional_modules:
-      typeof doc.find_additional_modules === 'boolean' ? doc.find_additional_modules : null,
-    base_dir: typeof doc.base_dir === 'string' ? doc.base_dir : null,
-    preserve_file_names: doc.preserve_file_names === true,
     ignored,
     warnings,
   };
-}
-
-/** `[]`, `{}`, null, or an object of nothing but those: what framework builds write for "none". */
-export function isEmptyDeclaration(value: unknown): boolean {
-  if (value === null) return true;
-  if (Array.isArray(value)) return value.length === 0;
-  if (isObject(value)) return Object.values(value).every(isEmptyDeclaration);
-  return false;
-}
-
-/** The binding names a declaration gives (`binding`, `name`, or the keys of a list's entries). */
-function bindingNames(value: unknown): string {
-  const entries = Array.isArray(value)
-    ? value
-    : isObject(value) && Array.isArray(value.bindings)
-      ? value.bindings
-      : [value];
-  const names = entries
-    .map((entry) => (isObject(entry) ? (entry.binding ?? entry.name ?? entry.tag) : undefined))
-    .filter((name): name is string => typeof name === 'string');
-  return names.length > 0 ? names.join(', ') : 'a binding';
 }
 
 function parseRules(value: unknown, bad: (path: KeyPath, why: string) => WorkerConfigError): ModuleRule[] {

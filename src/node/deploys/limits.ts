@@ -1,5 +1,4 @@
-// Deploy capacity on one node (docs/cli.md "svc sail" deploy limits; docs/api.md "POST
-// /v1/applications/:name/deploys": 429 `deploy-overloaded` with `retry-after: 1`). Counted per
+// Deploy capacity on one node (docs/cli.md "svc sail" deploy limits; docs/api.md "Deploys": 429 `deploy-overloaded` with `retry-after: 1`). Counted per
 // node and per application:
 //
 //   pending  deploys receiving their artifact or queued for a runner  (queuedTasks)

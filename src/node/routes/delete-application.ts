@@ -1,4 +1,4 @@
-// Spec 1 "DELETE /v1/applications/:name[?force=1]": deletion is coordinator-gated and any node
+// docs/api.md "Deleting an application" (`DELETE /v1/applications/:name[?force=1]`): deletion is coordinator-gated and any node
 // accepts it. (1) This node holds the lease: it does the work. (2) Nobody holds it: this node
 // offers itself once, then does the work or finds who won. (3) Another node holds it: the request
 // is forwarded once under a fresh node token and the coordinator's answer returned verbatim.

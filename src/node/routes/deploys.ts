@@ -1,4 +1,4 @@
-// Spec 1 "POST /v1/applications/:name/deploys" and "GET /v1/deploys/:id". Both routes answer node,
+// docs/api.md "Deploys" (POST /v1/applications/:name/deploys, GET /v1/deploys/:id). Both routes answer node,
 // operator and workload tokens (`auth: 'deploy'`); the guard authenticates in onRequest, before the
 // header or body is read.
 //

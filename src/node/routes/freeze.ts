@@ -1,4 +1,4 @@
-// Spec 1 "Fleet freeze": POST, DELETE and GET /v1/fleet/freeze. Writes are admin-only (a
+// docs/api.md "Fleet freeze": POST, DELETE and GET /v1/fleet/freeze. Writes are admin-only (a
 // non-admin key is `auth-scope`, enforced by the guard); reading needs any operator key.
 
 import type { FastifyInstance } from 'fastify';

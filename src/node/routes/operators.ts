@@ -1,4 +1,4 @@
-// Spec 1 "Operators": `GET /v1/operators`, `POST /v1/operators`, `DELETE /v1/operators/:id`.
+// docs/api.md "Operator keys": `GET /v1/operators`, `POST /v1/operators`, `DELETE /v1/operators/:id`.
 // The guard has verified an operator token and re-read the caller's record for this request;
 // the rules themselves live in src/auth/operators.ts.
 
