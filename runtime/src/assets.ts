@@ -1,10 +1,14 @@
-// Static assets of a deployment (docs/runtime.md: assets stored
-// content-addressed under `deploy-blobs/` with an `assets.json`). Collecting them is a walk of
-// the configured folder; every file becomes a request path mapped to the SHA-256 of its bytes.
+// Static assets of a deployment (docs/assets.md; stored content-addressed under `deploy-blobs/`
+// with an `assets.json`, docs/runtime.md). Collecting them is a walk of the configured folder:
+// every file becomes a request path mapped to the SHA-256 of its bytes, except what `.assetsignore`
+// leaves out and the control files, which are never served: `.assetsignore`, and `_headers` and
+// `_redirects` at the folder's root, whose rules go into `assets.json` instead (asset-rules.ts).
 
 import { readdirSync, readFileSync, realpathSync } from 'node:fs';
 import { extname, join, relative, sep } from 'node:path';
-import type { AssetEntry } from '../../src/runtime-tools/layout.ts';
+import { compileRule, type IgnoreRule, matchesIgnore } from '../../src/runtime-tools/ignore-patterns.ts';
+import type { AssetEntry, AssetsConfig, HeaderRule, RedirectRule } from '../../src/runtime-tools/layout.ts';
+import { parseHeadersFile, parseRedirectsFile, unmatchableRules } from './asset-rules.ts';
 import { isInside, sha256 } from './bundle.ts';
 import { CellError } from './errors.ts';
 
@@ -12,18 +16,30 @@ import { CellError } from './errors.ts';
 export const MAX_ASSET_BYTES = 25 * 1024 * 1024;
 export const MAX_ASSET_FILES = 20_000;
 
+/** Files of the assets folder's root that configure serving and are never served themselves. */
+export const CONTROL_FILES = ['.assetsignore', '_headers', '_redirects'] as const;
+/** A Pages-style worker that wrangler refuses to upload as a public asset unless `.assetsignore` exists. */
+const PAGES_WORKER = '_worker.js';
+
 export interface CollectedAssets {
   files: Record<string, AssetEntry>;
   /** Blob bytes by content key. */
   blobs: Map<string, Uint8Array>;
+  headers: HeaderRule[];
+  redirects: RedirectRule[];
+  /** Lines of `_headers`/`_redirects` that were skipped, one sentence each. */
+  warnings: string[];
 }
 
 /**
- * Reads every file under `directory` (which must lie inside `root`). `.assetsignore` is honoured
- * as wrangler does for its simple forms: one pattern a line, `#` comments, `*` within a name, a
- * trailing `/` for folders; the file itself is never served.
+ * Reads every file under `directory` (which must lie inside `root`), leaving out what the
+ * folder's `.assetsignore` (gitignore syntax) names, and parses its `_headers` and `_redirects`.
  */
-export function collectAssets(root: string, directory: string): CollectedAssets {
+export function collectAssets(
+  root: string,
+  directory: string,
+  options: { htmlHandling?: AssetsConfig['html_handling'] } = {},
+): CollectedAssets {
   let real: string;
   try {
     real = realpathSync(directory);
@@ -35,7 +51,8 @@ export function collectAssets(root: string, directory: string): CollectedAssets 
   if (!isInside(realpathSync(root), real)) {
     throw new CellError(`"assets.directory" must be a folder inside the project, not ${directory}`);
   }
-  const ignore = readIgnore(real);
+  const ignoreText = readOptional(join(real, '.assetsignore'));
+  const ignore = ignoreRules(ignoreText ?? '');
   const files: Record<string, AssetEntry> = {};
   const blobs = new Map<string, Uint8Array>();
   const visit = (dir: string) => {
@@ -44,14 +61,20 @@ export function collectAssets(root: string, directory: string): CollectedAssets 
     )) {
       const path = join(dir, entry.name);
       const rel = relative(real, path).split(sep).join('/');
+      if (entry.isDirectory()) {
+        if (!matchesIgnore(ignore, rel, true)) visit(path);
+        continue;
+      }
+      if (matchesIgnore(ignore, rel, false)) continue;
       if (entry.isSymbolicLink()) {
         throw new CellError(`asset ${rel} is a symbolic link; copy the file into the assets folder instead`);
       }
-      if (entry.isDirectory()) {
-        if (!ignore(`${rel}/`)) visit(path);
-        continue;
+      if (!entry.isFile()) continue;
+      if (ignoreText === null && (rel === PAGES_WORKER || rel.startsWith(`${PAGES_WORKER}/`))) {
+        throw new CellError(
+          `the assets folder holds ${rel}, which would be served publicly; remove it, or add an .assetsignore file to the assets folder (listing ${PAGES_WORKER} to leave it out, or empty to serve it)`,
+        );
       }
-      if (!entry.isFile() || rel === '.assetsignore' || ignore(rel)) continue;
       const bytes = readFileSync(path);
       if (bytes.byteLength > MAX_ASSET_BYTES) {
         throw new CellError(
@@ -67,33 +90,39 @@ export function collectAssets(root: string, directory: string): CollectedAssets 
     }
   };
   visit(real);
-  return { files, blobs };
+  const headers = parseHeadersFile(readOptional(join(real, '_headers')) ?? '');
+  const redirects = parseRedirectsFile(readOptional(join(real, '_redirects')) ?? '', {
+    htmlHandling: options.htmlHandling,
+  });
+  return {
+    files,
+    blobs,
+    headers: headers.rules,
+    redirects: redirects.rules,
+    warnings: [
+      ...headers.warnings,
+      ...redirects.warnings,
+      ...unmatchableRules(headers.rules, redirects.rules),
+    ],
+  };
 }
 
-function readIgnore(dir: string): (rel: string) => boolean {
-  let text = '';
+/** `.assetsignore`'s own patterns, then the control files, which no pattern can bring back. */
+function ignoreRules(text: string): IgnoreRule[] {
+  const own = text
+    .split(/\r?\n/)
+    .map((line) => compileRule(line))
+    .filter((rule): rule is IgnoreRule => rule !== null);
+  const fixed = CONTROL_FILES.map((name) => ({ ...compileRule(`/${name}`)!, fixed: true }));
+  return [...own, ...fixed];
+}
+
+function readOptional(path: string): string | null {
   try {
-    text = readFileSync(join(dir, '.assetsignore'), 'utf8');
+    return readFileSync(path, 'utf8');
   } catch {
-    return () => false;
+    return null;
   }
-  const patterns = text
-    .split('\n')
-    .map((line) => line.trim())
-    .filter((line) => line !== '' && !line.startsWith('#'))
-    .map((line) => {
-      const folder = line.endsWith('/');
-      const body = line.replace(/^\//, '').replace(/\/$/, '');
-      const source = body
-        .split('*')
-        .map((part) => part.replace(/[.+?^${}()|[\]\\]/g, '\\$&'))
-        .join('[^/]*');
-      // A pattern without a slash matches a name at any depth; with one, a path from the root.
-      const anchored = body.includes('/') ? `^${source}` : `(^|/)${source}`;
-      return { folder, regex: new RegExp(`${anchored}${folder ? '/' : '(/|$)'}`) };
-    });
-  // Folders are tested as `rel/`, so a folder pattern matches the folder and everything in it.
-  return (rel) => patterns.some(({ regex }) => regex.test(rel));
 }
 
 const TYPES: Record<string, string> = {

@@ -39,6 +39,7 @@ describe('worker config', () => {
       binding: 'ASSETS',
       html_handling: 'auto-trailing-slash',
       not_found_handling: 'none',
+      run_worker_first: false,
     });
     assert.equal(config.no_bundle, true);
     assert.deepEqual(config.ignored, []);

@@ -14,6 +14,7 @@ import { keys } from '../../src/registry/keys.ts';
 import { HEALTH_PATH } from '../../src/runtime-contract/environment.ts';
 import { isModulePath, type Manifest, parseAssetsIndex } from '../../src/runtime-tools/layout.ts';
 import type { Store } from '../../src/store/store.ts';
+import { routerConfig } from './asset-rules.ts';
 import { CellError } from './errors.ts';
 import { recordWorkerd } from './orphans.ts';
 import { ROUTER_MODULE, ROUTER_SOURCE } from './router-worker.ts';
@@ -155,10 +156,9 @@ export async function materialize(
     await writeFile(join(dir, 'assets-files.json'), JSON.stringify(index.value.files));
     await writeFile(
       join(dir, 'assets-config.json'),
-      JSON.stringify({
-        html_handling: m.assets.html_handling,
-        not_found_handling: m.assets.not_found_handling,
-      }),
+      JSON.stringify(
+        routerConfig(m.assets, { date: m.compatibility_date, flags: m.compatibility_flags }, index.value),
+      ),
     );
     await writeFile(join(dir, ROUTER_MODULE), ROUTER_SOURCE);
     plan.assets = {

@@ -102,7 +102,10 @@ export async function publish(options: {
         skipDirs: assetsDir ? [assetsDir] : [],
       })
     : assetsOnlyWorker();
-  const assets = assetsDir ? collectAssets(root, assetsDir) : null;
+  const assets = assetsDir
+    ? collectAssets(root, assetsDir, { htmlHandling: config.assets?.html_handling })
+    : null;
+  for (const warning of assets?.warnings ?? []) options.log(`cell: warning: ${warning}`);
 
   const version = newVersion();
   const createdMs = Date.now();
@@ -112,7 +115,11 @@ export async function publish(options: {
     size: m.bytes.byteLength,
     sha256: sha256(m.bytes),
   }));
-  const features = ['modules', ...(assets ? ['assets'] : [])];
+  // A runtime that cannot apply run_worker_first or the rules must not serve the assets without them.
+  const assetRules =
+    (config.assets?.run_worker_first ?? false) !== false ||
+    (assets !== null && (assets.headers.length > 0 || assets.redirects.length > 0));
+  const features = ['modules', ...(assets ? ['assets'] : []), ...(assetRules ? ['asset-rules'] : [])];
   const manifest: Manifest = {
     schema_version: SCHEMA_VERSION,
     required_features: features,
@@ -131,6 +138,7 @@ export async function publish(options: {
           binding: config.assets.binding,
           html_handling: config.assets.html_handling,
           not_found_handling: config.assets.not_found_handling,
+          run_worker_first: config.assets.run_worker_first ?? false,
         }
       : null,
     ...(config.crons.length > 0 ? { crons: config.crons } : {}),
@@ -160,6 +168,8 @@ export async function publish(options: {
         schema_version: SCHEMA_VERSION,
         required_features: [],
         files: assets.files,
+        ...(assets.headers.length > 0 ? { headers: assets.headers } : {}),
+        ...(assets.redirects.length > 0 ? { redirects: assets.redirects } : {}),
       };
       await store.put(keys.runtimeAssetsIndex(application, script, version), JSON.stringify(index), {
         ifNoneMatch: '*',

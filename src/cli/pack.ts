@@ -31,6 +31,9 @@ import { parse as parseToml } from 'smol-toml';
 import { Header, Pax } from 'tar';
 import { invalidInput, Problem } from '../problem.ts';
 import { BINDING_NAME_RULE, isApplicationName, isBindingName } from '../registry/names.ts';
+import { compileRule, type IgnoreRule, matchesIgnore } from '../runtime-tools/ignore-patterns.ts';
+
+export { compileRule, matchesIgnore };
 
 export const WORKER_CONFIGS = ['cell.jsonc', 'cell.json'] as const;
 /** wrangler's config files, read when a project has no worker config of its own. */
@@ -273,12 +276,6 @@ function headerBlocks(path: string, size: number): Buffer {
 
 // ---- .svcignore ----
 
-interface IgnoreRule {
-  negate: boolean;
-  dirOnly: boolean;
-  regex: RegExp;
-}
-
 async function loadIgnore(dir: string): Promise<IgnoreRule[]> {
   const always = ALWAYS_LEFT_OUT.map((pattern) => compileRule(pattern)!);
   const text = await readFile(join(dir, IGNORE_FILE), 'utf8').catch(() => '');
@@ -288,53 +285,6 @@ async function loadIgnore(dir: string): Promise<IgnoreRule[]> {
     .filter((rule): rule is IgnoreRule => rule !== null);
   // The fixed list is applied last and cannot be negated: secrets never ship.
   return [...own, ...always.map((rule) => ({ ...rule, fixed: true }))];
-}
-
-/**
- * One `.svcignore` line, gitignore style: `#` comments and blank lines skipped; `!` re-includes;
- * a trailing `/` matches directories only; a pattern with a `/` before its end is anchored at the
- * root, otherwise it matches a name at any depth; `*` matches within a name, `**` across names,
- * `?` one character. Answers null for lines that say nothing.
- */
-export function compileRule(line: string): IgnoreRule | null {
-  let pattern = line.replace(/\s+$/, '');
-  if (pattern === '' || pattern.startsWith('#')) return null;
-  let negate = false;
-  if (pattern.startsWith('!')) {
-    negate = true;
-    pattern = pattern.slice(1);
-  }
-  if (pattern.startsWith('\\')) pattern = pattern.slice(1);
-  const dirOnly = pattern.endsWith('/');
-  if (dirOnly) pattern = pattern.slice(0, -1);
-  const anchored = pattern.includes('/');
-  if (pattern.startsWith('/')) pattern = pattern.slice(1);
-  if (pattern === '') return null;
-  let source = '';
-  for (let i = 0; i < pattern.length; i++) {
-    const c = pattern[i]!;
-    if (c === '*' && pattern[i + 1] === '*') {
-      const slash = pattern[i + 2] === '/';
-      source += slash ? '(?:.*/)?' : '.*';
-      i += slash ? 2 : 1;
-    } else if (c === '*') source += '[^/]*';
-    else if (c === '?') source += '[^/]';
-    else source += c.replace(/[.+^${}()|[\]\\]/g, '\\$&');
-  }
-  const prefix = anchored ? '^' : '^(?:.*/)?';
-  return { negate, dirOnly, regex: new RegExp(`${prefix}${source}$`) };
-}
-
-/** Whether a path (relative, `/`-separated) is left out; `isDir` for directories. */
-export function matchesIgnore(rules: readonly IgnoreRule[], path: string, isDir: boolean): boolean {
-  let ignored = false;
-  for (const rule of rules) {
-    if (rule.dirOnly && !isDir) continue;
-    if (!rule.regex.test(path)) continue;
-    if ((rule as IgnoreRule & { fixed?: boolean }).fixed) return true;
-    ignored = !rule.negate;
-  }
-  return ignored;
 }
 
 /** Whether a path lies in a `node_modules` folder. */

@@ -11,9 +11,10 @@ export const SCHEMA_VERSION = 1;
  * Required features a reader must understand before acting on a manifest or `assets.json`.
  * `modules`: code under `modules/`; `assets`: static files content-addressed in `deploy-blobs/`;
  * `containers`: container images under `deploy/images/` named by `containers[].image` and
- * `fence_image` (written by no release of `cell` yet, but understood by prune).
+ * `fence_image` (written by no release of `cell` yet, but understood by prune); `asset-rules`:
+ * `run_worker_first`, `_headers` or `_redirects` rules a reader must apply to serve the assets.
  */
-export const KNOWN_FEATURES: readonly string[] = ['modules', 'assets', 'containers'];
+export const KNOWN_FEATURES: readonly string[] = ['modules', 'assets', 'containers', 'asset-rules'];
 
 /** Runtime releases the storage tools (prune, lease) were verified against (docs/cli.md). */
 export const VERIFIED_RUNTIME_RELEASES: readonly string[] = ['0.5.0', '0.5.1', '0.6.0', '0.6.1', '0.6.2'];
@@ -42,6 +43,23 @@ export interface AssetsConfig {
   binding: string | null;
   html_handling: 'auto-trailing-slash' | 'force-trailing-slash' | 'drop-trailing-slash' | 'none';
   not_found_handling: 'none' | '404-page' | 'single-page-application';
+  /** true, false, or route patterns (`!` for those kept on assets); absent means false. */
+  run_worker_first?: boolean | string[];
+}
+
+/** One `_headers` rule: its URL pattern, the headers it sets and those it detaches. */
+export interface HeaderRule {
+  path: string;
+  set: [string, string][];
+  unset: string[];
+}
+
+/** One `_redirects` rule, with its line in the file (static rules tie-break by it). */
+export interface RedirectRule {
+  from: string;
+  to: string;
+  status: number;
+  line: number;
 }
 
 /** `deploy/<script>/<version>/manifest.json`: written last, so its presence marks a complete deployment. */
@@ -81,6 +99,9 @@ export interface AssetsIndex {
   required_features: string[];
   /** Keyed by request path, starting with `/`. */
   files: Record<string, AssetEntry>;
+  /** The parsed `_headers` and `_redirects` of the assets folder, when it has them. */
+  headers?: HeaderRule[];
+  redirects?: RedirectRule[];
 }
 
 /** `records/<script>/<version>.json`: written before the manifest; its time orders deployments. */
@@ -211,8 +232,28 @@ function isAssetsConfig(v: unknown): v is AssetsConfig {
     ['auto-trailing-slash', 'force-trailing-slash', 'drop-trailing-slash', 'none'].includes(
       a.html_handling as string,
     ) &&
-    ['none', '404-page', 'single-page-application'].includes(a.not_found_handling as string)
+    ['none', '404-page', 'single-page-application'].includes(a.not_found_handling as string) &&
+    (a.run_worker_first === undefined ||
+      typeof a.run_worker_first === 'boolean' ||
+      (Array.isArray(a.run_worker_first) && a.run_worker_first.every(isString)))
   );
+}
+
+function isHeaderRule(v: unknown): boolean {
+  const r = v as Record<string, unknown> | null;
+  return (
+    !!r &&
+    isString(r.path) &&
+    Array.isArray(r.set) &&
+    r.set.every((pair) => Array.isArray(pair) && pair.length === 2 && pair.every(isString)) &&
+    Array.isArray(r.unset) &&
+    r.unset.every(isString)
+  );
+}
+
+function isRedirectRule(v: unknown): boolean {
+  const r = v as Record<string, unknown> | null;
+  return !!r && isString(r.from) && isString(r.to) && isWhole(r.status) && isWhole(r.line);
 }
 
 /**
@@ -260,6 +301,10 @@ export function parseAssetsIndex(body: Uint8Array | string): ParsedVersioned<Ass
     if (!isWhole(e.size) || !isString(e.content_type))
       return fail(`file ${JSON.stringify(path)} is malformed`);
   }
+  if (doc.headers !== undefined && !(Array.isArray(doc.headers) && doc.headers.every(isHeaderRule)))
+    return fail('headers is malformed');
+  if (doc.redirects !== undefined && !(Array.isArray(doc.redirects) && doc.redirects.every(isRedirectRule)))
+    return fail('redirects is malformed');
   return { ok: true, value: doc as unknown as AssetsIndex };
 }
 
