@@ -15,11 +15,12 @@ FRONT_SOURCES := $(shell find runtime/front -type d -o -name '*.go' -o -name 'go
 
 .PHONY: demo test setup tools check go-check unit integration go-test dist clean images image-test podman-setup
 
-# `npm install`, not `npm ci`: the registry this project is built from serves only the
-# Linux builds of biome's and workerd's optional platform packages, so the lock file
-# lists no others and `npm ci` refuses it as out of sync. Install still follows the lock.
+# `npm ci`: installs exactly what the lock file names and never writes it, so a fresh clone stays
+# clean. The lock lists every platform's build of biome's, esbuild's and workerd's optional
+# packages (npm fetches only this machine's); after changing a dependency, run `npm install` and
+# commit the lock it writes, or `npm ci` refuses the two files as out of sync.
 node_modules/.installed: package.json package-lock.json
-	$(WITH_NODE) npm install --no-audit --no-fund --loglevel=error
+	$(WITH_NODE) npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
 # The checkout's cell-front, beside runtime/bin/cell, which execs it for `cell serve`.
