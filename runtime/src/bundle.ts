@@ -1,16 +1,29 @@
-// The worker's code as workerd modules (docs/runtime.md: `cell
-// publish` bundles with esbuild unless `no_bundle` is set). Bundling follows wrangler's choices
-// (ESM out, the `workerd`/`worker`/`browser` conditions, `cloudflare:` and `node:` imports left
-// to the runtime) so a project that builds with wrangler builds here.
+// The worker's code as workerd modules (docs/runtime.md "Bundling as wrangler bundles": `cell
+// publish` bundles with esbuild unless `no_bundle` is set). Bundling reproduces what
+// `wrangler deploy` does: ESM out, the `workerd`/`worker`/`browser` conditions, `cloudflare:`
+// imports left to the runtime, `process.env.NODE_ENV` defined as "production", Node.js
+// compatibility by wrangler's modes and unenv preset (nodejs-compat.ts), the module rules,
+// `find_additional_modules`, `base_dir` and `preserve_file_names`; so a project that builds with
+// wrangler builds here into the same modules.
 
 import { createHash } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
 import { builtinModules } from 'node:module';
-import { basename, dirname, join, matchesGlob, relative, resolve as resolvePath, sep } from 'node:path';
+import {
+  basename,
+  dirname,
+  join,
+  matchesGlob,
+  posix,
+  relative,
+  resolve as resolvePath,
+  sep,
+} from 'node:path';
 import type * as esbuild from 'esbuild';
 import type { ModuleType } from '../../src/runtime-tools/layout.ts';
-import type { ModuleRule } from './config.ts';
+import type { ModuleRule, WorkerConfig } from './config.ts';
 import { CellError } from './errors.ts';
+import { navigatorDefined, nodeCompatMode, unenvPlugin } from './nodejs-compat.ts';
 
 /** One module ready to upload. */
 export interface BuiltModule {
@@ -63,18 +76,53 @@ export function ruleTypeOf(rules: readonly ModuleRule[], path: string): ModuleTy
   return null;
 }
 
-/**
- * Builds the worker rooted at `mainPath`. `root` is the project root: nothing outside it is
- * read when not bundling. `skipDirs` are absolute folders never taken as modules (assets).
- */
-export async function buildWorker(options: {
+/** What the build of a worker needs from its config (paths absolute). */
+export interface BundleOptions {
   root: string;
   mainPath: string;
-  noBundle: boolean;
+  compatibilityDate: string;
   compatibilityFlags: string[];
   rules?: ModuleRule[];
-  skipDirs: string[];
-}): Promise<BuiltWorker> {
+  /** `base_dir`: the root of module names; the folder of `main` when absent. */
+  baseDir?: string;
+  /** `find_additional_modules`: the files under `baseDir` the rules match go up as modules. */
+  findAdditionalModules?: boolean;
+  /** `preserve_file_names`: rule modules keep their paths instead of hashed names. */
+  preserveFileNames?: boolean;
+  /** Absolute folders never taken as modules (assets). */
+  skipDirs?: string[];
+}
+
+/** The build options a checked config gives, its paths resolved against the project root. */
+export function bundleOptionsOf(
+  root: string,
+  mainPath: string,
+  config: WorkerConfig,
+  skipDirs: string[] = [],
+): BundleOptions & { noBundle: boolean } {
+  const baseDir = config.base_dir === null ? undefined : resolvePath(root, config.base_dir);
+  if (baseDir !== undefined && !isInside(root, baseDir)) {
+    throw new CellError(`"base_dir" must name a folder inside the project, not ${config.base_dir}`);
+  }
+  return {
+    root,
+    mainPath,
+    noBundle: config.no_bundle,
+    compatibilityDate: config.compatibility_date,
+    compatibilityFlags: config.compatibility_flags,
+    rules: config.rules,
+    baseDir,
+    findAdditionalModules: config.find_additional_modules ?? config.no_bundle,
+    preserveFileNames: config.preserve_file_names,
+    skipDirs,
+  };
+}
+
+/**
+ * Builds the worker rooted at `mainPath`. `root` is the project root: nothing outside it is
+ * read when not bundling.
+ */
+export async function buildWorker(options: BundleOptions & { noBundle: boolean }): Promise<BuiltWorker> {
   const built = options.noBundle ? await collectModules(options) : await bundle(options);
   const total = built.modules.reduce((sum, m) => sum + m.bytes.byteLength, 0);
   if (total > MAX_CODE_BYTES) {
@@ -85,30 +133,52 @@ export async function buildWorker(options: {
   return built;
 }
 
-/** What the bundler needs of a worker; `svc deploy` runs the same build to learn its inputs. */
-export interface BundleOptions {
-  root: string;
-  mainPath: string;
-  compatibilityFlags: string[];
-  rules?: ModuleRule[];
-}
-
 /**
- * The esbuild options for a worker, as wrangler sets them, and the modules the rules plugin
- * sets aside (filled while the build runs).
+ * The esbuild options for a worker, as wrangler sets them for `wrangler deploy`, and the modules
+ * the rules plugin sets aside (filled while the build runs; the additional modules found under
+ * `base_dir` are in it from the start).
  */
 export function bundleBuildOptions(options: BundleOptions): {
   build: esbuild.BuildOptions & { entryPoints: Record<string, string> };
   ruleModules: BuiltModule[];
 } {
-  const nodeCompat = options.compatibilityFlags.some(
-    (f) => f === 'nodejs_compat' || f === 'nodejs_compat_v2',
-  );
-  // Node built-ins stay imports for workerd to satisfy under nodejs_compat; without the flag
-  // only `node:`-prefixed ones are left alone, so a bare `fs` import fails at build time.
-  const external = ['cloudflare:*', 'node:*', ...(nodeCompat ? builtinModules : [])];
-  const main = basename(options.mainPath).replace(/\.(m|c)?[jt]sx?$/, '');
-  const ruleModules: BuiltModule[] = [];
+  const mode = nodeCompatMode(options.compatibilityDate, options.compatibilityFlags);
+  const moduleRoot = options.baseDir ?? dirname(options.mainPath);
+  const main = entryName(moduleRoot, options.mainPath);
+  const rules = bundlingRules(options.rules ?? []);
+  const ruleModules: BuiltModule[] = options.findAdditionalModules
+    ? findAdditionalModules(moduleRoot, options.mainPath, rules, options.skipDirs ?? [])
+    : [];
+  const found = new Map(ruleModules.map((m) => [resolvePath(moduleRoot, m.name), m]));
+  // As wrangler: production for a deploy, and navigator.userAgent where workerd defines it.
+  const production = JSON.stringify('production');
+  const define: Record<string, string> = {
+    'process.env.NODE_ENV': production,
+    'global.process.env.NODE_ENV': production,
+    'globalThis.process.env.NODE_ENV': production,
+    ...(navigatorDefined(options.compatibilityDate, options.compatibilityFlags)
+      ? { 'navigator.userAgent': '"Cloudflare-Workers"' }
+      : {}),
+  };
+  const plugins: esbuild.Plugin[] = [
+    moduleRulesPlugin({
+      rules,
+      into: ruleModules,
+      found,
+      moduleRoot,
+      mainDir: dirname(options.mainPath),
+      preserveFileNames: options.preserveFileNames === true,
+    }),
+  ];
+  let external = ['cloudflare:*', '__STATIC_CONTENT_MANIFEST'];
+  if (mode === 'v2') {
+    plugins.push(unenvPlugin(options));
+  } else {
+    // Without the polyfills, Node built-ins stay imports for workerd to satisfy: `node:` ones
+    // always, bare ones under nodejs_compat (v1); otherwise a bare `fs` import fails to build.
+    external = [...external, 'node:*', ...(mode === 'v1' ? builtinModules : [])];
+    plugins.push(nodeRequirePlugin(mode === 'v1'));
+  }
   return {
     ruleModules,
     build: {
@@ -119,16 +189,24 @@ export function bundleBuildOptions(options: BundleOptions): {
       outdir: join(options.root, '.cell-out'),
       format: 'esm',
       platform: 'neutral',
-      target: 'es2022',
+      target: 'es2024',
       conditions: ['workerd', 'worker', 'browser'],
       mainFields: ['browser', 'module', 'main'],
       external,
-      plugins: [
-        moduleRulesPlugin(effectiveRules(options.rules ?? []), ruleModules),
-        nodeRequirePlugin(nodeCompat),
-      ],
+      define,
+      keepNames: true,
+      plugins,
       // Files the rules plugin does not see (imports from packages, require calls) are inlined.
-      loader: { '.wasm': 'copy', '.txt': 'text', '.html': 'text', '.sql': 'text', '.bin': 'binary' },
+      loader: {
+        '.js': 'jsx',
+        '.mjs': 'jsx',
+        '.cjs': 'jsx',
+        '.wasm': 'copy',
+        '.txt': 'text',
+        '.html': 'text',
+        '.sql': 'text',
+        '.bin': 'binary',
+      },
       assetNames: '[name]-[hash]',
       outExtension: { '.js': '.js' },
       logLevel: 'silent',
@@ -139,35 +217,107 @@ export function bundleBuildOptions(options: BundleOptions): {
 }
 
 /**
- * wrangler's module rules while bundling: an import a Text, Data or CompiledWasm rule matches
- * stays an import of a module of that type, uploaded beside the bundle under a name made from
- * its content hash (so two files of one name never collide).
+ * The main module's name: its path below the module root without its extension (so the relative
+ * imports of additional modules resolve from it), else its file name.
  */
-function moduleRulesPlugin(rules: ModuleRule[], into: BuiltModule[]): esbuild.Plugin {
-  const moduleRules = rules.filter(
-    (r) => r.type === 'Text' || r.type === 'Data' || r.type === 'CompiledWasm',
-  );
+function entryName(moduleRoot: string, mainPath: string): string {
+  const rel = relative(moduleRoot, mainPath).split(sep).join('/');
+  const name = rel.startsWith('../') || rel.startsWith('/') ? basename(mainPath) : rel;
+  return name.replace(/\.(m|c)?[jt]sx?$/, '');
+}
+
+/**
+ * The rules while bundling, as wrangler parses them: the config's, then the defaults for Text,
+ * Data and CompiledWasm; a rule after one of its type without `fallthrough` is dropped.
+ * JavaScript is bundled, so only the config's own ESModule/CommonJS rules name JS modules.
+ */
+export function bundlingRules(rules: readonly ModuleRule[]): ModuleRule[] {
+  const all = [...rules, ...DEFAULT_RULES.filter((r) => r.type !== 'ESModule' && r.type !== 'CommonJS')];
+  const closed = new Set<string>();
+  const kept: ModuleRule[] = [];
+  for (const rule of all) {
+    if (closed.has(rule.type)) continue;
+    kept.push(rule);
+    if (!rule.fallthrough) closed.add(rule.type);
+  }
+  return kept;
+}
+
+/**
+ * find_additional_modules: every file under the module root a rule matches (the entry, folders
+ * starting with a dot, `node_modules` and the assets folder excepted), named by its path there.
+ */
+function findAdditionalModules(
+  moduleRoot: string,
+  mainPath: string,
+  rules: ModuleRule[],
+  skipDirs: string[],
+): BuiltModule[] {
+  const files: string[] = [];
+  walk(moduleRoot, skipDirs, files);
+  const modules: BuiltModule[] = [];
+  for (const file of files) {
+    if (file === mainPath) continue;
+    const name = relative(moduleRoot, file).split(sep).join('/');
+    const type = ruleTypeOf(rules, name);
+    if (type) modules.push({ name, type, bytes: readFileSync(file) });
+  }
+  return modules;
+}
+
+/**
+ * wrangler's module rules while bundling: an import a Text, Data or CompiledWasm rule matches
+ * stays an import of a module of that type, uploaded beside the bundle under a name made from its
+ * content hash (`<sha1>-<file name>`, so two files of one name never collide) or, with
+ * `preserve_file_names`, its own path. An import of an additional module found under `base_dir`
+ * (any rule type, JavaScript included) stays an import of that module.
+ */
+function moduleRulesPlugin(options: {
+  rules: ModuleRule[];
+  into: BuiltModule[];
+  found: Map<string, BuiltModule>;
+  moduleRoot: string;
+  mainDir: string;
+  preserveFileNames: boolean;
+}): esbuild.Plugin {
+  const { rules, into, found, mainDir } = options;
+  // The bundle sits where `main` did below the module root; its modules are named from there.
+  const mainFolder = posix.dirname(entryName(options.moduleRoot, join(mainDir, 'main.js')));
   return {
     name: 'cell-module-rules',
     setup(build) {
       build.onResolve({ filter: /.*/ }, (args) => {
         if (args.kind !== 'import-statement' && args.kind !== 'dynamic-import') return undefined;
         if (!args.path.startsWith('.') && !args.path.startsWith('/')) return undefined;
-        const type = ruleTypeOf(moduleRules, args.path);
-        if (type === null) return undefined;
-        const file = resolvePath(args.resolveDir, args.path.replace(/\?module$/, ''));
+        const cleaned = args.path.replace(/\?.*$/, '');
+        const file = resolvePath(args.resolveDir, cleaned);
+        if (found.has(file)) return { path: moduleSpecifier(mainDir, file), external: true };
+        const type = ruleTypeOf(rules, args.path);
+        if (type === null || type === 'esm' || type === 'commonjs') return undefined;
         let bytes: Uint8Array;
         try {
           bytes = readFileSync(file);
         } catch {
           return { errors: [{ text: `cannot read ${args.path} (a ${type} module by the module rules)` }] };
         }
-        const name = `${sha256(bytes).slice(0, 16)}-${basename(file)}`;
+        const preserved = relative(options.moduleRoot, file).split(sep).join('/');
+        if (options.preserveFileNames && !preserved.startsWith('../')) {
+          if (!into.some((m) => m.name === preserved)) into.push({ name: preserved, type, bytes });
+          return { path: moduleSpecifier(mainDir, file), external: true };
+        }
+        const hashed = `${createHash('sha1').update(bytes).digest('hex')}-${basename(file)}`;
+        const name = posix.join(mainFolder, hashed);
         if (!into.some((m) => m.name === name)) into.push({ name, type, bytes });
-        return { path: `./${name}`, external: true };
+        return { path: `./${hashed}`, external: true };
       });
     },
   };
+}
+
+/** How the bundled main module (which sits where `main` did) imports a module file. */
+function moduleSpecifier(mainDir: string, file: string): string {
+  const rel = relative(mainDir, file).split(sep).join('/');
+  return rel.startsWith('../') ? rel : `./${rel}`;
 }
 
 /**
@@ -239,13 +389,8 @@ async function describeBuildFailure(err: unknown): Promise<string> {
  * rules), uploaded as they are. Each JavaScript module is still parsed, so a syntax error
  * fails the publish instead of the first request.
  */
-async function collectModules(options: {
-  root: string;
-  mainPath: string;
-  rules?: ModuleRule[];
-  skipDirs: string[];
-}): Promise<BuiltWorker> {
-  const base = dirname(options.mainPath);
+async function collectModules(options: BundleOptions): Promise<BuiltWorker> {
+  const base = options.baseDir ?? dirname(options.mainPath);
   const rules = effectiveRules(options.rules ?? []);
   const mainType = ruleTypeOf(rules, relative(base, options.mainPath).split(sep).join('/'));
   if (mainType !== 'esm' && mainType !== 'commonjs') {
@@ -254,7 +399,9 @@ async function collectModules(options: {
     );
   }
   const files: string[] = [];
-  walk(base, options.skipDirs, files);
+  // `find_additional_modules: false` uploads the entry alone, as wrangler does.
+  if (options.findAdditionalModules === false) files.push(options.mainPath);
+  else walk(base, options.skipDirs ?? [], files);
   const modules: BuiltModule[] = [];
   for (const file of files) {
     const name = relative(base, file).split(sep).join('/');

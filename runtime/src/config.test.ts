@@ -81,8 +81,10 @@ describe('worker config', () => {
       /vars\.A" is null/,
     );
     assert.match(
-      refusal('{"main":"a.js","compatibility_date":"2025-01-01","kv_namespaces":[]}'),
-      /kv_namespaces/,
+      refusal(
+        '{"main":"a.js","compatibility_date":"2025-01-01","kv_namespaces":[{"binding":"CACHE","id":"x"}]}',
+      ),
+      /"kv_namespaces" declares bindings this runtime does not provide yet \(CACHE\)/,
     );
     assert.match(refusal('{"main":"a.js","compatibility_date":"2025-01-01","no_bundle":"yes"}'), /no_bundle/);
     assert.match(refusal('[]'), /must be a JSON object/);
@@ -92,5 +94,59 @@ describe('worker config', () => {
     const config = parse('{"main":"a.js","compatibility_date":"2025-01-01","account_id":"x","mystery":1}');
     assert.deepEqual(config.ignored, ['mystery']);
     assert.deepEqual(config.warnings, ['cell.jsonc:1:67: ignoring "mystery": this runtime does not use it']);
+  });
+
+  it('reads empty binding declarations, as framework builds write them, as no bindings', () => {
+    const config = parse(
+      '{"main":"a.js","compatibility_date":"2025-01-01","kv_namespaces":[],"durable_objects":{"bindings":[]},"unsafe":{},"jsx_factory":"h"}',
+    );
+    assert.deepEqual(config.ignored, ['jsx_factory']);
+    assert.equal(config.warnings.length, 1);
+  });
+
+  it('refuses every binding in one run, in file order, each at its key, with advice that keeps the app', () => {
+    const text = [
+      '{',
+      '  "main": "a.js",',
+      '  "r2_buckets": [{ "binding": "FILES", "bucket_name": "f" }],',
+      '  "compatibility_date": "2025-01-01",',
+      '  "kv_namespaces": [{ "binding": "CACHE", "id": "1" }, { "binding": "SESSIONS", "id": "2" }],',
+      '  "ai": { "binding": "AI" },',
+      '  "d1_databases": []',
+      '}',
+    ].join('\n');
+    const lines = refusal(text).split('\n');
+    assert.equal(lines.length, 3);
+    assert.match(
+      lines[0]!,
+      /^cell\.jsonc:3:3: "r2_buckets" declares bindings this runtime does not provide yet \(FILES\): svc's docs\/bindings\.md "R2 buckets" says when/,
+    );
+    assert.match(lines[1]!, /^cell\.jsonc:5:3: "kv_namespaces" .*\(CACHE, SESSIONS\).*"KV namespaces"/);
+    assert.match(lines[2]!, /^cell\.jsonc:6:3: "ai" .*\(AI\).*"Workers AI"/);
+    assert.doesNotMatch(refusal(text), /remove the key/);
+  });
+
+  it("places refusals and warnings where locate says the key is in the user's file", () => {
+    const text =
+      '{"main":"a.js","compatibility_date":"2025-01-01","queues":{"producers":[{"binding":"Q","queue":"q"}]},"mystery":1}';
+    const at = { queues: { line: 7, column: 1 }, mystery: { line: 9, column: 3 } } as Record<
+      string,
+      { line: number; column: number }
+    >;
+    const locate = (path: (string | number)[]) => at[String(path[0])] ?? null;
+    try {
+      parseWorkerConfig(text, 'wrangler.toml', { locate });
+      assert.fail('expected a refusal');
+    } catch (err) {
+      assert.match((err as Error).message, /^wrangler\.toml:7:1: "queues" declares bindings/);
+    }
+    const warned = parseWorkerConfig(
+      '{"main":"a.js","compatibility_date":"2025-01-01","mystery":1}',
+      'wrangler.toml',
+      { locate },
+    );
+    assert.deepEqual(warned.warnings, [
+      'wrangler.toml:9:3: ignoring "mystery": this runtime does not use it',
+    ]);
   });
 });

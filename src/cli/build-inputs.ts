@@ -10,25 +10,19 @@ import { existsSync } from 'node:fs';
 import { realpath } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import type * as esbuild from 'esbuild';
-import { type ParseError, parse } from 'jsonc-parser';
-import { bundleBuildOptions, loadEsbuild } from '../../runtime/src/bundle.ts';
-import type { ModuleRule } from '../../runtime/src/config.ts';
+import { bundleBuildOptions, bundleOptionsOf, loadEsbuild } from '../../runtime/src/bundle.ts';
 import { invalidInput } from '../problem.ts';
+import { parseWorkerConfig, type WorkerConfig } from '../runtime-tools/worker-config.ts';
 
 /** The paths (relative, `/`-separated) under `node_modules` the worker's build reads. */
 export async function buildDependencies(dir: string, configBytes: Buffer): Promise<Set<string>> {
-  const config = readBuildKeys(configBytes);
-  if (!config || config.main === null || config.noBundle) return new Set();
+  const config = readConfig(configBytes);
+  if (!config || config.main === null || config.no_bundle) return new Set();
   const root = await realpath(dir);
   const mainPath = resolve(root, config.main);
   // A missing main is the runtime's refusal to word; nothing to pack from node_modules then.
   if (!existsSync(mainPath)) return new Set();
-  const { build } = bundleBuildOptions({
-    root,
-    mainPath,
-    compatibilityFlags: config.compatibilityFlags,
-    rules: config.rules,
-  });
+  const { build } = bundleBuildOptions(bundleOptionsOf(root, mainPath, config));
   let metafile: esbuild.Metafile;
   try {
     metafile = (await (await loadEsbuild()).build({ ...build, metafile: true })).metafile!;
@@ -52,35 +46,13 @@ export async function buildDependencies(dir: string, configBytes: Buffer): Promi
   return needed;
 }
 
-interface BuildKeys {
-  main: string | null;
-  noBundle: boolean;
-  compatibilityFlags: string[];
-  rules: ModuleRule[] | undefined;
-}
-
-/** The keys the build depends on; null when the config is no JSON object (refused later). */
-function readBuildKeys(bytes: Buffer): BuildKeys | null {
-  const errors: ParseError[] = [];
-  const doc = parse(bytes.toString('utf8'), errors, { allowTrailingComma: true }) as Record<string, unknown>;
-  if (errors.length > 0 || !doc || typeof doc !== 'object' || Array.isArray(doc)) return null;
-  const flags = Array.isArray(doc.compatibility_flags)
-    ? doc.compatibility_flags.filter((f): f is string => typeof f === 'string')
-    : [];
-  const rules = Array.isArray(doc.rules)
-    ? (doc.rules as unknown[])
-        .filter(
-          (r): r is { type: ModuleRule['type']; globs: string[]; fallthrough?: boolean } =>
-            !!r && typeof r === 'object' && Array.isArray((r as { globs?: unknown }).globs),
-        )
-        .map((r) => ({ type: r.type, globs: r.globs.map(String), fallthrough: r.fallthrough === true }))
-    : undefined;
-  return {
-    main: typeof doc.main === 'string' && doc.main.trim() !== '' ? doc.main : null,
-    noBundle: doc.no_bundle === true,
-    compatibilityFlags: flags,
-    rules,
-  };
+/** The config as the runtime reads it; null when it is refused (the caller has said so). */
+function readConfig(bytes: Buffer): WorkerConfig | null {
+  try {
+    return parseWorkerConfig(bytes.toString('utf8'), 'cell.jsonc');
+  } catch {
+    return null;
+  }
 }
 
 function describeFailure(err: unknown): string {

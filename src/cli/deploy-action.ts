@@ -7,10 +7,20 @@ import { join, resolve } from 'node:path';
 import { encodeDeployMetadata } from '../node/deploys/metadata.ts';
 import { Problem, type ProblemCode } from '../problem.ts';
 import { resolveApplicationName } from '../registry/names.ts';
-import { parseConfigSyntax, parseWorkerConfig, WorkerConfigError } from '../runtime-tools/worker-config.ts';
+import {
+  parseConfigSyntax,
+  parseWorkerConfig,
+  type WorkerConfig,
+  WorkerConfigError,
+} from '../runtime-tools/worker-config.ts';
 import { buildDependencies } from './build-inputs.ts';
 import { hasNode, resolveTarget } from './client.ts';
-import { type DeployFlags, metadataFromFlags, parseQueueTimeout } from './deploy-flags.ts';
+import {
+  checkWorkerConfigFlag,
+  type DeployFlags,
+  metadataFromFlags,
+  parseQueueTimeout,
+} from './deploy-flags.ts';
 import { submit } from './deploy-upload.ts';
 import { watchDeploy, watchServing } from './deploy-watch.ts';
 import { formatBytes, note, say, warn } from './output.ts';
@@ -24,28 +34,26 @@ export async function deployAction(dirArg: string | undefined, flags: DeployFlag
   const queueTimeoutMs = parseQueueTimeout(flags.queueTimeout ?? '600');
   const header = encodeDeployMetadata(metadataFromFlags(flags, process.env));
 
-  const config = await readProjectConfig(dir);
+  checkWorkerConfigFlag(flags);
+  const config = await readProjectConfig(dir, { configFile: flags.workerConfig, env: flags.env });
   if (!config) {
     throw new Problem(
       'invalid-input',
       'No worker config',
-      `${shown(dir)} has no cell.jsonc, cell.json or wrangler config (wrangler.jsonc, wrangler.json, wrangler.toml); deploy the directory that holds the worker config`,
+      `${shown(dir)} has no cell.jsonc, cell.json, .wrangler/deploy/config.json (a framework build's) or wrangler config (wrangler.json, wrangler.jsonc, wrangler.toml); deploy the directory that holds the worker config, or name it with -c`,
     );
   }
-  if (config.convertedFrom) {
-    note(
-      `svc: no cell.jsonc in ${shown(dir)}; using ${config.convertedFrom}, converted to cell.jsonc in the artifact (the project is not changed)`,
-    );
+  for (const line of config.notes) note(line);
+  if (config.convertedFrom && !config.redirectedBy) {
+    note(`svc: using ${config.convertedFrom}, as cell.jsonc in the artifact (the project is not changed)`);
   }
   // The config is read with the runtime's own parser: a syntax error is reported as one, at its
-  // line and column, before its name is looked for. A converted wrangler config is checked as
-  // the cell.jsonc it became, and named so.
-  const configFile = config.convertedFrom
-    ? `${shown(join(dir, config.convertedFrom))} (converted to cell.jsonc)`
-    : shown(join(dir, config.file));
+  // line and column, before its name is looked for. Refusals and warnings are placed in the
+  // user's own file, also when the artifact carries a converted or merged form of it.
+  const configFile = shown(join(dir, config.source));
   const configText = config.bytes.toString('utf8');
   checkConfig(() => parseConfigSyntax(configText, configFile));
-  const application = applicationName(flags, configName(config), config.convertedFrom ?? config.file);
+  const application = applicationName(flags, configName(config), config.source);
 
   const target = await resolveTarget(flags);
   if (!hasNode(target)) {
@@ -64,7 +72,14 @@ export async function deployAction(dirArg: string | undefined, flags: DeployFlag
   }
 
   // Everything the runtime would refuse in the config is refused here, before anything is sent.
-  checkConfig(() => parseWorkerConfig(configText, configFile));
+  let checked: WorkerConfig | undefined;
+  checkConfig(() => {
+    checked = parseWorkerConfig(configText, configFile, { locate: config.locate });
+  });
+  // The runtime sees the converted text, so its warnings would point there: ours point into the
+  // user's file and stand for them.
+  const converted = config.locate !== undefined;
+  if (converted) for (const warning of checked?.warnings ?? []) warn(warning);
   const configBytes = editConfig(config, { vars, noBundle });
   const dependencies = await buildDependencies(dir, configBytes);
   const packed = await packProject(dir, config, configBytes, dependencies);
@@ -81,7 +96,8 @@ export async function deployAction(dirArg: string | undefined, flags: DeployFlag
     note(`svc: deploy ${accepted.status.id} accepted by ${accepted.endpoint}`);
     const done = await watchDeploy(target, accepted, flags.token);
     // The runtime's warnings (config keys it ignores, ...) are the user's to read, whatever the outcome.
-    for (const warning of done.warnings ?? []) warn(warning);
+    for (const warning of done.warnings ?? [])
+      if (!converted || !warning.startsWith('cell.jsonc:')) warn(warning);
     if (done.state === 'failed') {
       const code = (done.code ?? 'internal') as ProblemCode;
       throw new Problem(code, 'Deploy failed', `deploy ${done.id}: ${done.detail ?? 'no detail recorded'}`);

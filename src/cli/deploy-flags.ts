@@ -20,7 +20,24 @@ export interface DeployFlags {
   remote?: string;
   key?: string;
   config?: string;
+  /** `-c`/`--worker-config`: the worker config to deploy (wrangler's `--config`). */
+  workerConfig?: string;
   token?: string;
+}
+
+/**
+ * `--config` is svc's own config file (svc.config.jsonc), as for every remote command; wrangler
+ * users name their worker config with `--config`, so a worker config given there is refused
+ * with the flag that takes it.
+ */
+export function checkWorkerConfigFlag(flags: DeployFlags): void {
+  const given = flags.config;
+  if (given === undefined || !/(^|[\\/])(wrangler|cell)\.(toml|jsonc?)$/.test(given)) return;
+  throw new Problem(
+    'invalid-input',
+    'Invalid --config',
+    `--config names svc's own config (svc.config.jsonc); give the worker config ${given} with -c ${given} (or --worker-config)`,
+  );
 }
 
 /** `--queue-timeout` in milliseconds. */

@@ -13,7 +13,7 @@ export function registerDeploy(program: Command): void {
     .command('deploy [dir]')
     .description('Pack a project directory and deploy it')
     .option('--name <name>', "Application (default: the config's name)")
-    .option('--env <env>', 'Application <name>-<env>')
+    .option('--env <env>', "Application <name>-<env>, with the config's env.<env> section merged")
     .option('--var <pair>', 'KEY:VALUE overriding the config vars; repeatable', repeatable)
     .option('--bundle', 'Bundle the worker (default)')
     .option('--no-bundle', 'Set no_bundle: true in the artifact config')
@@ -26,6 +26,7 @@ export function registerDeploy(program: Command): void {
     .option('--remote <name>', 'Remote to deploy through')
     .option('--key <key>', 'Key file, portable file, or inline base64: value')
     .option('--config <file>', 'Path to svc.config.jsonc')
+    .option('-c, --worker-config <file>', "The worker config to deploy (wrangler's --config)")
     .option('--token <token>', 'Bearer token to present instead of signing')
     .action((dir: string | undefined, flags: DeployFlags) => deployAction(dir, flags));
 }

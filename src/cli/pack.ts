@@ -10,11 +10,10 @@
 // Symbolic links are followed when they resolve inside the directory (pnpm's node_modules) and
 // refused otherwise, so nothing outside the project is ever packed.
 //
-// The worker config (`cell.jsonc`, else `cell.json`) goes in byte for byte, unless `--var` or
-// `--no-bundle` edit it; the edit is made in memory with jsonc-parser (comments and layout kept)
-// and the project file is never written. A project with neither but a wrangler config
-// (`wrangler.jsonc`, `wrangler.json`, `wrangler.toml`) gets it as `cell.jsonc` in the artifact:
-// JSON forms as they are, TOML converted to JSON.
+// The worker config (which one: config-resolution.ts) goes in at the root as `cell.jsonc` (or
+// `cell.json`): the user's JSON byte for byte when it needs no change, else generated JSON (TOML
+// converted, an environment merged, paths rebased); `--var` and `--no-bundle` edit it in memory
+// with jsonc-parser (comments and layout kept). The project's files are never written.
 //
 // `node_modules/` goes in only as far as the build reads it (build-inputs.ts): the files the
 // bundler's metafile names and the `package.json` files that resolve them.
@@ -27,17 +26,14 @@ import { PassThrough } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { createGzip } from 'node:zlib';
 import { applyEdits, modify, type ParseError, parse } from 'jsonc-parser';
-import { parse as parseToml } from 'smol-toml';
 import { Header, Pax } from 'tar';
 import { invalidInput, Problem } from '../problem.ts';
 import { BINDING_NAME_RULE, isApplicationName, isBindingName } from '../registry/names.ts';
 import { compileRule, type IgnoreRule, matchesIgnore } from '../runtime-tools/ignore-patterns.ts';
+import { type ProjectConfig, type ResolveOptions, resolveProjectConfig } from './config-resolution.ts';
 
+export { type ProjectConfig, WORKER_CONFIGS, WRANGLER_CONFIGS } from './config-resolution.ts';
 export { compileRule, matchesIgnore };
-
-export const WORKER_CONFIGS = ['cell.jsonc', 'cell.json'] as const;
-/** wrangler's config files, read when a project has no worker config of its own. */
-export const WRANGLER_CONFIGS = ['wrangler.jsonc', 'wrangler.json', 'wrangler.toml'] as const;
 export const IGNORE_FILE = '.svcignore';
 
 /** Left out of every artifact, whatever `.svcignore` says (documented in docs/deploys.md). */
@@ -56,62 +52,26 @@ export const ALWAYS_LEFT_OUT = [
   '.DS_Store',
 ];
 
-/** The worker config of a project directory. */
-export interface ProjectConfig {
-  /** Its name in the artifact. */
-  file: (typeof WORKER_CONFIGS)[number];
-  bytes: Buffer;
-  /** The wrangler file it was converted from, when the project has no worker config. */
-  convertedFrom?: (typeof WRANGLER_CONFIGS)[number];
-}
-
 /**
- * Reads `cell.jsonc`, else `cell.json`, else a wrangler config converted to `cell.jsonc`, at the
- * project root; null when there is none.
+ * The project's worker config as the artifact carries it (config-resolution.ts: `-c`, svc's own
+ * file, the deploy redirect, wrangler's files; `--env` merged); null when there is none.
  */
-export async function readProjectConfig(dir: string): Promise<ProjectConfig | null> {
-  for (const file of WORKER_CONFIGS) {
-    const path = join(dir, file);
-    const info = await stat(path).catch(() => null);
-    if (info?.isFile()) return { file, bytes: await readFile(path) };
-  }
-  for (const file of WRANGLER_CONFIGS) {
-    const path = join(dir, file);
-    const info = await stat(path).catch(() => null);
-    if (!info?.isFile()) continue;
-    const bytes = await readFile(path);
-    return {
-      file: 'cell.jsonc',
-      bytes: file.endsWith('.toml') ? tomlToJson(bytes, file) : bytes,
-      convertedFrom: file,
-    };
-  }
-  return null;
-}
-
-/** A wrangler.toml as the equivalent JSON (TOML dates written as their text). */
-export function tomlToJson(bytes: Buffer, file: string): Buffer {
-  let value: unknown;
-  try {
-    value = parseToml(bytes.toString('utf8'));
-  } catch (err) {
-    const e = err as Error & { line?: number; column?: number };
-    const at = e.line ? `:${e.line}:${e.column ?? 1}` : '';
-    throw invalidInput('Invalid worker config', `${file}${at}: ${e.message.split('\n')[0]}; fix the TOML`);
-  }
-  const text = JSON.stringify(value, (_key, v) => (v instanceof Date ? v.toISOString().slice(0, 10) : v), 2);
-  return Buffer.from(`// Converted by svc deploy from ${file}.\n${text}\n`, 'utf8');
+export function readProjectConfig(dir: string, options: ResolveOptions = {}): Promise<ProjectConfig | null> {
+  return resolveProjectConfig(dir, options);
 }
 
 /** The config's `name` when it is an application name; null otherwise (missing, blank, invalid). */
-export function configName(config: ProjectConfig | null): string | null {
+export function configName(
+  config: (Pick<ProjectConfig, 'file' | 'bytes'> & { name?: unknown }) | null,
+): string | null {
   if (!config) return null;
-  const value = parseConfig(config) as { name?: unknown } | undefined;
+  // The top-level name, as read before any environment was merged; else the artifact's own.
+  const value = 'name' in config ? config : (parseConfig(config) as { name?: unknown } | undefined);
   const name = value && typeof value === 'object' ? value.name : undefined;
   return typeof name === 'string' && isApplicationName(name.trim()) ? name.trim() : null;
 }
 
-function parseConfig(config: ProjectConfig): unknown {
+function parseConfig(config: Pick<ProjectConfig, 'bytes'>): unknown {
   const errors: ParseError[] = [];
   const value = parse(config.bytes.toString('utf8'), errors, { allowTrailingComma: true });
   return errors.length === 0 ? value : undefined;
@@ -148,7 +108,7 @@ export function parseVars(flags: readonly string[]): [string, string][] {
  * `vars.<name>` set for each `--var` and `no_bundle: true` for `--no-bundle`.
  */
 export function editConfig(
-  config: ProjectConfig,
+  config: Pick<ProjectConfig, 'file' | 'bytes'>,
   edits: { vars: [string, string][]; noBundle: boolean },
 ): Buffer {
   if (edits.vars.length === 0 && !edits.noBundle) return config.bytes;
@@ -202,7 +162,7 @@ interface FileEntry {
  */
 export async function packProject(
   dir: string,
-  config: ProjectConfig,
+  config: Pick<ProjectConfig, 'file'>,
   configBytes: Buffer,
   dependencies: ReadonlySet<string> = new Set(),
 ): Promise<PackedArtifact> {

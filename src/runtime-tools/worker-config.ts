@@ -29,6 +29,12 @@ export interface WorkerConfig {
   rules: ModuleRule[];
   /** `triggers.crons`: the schedules the worker's `scheduled` handler runs on. */
   crons: string[];
+  /** `find_additional_modules`; null when absent (wrangler's default: true with no_bundle only). */
+  find_additional_modules: boolean | null;
+  /** `base_dir`: the root of module names, relative to the project root; null: the folder of `main`. */
+  base_dir: string | null;
+  /** `preserve_file_names`: rule modules keep their paths instead of hashed names. */
+  preserve_file_names: boolean;
   /** Unknown keys this runtime ignores. */
   ignored: string[];
   /** One sentence per thing the user should know but that does not stop the deploy. */
@@ -46,6 +52,12 @@ export interface ModuleRule {
 export interface ParseOptions {
   /** The newest compatibility date the runtime's workerd supports; unchecked when absent. */
   maxCompatibilityDate?: string;
+  /**
+   * Where a key path sits in the user's own file, when the text parsed is not that file (a
+   * wrangler.toml converted to JSON, an `env` section merged): refusals and warnings are placed
+   * there instead of in the text. Null: the key is not in the file (placed at the text's key).
+   */
+  locate?: (path: (string | number)[]) => { line: number; column: number } | null;
 }
 
 /** A config the runtime refuses; `message` is the whole `<file>:<line>:<column>: ...` line. */
@@ -54,8 +66,9 @@ export class WorkerConfigError extends Error {
   readonly line: number;
   readonly column: number;
 
-  constructor(file: string, at: { line: number; column: number }, what: string) {
-    super(`${file}:${at.line}:${at.column}: ${what}`);
+  /** `also`: further whole lines, when one run refuses several keys. */
+  constructor(file: string, at: { line: number; column: number }, what: string, also: string[] = []) {
+    super([`${file}:${at.line}:${at.column}: ${what}`, ...also].join('\n'));
     this.name = 'WorkerConfigError';
     this.file = file;
     this.line = at.line;
@@ -63,30 +76,42 @@ export class WorkerConfigError extends Error {
   }
 }
 
-/** Bindings of other products: refused, since a worker relying on them cannot run here. */
-const UNSUPPORTED_BINDINGS = [
-  'kv_namespaces',
-  'r2_buckets',
-  'd1_databases',
-  'durable_objects',
-  'queues',
-  'services',
-  'ai',
-  'vectorize',
-  'hyperdrive',
-  'analytics_engine_datasets',
-  'browser',
-  'containers',
-  'workflows',
-  'secrets_store_secrets',
-  'dispatch_namespaces',
-  'mtls_certificates',
-  'send_email',
-  'version_metadata',
-];
+/**
+ * Bindings of other products, with the heading of docs/bindings.md that says when each comes and
+ * what a worker can do meanwhile: refused, since a worker whose code uses them cannot run here.
+ * An empty declaration (`[]`, `{ "bindings": [] }`, as framework builds write) declares nothing.
+ */
+const UNSUPPORTED_BINDINGS: Record<string, string> = {
+  kv_namespaces: 'KV namespaces',
+  r2_buckets: 'R2 buckets',
+  d1_databases: 'D1 databases',
+  durable_objects: 'Durable Objects',
+  queues: 'Queues',
+  services: 'Service bindings',
+  ai: 'Workers AI',
+  vectorize: 'Vectorize',
+  hyperdrive: 'Hyperdrive',
+  analytics_engine_datasets: 'Analytics Engine',
+  browser: 'Browser Rendering',
+  containers: 'Containers',
+  workflows: 'Workflows',
+  secrets_store_secrets: 'Secrets Store',
+  dispatch_namespaces: 'Dispatch namespaces',
+  mtls_certificates: 'mTLS certificates',
+  send_email: 'Email',
+  version_metadata: 'Version metadata',
+  images: 'Images',
+  ratelimits: 'Rate limiting',
+  unsafe: 'Unsafe bindings',
+  logfwdr: 'Unsafe bindings',
+  migrations: 'Durable Objects',
+};
 /** Keys that only steer Cloudflare's own account and tooling: they mean nothing here, quietly. */
 const QUIET_KEYS = [
   '$schema',
+  'send_metrics',
+  'legacy_env',
+  'python_modules',
   'account_id',
   'workers_dev',
   'preview_urls',
@@ -118,6 +143,9 @@ const KNOWN_KEYS = [
   'no_bundle',
   'rules',
   'triggers',
+  'find_additional_modules',
+  'base_dir',
+  'preserve_file_names',
 ];
 
 const VAR_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
@@ -155,12 +183,16 @@ export function parseConfigSyntax(text: string, file: string): { doc: Record<str
 /** Parses and validates the config text; every refusal names the file, the place, the key and the fix. */
 export function parseWorkerConfig(text: string, file: string, options: ParseOptions = {}): WorkerConfig {
   const { doc, tree } = parseConfigSyntax(text, file);
-  /** A refusal at the key `path` names (its property, so the cursor lands on the key). */
-  const bad = (path: KeyPath, why: string) => {
+  /** Where the key `path` names is (its property, so the cursor lands on the key). */
+  const place = (path: KeyPath) => {
+    const inFile = options.locate?.(path);
+    if (inFile) return inFile;
     const node = findNodeAtLocation(tree, path);
     const at = node?.parent?.type === 'property' ? node.parent : (node ?? tree);
-    return new WorkerConfigError(file, position(text, at.offset), `"${keyName(path)}" ${why}`);
+    return position(text, at.offset);
   };
+  const bad = (path: KeyPath, why: string) =>
+    new WorkerConfigError(file, place(path), `"${keyName(path)}" ${why}`);
 
   if (has(doc, 'env')) {
     throw bad(
@@ -168,21 +200,31 @@ export function parseWorkerConfig(text: string, file: string, options: ParseOpti
       'is not supported: svc addresses an environment as its own application (svc deploy --env <env>); move the values to the top level, or pass them with svc deploy --var',
     );
   }
-  for (const key of UNSUPPORTED_BINDINGS) {
-    if (has(doc, key))
-      throw bad([key], 'declares bindings this runtime does not provide; remove the key to deploy here');
+  // Every binding the worker declares and this runtime lacks, in the order the file has them.
+  const refused = Object.keys(doc)
+    .filter((key) => Object.hasOwn(UNSUPPORTED_BINDINGS, key) && !isEmptyDeclaration(doc[key]))
+    .map((key) => ({ key, at: place([key]) }))
+    .sort((a, b) => a.at.line - b.at.line || a.at.column - b.at.column);
+  if (refused.length > 0) {
+    const why = refused.map(
+      ({ key }) =>
+        `"${key}" declares bindings this runtime does not provide yet (${bindingNames(doc[key])}): svc's docs/bindings.md "${UNSUPPORTED_BINDINGS[key]}" says when they come and how the worker can do without them meanwhile`,
+    );
+    const also = refused.slice(1).map(({ at }, i) => `${file}:${at.line}:${at.column}: ${why[i + 1]}`);
+    throw new WorkerConfigError(file, refused[0]!.at, why[0]!, also);
   }
   const warnings: string[] = [];
   const ignored: string[] = [];
   for (const key of Object.keys(doc)) {
     if (KNOWN_KEYS.includes(key) || QUIET_KEYS.includes(key)) continue;
-    const where = position(text, findNodeAtLocation(tree, [key])?.parent?.offset ?? 0);
-    const place = `${file}:${where.line}:${where.column}`;
+    if (Object.hasOwn(UNSUPPORTED_BINDINGS, key)) continue; // empty: declares nothing
+    const where = place([key]);
+    const at = `${file}:${where.line}:${where.column}`;
     if (Object.hasOwn(UNPROVIDED_FEATURES, key)) {
-      warnings.push(`${place}: ignoring "${key}": ${UNPROVIDED_FEATURES[key]}`);
-    } else {
+      warnings.push(`${at}: ignoring "${key}": ${UNPROVIDED_FEATURES[key]}`);
+    } else if (!isEmptyDeclaration(doc[key])) {
       ignored.push(key);
-      warnings.push(`${place}: ignoring "${key}": this runtime does not use it`);
+      warnings.push(`${at}: ignoring "${key}": this runtime does not use it`);
     }
   }
 
@@ -261,23 +303,14 @@ export function parseWorkerConfig(text: string, file: string, options: ParseOpti
 
   const rules = parseRules(doc.rules, bad);
   const crons = parseCrons(doc.triggers, bad);
+  for (const key of ['find_additional_modules', 'preserve_file_names'] as const) {
+    if (doc[key] !== undefined && typeof doc[key] !== 'boolean') throw bad([key], 'must be true or false');
+  }
+  if (doc.base_dir !== undefined && (typeof doc.base_dir !== 'string' || doc.base_dir.trim() === '')) {
+    throw bad(['base_dir'], 'must be the folder module names start from, such as "./src"');
+  }
   if (crons.length > 0 && main === null) {
     throw bad(['triggers', 'crons'], 'needs a worker: set "main" to the module whose scheduled handler runs');
-  }
-  if (main === null && assets && assets.run_worker_first !== false) {
-    throw bad(
-      ['assets', 'run_worker_first'],
-      'needs a worker to run first: set "main", or remove run_worker_first',
-    );
-  }
-  if (assets?.run_worker_first === true && assets.binding === null) {
-    const where = position(
-      text,
-      findNodeAtLocation(tree, ['assets', 'run_worker_first'])?.parent?.offset ?? 0,
-    );
-    warnings.push(
-      `${file}:${where.line}:${where.column}: "assets.run_worker_first" is true but "assets.binding" is not set: every request runs the worker, which cannot reach the assets without a binding`,
-    );
   }
 
   return {
@@ -290,9 +323,36 @@ export function parseWorkerConfig(text: string, file: string, options: ParseOpti
     no_bundle: doc.no_bundle === true,
     rules,
     crons,
+    find_additional_modules:
+      typeof doc.find_additional_modules === 'boolean' ? doc.find_additional_modules : null,
+    base_dir: typeof doc.base_dir === 'string' ? doc.base_dir : null,
+    preserve_file_names: doc.preserve_file_names === true,
     ignored,
     warnings,
   };
+}
+
+/** `[]`, `{}`, null, or an object of nothing but those: what framework builds write for "none". */
+export function isEmptyDeclaration(value: unknown): boolean {
+  if (value === null) return true;
+  if (Array.isArray(value)) return value.length === 0;
+  if (isObject(value)) return Object.values(value).every(isEmptyDeclaration);
+  return false;
+}
+
+/** The binding names a declaration gives (each entry's `binding`, else `name`). */
+function bindingNames(value: unknown): string {
+  // A list of bindings, one binding, or an object of such lists (`durable_objects.bindings`,
+  // `queues.producers`).
+  const entries = Array.isArray(value)
+    ? value
+    : isObject(value) && value.binding === undefined && value.name === undefined
+      ? Object.values(value).flatMap((v) => (Array.isArray(v) ? v : []))
+      : [value];
+  const names = entries
+    .map((entry) => (isObject(entry) ? (entry.binding ?? entry.name) : undefined))
+    .filter((name): name is string => typeof name === 'string');
+  return names.length > 0 ? names.join(', ') : 'a binding';
 }
 
 function parseRules(value: unknown, bad: (path: KeyPath, why: string) => WorkerConfigError): ModuleRule[] {
@@ -367,66 +427,12 @@ function parseAssets(
   if (!['none', '404-page', 'single-page-application'].includes(notFound as string)) {
     throw bad(['assets', 'not_found_handling'], 'must be "none", "404-page" or "single-page-application"');
   }
-  const routes = value.run_worker_first ?? false;
-  if (typeof routes !== 'boolean') {
-    const why = Array.isArray(routes)
-      ? workerFirstProblem(routes)
-      : 'must be true, false or a list of route patterns';
-    if (why) throw bad(['assets', 'run_worker_first'], why);
-  }
   return {
     directory: value.directory,
     binding: (value.binding as string | undefined) ?? null,
     html_handling: html as AssetsConfig['html_handling'],
     not_found_handling: notFound as AssetsConfig['not_found_handling'],
-    run_worker_first: routes as boolean | string[],
   };
-}
-
-/** Workers' bounds on `run_worker_first` route lists (workers-shared's static routing rules). */
-const MAX_WORKER_FIRST_ROUTES = 100;
-const MAX_WORKER_FIRST_ROUTE_LENGTH = 100;
-
-/**
- * Why a `run_worker_first` list is refused, or null: routes start with `/` (to the worker) or
- * `!/` (kept on assets), at least one positive, at most 100 of at most 100 characters, no
- * duplicate, none made redundant by a broader `*` route of its kind.
- */
-export function workerFirstProblem(routes: unknown[]): string | null {
-  if (routes.length === 0) return 'is an empty list: give at least one route such as "/api/*"';
-  if (routes.length > MAX_WORKER_FIRST_ROUTES) {
-    return `has ${routes.length} routes; at most ${MAX_WORKER_FIRST_ROUTES} are allowed`;
-  }
-  const problems: string[] = [];
-  const positive: string[] = [];
-  const negative: string[] = [];
-  for (const route of routes) {
-    if (typeof route !== 'string') problems.push(`${JSON.stringify(route)} is no route pattern`);
-    else if (route.startsWith('!/')) negative.push(route);
-    else if (route.startsWith('/')) positive.push(route);
-    else if (route.startsWith('!')) problems.push(`'${route}': a negative route must start with '!/'`);
-    else problems.push(`'${route}': a route must start with '/' or '!/'`);
-  }
-  if (problems.length === 0 && positive.length === 0) {
-    return 'holds only negative routes: add at least one route the worker runs first for, such as "/*"';
-  }
-  for (const group of [positive, negative]) {
-    const seen = new Set<string>();
-    for (const route of group) {
-      if (route.length > MAX_WORKER_FIRST_ROUTE_LENGTH) {
-        problems.push(`'${route}': a route may be at most ${MAX_WORKER_FIRST_ROUTE_LENGTH} characters long`);
-      }
-      if (seen.has(route)) problems.push(`'${route}' is given twice`);
-      seen.add(route);
-      if (!route.endsWith('*')) continue;
-      for (const other of group) {
-        if (other !== route && other.startsWith(route.slice(0, -1))) {
-          problems.push(`'${other}' is redundant: '${route}' already covers it`);
-        }
-      }
-    }
-  }
-  return problems.length > 0 ? `has invalid routes: ${problems.join('; ')}` : null;
 }
 
 /**
