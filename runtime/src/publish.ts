@@ -95,7 +95,10 @@ export async function publish(options: {
   const worker = mainPath
     ? await buildWorker(bundleOptionsOf(root, mainPath, config, assetsDir ? [assetsDir] : []))
     : assetsOnlyWorker();
-  const assets = assetsDir ? collectAssets(root, assetsDir) : null;
+  const assets = assetsDir
+    ? collectAssets(root, assetsDir, { htmlHandling: config.assets?.html_handling })
+    : null;
+  for (const warning of assets?.warnings ?? []) options.log(`cell: warning: ${warning}`);
 
   const version = newVersion();
   const createdMs = Date.now();
@@ -105,7 +108,11 @@ export async function publish(options: {
     size: m.bytes.byteLength,
     sha256: sha256(m.bytes),
   }));
-  const features = ['modules', ...(assets ? ['assets'] : [])];
+  // A runtime that cannot apply run_worker_first or the rules must not serve the assets without them.
+  const assetRules =
+    (config.assets?.run_worker_first ?? false) !== false ||
+    (assets !== null && (assets.headers.length > 0 || assets.redirects.length > 0));
+  const features = ['modules', ...(assets ? ['assets'] : []), ...(assetRules ? ['asset-rules'] : [])];
   const manifest: Manifest = {
     schema_version: SCHEMA_VERSION,
     required_features: features,
@@ -124,6 +131,7 @@ export async function publish(options: {
           binding: config.assets.binding,
           html_handling: config.assets.html_handling,
           not_found_handling: config.assets.not_found_handling,
+          run_worker_first: config.assets.run_worker_first ?? false,
         }
       : null,
     ...(config.crons.length > 0 ? { crons: config.crons } : {}),
@@ -153,6 +161,8 @@ export async function publish(options: {
         schema_version: SCHEMA_VERSION,
         required_features: [],
         files: assets.files,
+        ...(assets.headers.length > 0 ? { headers: assets.headers } : {}),
+        ...(assets.redirects.length > 0 ? { redirects: assets.redirects } : {}),
       };
       await store.put(keys.runtimeAssetsIndex(application, script, version), JSON.stringify(index), {
         ifNoneMatch: '*',

@@ -297,6 +297,21 @@ export function parseWorkerConfig(text: string, file: string, options: ParseOpti
       'is required: name the worker entry module (or configure "assets" for a static site)',
     );
   }
+  if (main === null && assets && assets.run_worker_first !== false) {
+    throw bad(
+      ['assets', 'run_worker_first'],
+      'needs a worker to run first: set "main", or remove run_worker_first',
+    );
+  }
+  if (assets?.run_worker_first === true && assets.binding === null) {
+    const where = position(
+      text,
+      findNodeAtLocation(tree, ['assets', 'run_worker_first'])?.parent?.offset ?? 0,
+    );
+    warnings.push(
+      `${file}:${where.line}:${where.column}: "assets.run_worker_first" is true but "assets.binding" is not set: every request runs the worker, which cannot reach the assets without a binding`,
+    );
+  }
 
   if (doc.no_bundle !== undefined && typeof doc.no_bundle !== 'boolean')
     throw bad(['no_bundle'], 'must be true or false');
@@ -427,12 +442,66 @@ function parseAssets(
   if (!['none', '404-page', 'single-page-application'].includes(notFound as string)) {
     throw bad(['assets', 'not_found_handling'], 'must be "none", "404-page" or "single-page-application"');
   }
+  const routes = value.run_worker_first ?? false;
+  if (typeof routes !== 'boolean') {
+    const why = Array.isArray(routes)
+      ? workerFirstProblem(routes)
+      : 'must be true, false or a list of route patterns';
+    if (why) throw bad(['assets', 'run_worker_first'], why);
+  }
   return {
     directory: value.directory,
     binding: (value.binding as string | undefined) ?? null,
     html_handling: html as AssetsConfig['html_handling'],
     not_found_handling: notFound as AssetsConfig['not_found_handling'],
+    run_worker_first: routes as boolean | string[],
   };
+}
+
+/** Workers' bounds on `run_worker_first` route lists (workers-shared's static routing rules). */
+const MAX_WORKER_FIRST_ROUTES = 100;
+const MAX_WORKER_FIRST_ROUTE_LENGTH = 100;
+
+/**
+ * Why a `run_worker_first` list is refused, or null: routes start with `/` (to the worker) or
+ * `!/` (kept on assets), at least one positive, at most 100 of at most 100 characters, no
+ * duplicate, none made redundant by a broader `*` route of its kind.
+ */
+export function workerFirstProblem(routes: unknown[]): string | null {
+  if (routes.length === 0) return 'is an empty list: give at least one route such as "/api/*"';
+  if (routes.length > MAX_WORKER_FIRST_ROUTES) {
+    return `has ${routes.length} routes; at most ${MAX_WORKER_FIRST_ROUTES} are allowed`;
+  }
+  const problems: string[] = [];
+  const positive: string[] = [];
+  const negative: string[] = [];
+  for (const route of routes) {
+    if (typeof route !== 'string') problems.push(`${JSON.stringify(route)} is no route pattern`);
+    else if (route.startsWith('!/')) negative.push(route);
+    else if (route.startsWith('/')) positive.push(route);
+    else if (route.startsWith('!')) problems.push(`'${route}': a negative route must start with '!/'`);
+    else problems.push(`'${route}': a route must start with '/' or '!/'`);
+  }
+  if (problems.length === 0 && positive.length === 0) {
+    return 'holds only negative routes: add at least one route the worker runs first for, such as "/*"';
+  }
+  for (const group of [positive, negative]) {
+    const seen = new Set<string>();
+    for (const route of group) {
+      if (route.length > MAX_WORKER_FIRST_ROUTE_LENGTH) {
+        problems.push(`'${route}': a route may be at most ${MAX_WORKER_FIRST_ROUTE_LENGTH} characters long`);
+      }
+      if (seen.has(route)) problems.push(`'${route}' is given twice`);
+      seen.add(route);
+      if (!route.endsWith('*')) continue;
+      for (const other of group) {
+        if (other !== route && other.startsWith(route.slice(0, -1))) {
+          problems.push(`'${other}' is redundant: '${route}' already covers it`);
+        }
+      }
+    }
+  }
+  return problems.length > 0 ? `has invalid routes: ${problems.join('; ')}` : null;
 }
 
 /**
