@@ -120,7 +120,11 @@ function setSecrets(
   );
 }
 
-async function setThroughNode(
+/**
+ * Reads the recipients, seals to them and posts the copies; when the node answers that they are
+ * not the serving nodes' keys any more, reads them again and seals once more.
+ */
+export async function setThroughNode(
   target: Target,
   flags: SecretFlags,
   application: string,

@@ -12,12 +12,15 @@ import {
   checkSecretName,
   checkSecretValue,
   MAX_SECRET_BYTES,
+  MAX_SECRETS,
   openSecrets,
   readSecrets,
   recipientsOf,
   resealed,
+  sealSecrets,
   updateSecrets,
   withoutSecret,
+  withSealedSecrets,
   withSecret,
 } from './secrets.ts';
 
@@ -151,4 +154,44 @@ test('set, open, re-seal for a later node, remove', async () => {
     'the last secret takes the document along',
   );
   await store.close();
+});
+
+test('an application holds at most MAX_SECRETS: counted over what it holds and what is added', async () => {
+  const n1 = generateSealKey();
+  const recipients = [{ node: 'n1', key: n1.publicKey }];
+  const now = new Date('2026-01-01T00:00:00Z');
+  const values = (from: number, count: number) =>
+    Object.fromEntries(Array.from({ length: count }, (_, i) => [`S${from + i}`, 'v']));
+  const full = withSealedSecrets(null, {
+    application: 'shop',
+    sealed: sealSecrets('shop', values(0, MAX_SECRETS - 1), recipients),
+    by: 'op-a',
+    now,
+  });
+  // Replacing held names adds nothing; one new name still fits, two do not.
+  const replaced = withSealedSecrets(full, {
+    application: 'shop',
+    sealed: sealSecrets('shop', values(0, 3), recipients),
+    by: 'op-b',
+    now,
+  });
+  assert.equal(Object.keys(replaced.secrets).length, MAX_SECRETS - 1);
+  assert.equal(replaced.secrets.S0!.by, 'op-b');
+  const one = sealSecrets('shop', values(MAX_SECRETS, 1), recipients);
+  assert.equal(
+    Object.keys(withSealedSecrets(full, { application: 'shop', sealed: one, by: 'op-a', now }).secrets)
+      .length,
+    MAX_SECRETS,
+  );
+  await refuses(
+    () =>
+      withSealedSecrets(full, {
+        application: 'shop',
+        sealed: sealSecrets('shop', values(MAX_SECRETS, 2), recipients),
+        by: 'op-a',
+        now,
+      }),
+    'resource-limit',
+    'Too many secrets',
+  );
 });
