@@ -4,8 +4,8 @@
 //
 // Three nodes run the fleet's real parts (registration, registry cache, lease keeper, reconcile
 // loop with placement, the secrets keeper) on one local-directory bucket behind a counting Store, on a simulated
-// clock, with the default schedule (settings defaults: resync 60 s, node refresh 30 s, lease 45 s,
-// reap 10 min; heartbeat and pass intervals of src/registry/liveness.ts and reconcile.ts). The
+// clock, with the default schedule (settings defaults: resync 5 min, node refresh 30 s, lease 45 s,
+// reap 10 min, heartbeat `liveness.heartbeatMs`; the pass interval of reconcile.ts). The
 // supervisor runs nothing (processes do not touch the bucket). A listing is counted as S3 bills
 // it: one request per 1,000 keys. The first 5 simulated minutes (placing every application) are
 // left out; the next 60 are counted.
@@ -22,7 +22,7 @@ import { listedAppsStore } from '../src/node/fleet/listed-store.ts';
 import { NodeRegistration } from '../src/node/fleet/node-record.ts';
 import { PASS_INTERVAL_MS, Reconciler, type ReconcileStatus } from '../src/node/fleet/reconcile.ts';
 import { keys } from '../src/registry/keys.ts';
-import { HEARTBEAT_MS } from '../src/registry/liveness.ts';
+import { LivenessTracker } from '../src/registry/liveness.ts';
 import type { ApplicationRecord } from '../src/registry/records.ts';
 import { SecretsKeeper } from '../src/secrets/keeper.ts';
 import { generateSealKey } from '../src/secrets/seal.ts';
@@ -123,6 +123,7 @@ export async function simulate(
   let now = 1_800_000_000_000;
   const clock = { wall: () => now, mono: () => now };
   const ttl = settings.coordinator.leaseTtlMs;
+  const { heartbeatMs } = settings.liveness;
   const nodes: SimNode[] = [];
   for (const id of ['node-1', 'node-2', 'node-3']) {
     const counter = counting(base);
@@ -131,10 +132,15 @@ export async function simulate(
       store,
       { id, advertise: `${id}:7311`, listen: `${id}:7311`, labels: {}, versions: { svc: 'bench' } },
       clock.wall,
+      clock.mono,
     );
     await registration.beat({ state: 'starting' });
     const lease = new LeaseKeeper({ store, nodeId: id, ttlMs: ttl, clock });
-    const cache = new RegistryCache({ store, ownWrite: (k, e) => registration.isOwnWrite(k, e) });
+    const cache = new RegistryCache({
+      store,
+      ownWrite: (k, e) => registration.isOwnWrite(k, e),
+      knownLease: (etag) => lease.known(etag),
+    });
     const reaper = new DeployReaper({
       store: listedAppsStore(store, () => cache.appsListing),
       now: clock.wall,
@@ -156,6 +162,7 @@ export async function simulate(
       nodeId: id,
       cache,
       lease,
+      liveness: new LivenessTracker(settings.liveness),
       registration,
       supervisor: { apply() {}, statuses: () => [], stop: async () => {} },
       resyncMs: settings.registry.resyncMs,
@@ -177,7 +184,7 @@ export async function simulate(
       reconciler,
       lease,
       registration,
-      due: { pass: now + offset, beat: now + offset + HEARTBEAT_MS, renew: now + ttl / 3, look: now },
+      due: { pass: now + offset, beat: now + offset + heartbeatMs, renew: now + ttl / 3, look: now },
     });
   }
   const end = now + WARMUP_MS + HOUR_MS;
@@ -194,7 +201,7 @@ export async function simulate(
       }
       if (now >= node.due.beat) {
         await node.registration.beat({});
-        node.due.beat += HEARTBEAT_MS;
+        node.due.beat += heartbeatMs;
       }
       if (now >= node.due.renew) {
         if (node.lease.isCoordinator()) await node.lease.renew();
@@ -235,6 +242,7 @@ async function passCpu(apps: number): Promise<{ cpuMs: number; resyncCpuMs: numb
     nodeId: 'node-1',
     cache,
     lease,
+    liveness: new LivenessTracker(settings.liveness),
     registration,
     supervisor: { apply() {}, statuses: () => [], stop: async () => {} },
     resyncMs: settings.registry.resyncMs,

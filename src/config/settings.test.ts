@@ -93,3 +93,29 @@ test('the config file is JSONC; unknown keys and bad syntax are refused naming t
   assert.throws(() => loadConfigFile(join(dir, 'missing.jsonc'), {}), /Config file not found/);
   assert.deepEqual(loadConfigFile(undefined, {}).data, {});
 });
+
+test('the liveness windows must leave a live node room to be seen beating', () => {
+  assert.deepEqual(resolveWith({}, {}).liveness, {
+    heartbeatMs: 5_000,
+    deadAfterMs: 9_000,
+    lostAfterMs: 30_000,
+  });
+  const ok = resolveWith({ heartbeatMs: 1_000, nodeDeadAfterMs: 3_000, nodeLostAfterMs: 3_000 }, {});
+  assert.deepEqual(ok.liveness, { heartbeatMs: 1_000, deadAfterMs: 3_000, lostAfterMs: 3_000 });
+  assertInvalid(() => resolveWith({ heartbeatMs: 50 }, {}), 'liveness.heartbeatMs', 'between 100 and 20000');
+  assertInvalid(
+    () => resolveWith({ heartbeatMs: 30_000 }, {}),
+    'liveness.heartbeatMs',
+    'between 100 and 20000',
+  );
+  assertInvalid(
+    () => resolveWith({}, { SVC_NODE_DEAD_AFTER_MS: '5000' }),
+    'liveness.deadAfterMs',
+    'more than liveness.heartbeatMs \\(5000 ms\\)',
+  );
+  assertInvalid(
+    () => resolveWith({}, {}, { liveness: { lostAfterMs: 8_000 } }),
+    'liveness.lostAfterMs',
+    'at least liveness.deadAfterMs \\(9000 ms\\)',
+  );
+});

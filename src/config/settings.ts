@@ -7,6 +7,7 @@
 import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { Problem } from '../problem.ts';
+import { DEFAULT_LIVENESS, type LivenessWindows, NODE_DEAD_AFTER_MS } from '../registry/liveness.ts';
 import { PACKAGE_ROOT } from '../version.ts';
 import { hostPart, parseEndpoint, parseTunnelAddress, type TunnelAddress } from '../wireguard/address.ts';
 
@@ -110,7 +111,28 @@ export const settingSpecs: readonly SettingSpec[] = [
     'registry-node-refresh-ms',
     'count',
     'registry',
-    'Node record re-read interval',
+    'Node record re-read interval (heartbeats are read every pass from the listing alone)',
+  ),
+  s(
+    'liveness.heartbeatMs',
+    'heartbeat-ms',
+    'count',
+    'registry',
+    'How often a node rewrites its record (its heartbeat); every node of a fleet the same',
+  ),
+  s(
+    'liveness.deadAfterMs',
+    'node-dead-after-ms',
+    'count',
+    'registry',
+    'A node watched this long without a beat leaves routing',
+  ),
+  s(
+    'liveness.lostAfterMs',
+    'node-lost-after-ms',
+    'count',
+    'registry',
+    'A node watched this long without a beat loses its placements to other nodes',
   ),
   s(
     'coordinator.leaseTtlMs',
@@ -224,6 +246,7 @@ export interface Settings {
     bindHost: string;
   };
   registry: { resyncMs: number; nodeRefreshMs: number };
+  liveness: LivenessWindows;
   coordinator: { leaseTtlMs: number; reapIntervalMs: number };
   applications: { retireGraceMs: number };
   deploy: {
@@ -264,6 +287,7 @@ export function defaultSettings(): Settings {
       bindHost: '127.0.0.1',
     },
     registry: { resyncMs: 300_000, nodeRefreshMs: 30_000 },
+    liveness: { ...DEFAULT_LIVENESS },
     coordinator: { leaseTtlMs: 45_000, reapIntervalMs: 600_000 },
     applications: { retireGraceMs: 7 * 24 * 3600_000 },
     deploy: {
@@ -494,9 +518,25 @@ function validateSettings(settings: Settings): void {
   }
   if (settings.api.jsonBytes < 2) throw bad('api.jsonBytes', 'must be at least 2 bytes');
   if (settings.coordinator.leaseTtlMs < 3) throw bad('coordinator.leaseTtlMs', 'must be at least 3 ms');
+  validateLiveness(settings.liveness, bad);
   for (const domain of settings.platform.domains) {
     if (!/^([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/.test(domain)) {
       throw bad('platform.domains', `${JSON.stringify(domain)} is not a lowercase domain name`);
     }
   }
+}
+
+/**
+ * The windows must leave a live node room to be seen beating (docs/fleet.md "Liveness"): more than
+ * a heartbeat, lost no sooner than dead, and a heartbeat readers without history still see within
+ * their fixed window.
+ */
+function validateLiveness(liveness: LivenessWindows, bad: (path: string, why: string) => Problem): void {
+  const { heartbeatMs, deadAfterMs, lostAfterMs } = liveness;
+  if (heartbeatMs < 100 || heartbeatMs > NODE_DEAD_AFTER_MS / 3)
+    throw bad('liveness.heartbeatMs', `must be between 100 and ${NODE_DEAD_AFTER_MS / 3} ms`);
+  if (deadAfterMs <= heartbeatMs)
+    throw bad('liveness.deadAfterMs', `must be more than liveness.heartbeatMs (${heartbeatMs} ms)`);
+  if (lostAfterMs < deadAfterMs)
+    throw bad('liveness.lostAfterMs', `must be at least liveness.deadAfterMs (${deadAfterMs} ms)`);
 }

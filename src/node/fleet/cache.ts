@@ -7,6 +7,7 @@
 
 import { readApplication } from '../../registry/applications.ts';
 import { keys } from '../../registry/keys.ts';
+import type { ListedRecord } from '../../registry/liveness.ts';
 import type {
   ApplicationRecord,
   CoordinatorLease,
@@ -30,6 +31,8 @@ export interface RegistryCacheOptions {
   store: Store;
   /** True when this node itself wrote the object at this ETag (no need to read it back). */
   ownWrite?: (key: string, etag: string) => boolean;
+  /** The lease as this node last read or wrote it, when its ETag is `etag` (no need to read it again). */
+  knownLease?: (etag: string) => Cached<CoordinatorLease> | null;
   /** Told about objects that are not the JSON record they should be; they are left out. */
   onUnreadable?: (key: string, err: unknown) => void;
 }
@@ -43,6 +46,10 @@ export class RegistryCache {
   freeze: Cached<FreezeRecord> | null = null;
   /** The change marker's ETag as the last fleet listing showed it; null when absent. */
   markerEtag: string | null = null;
+  /** The node records as the last listing of `_svc/fleet/` showed them (ETags and times). */
+  nodeListing: readonly ObjectInfo[] = [];
+  #leaseInfo: ObjectInfo | null = null;
+  #freezeInfo: ObjectInfo | null = null;
   /** Every object under `_svc/apps/` as last listed (the reaper's listings are answered from it). */
   appsListing: ObjectInfo[] = [];
   /** `appsListing` by key, built on first use after each listing. */
@@ -51,39 +58,58 @@ export class RegistryCache {
   readonly #unreadable = new Map<string, string>();
   readonly #store: Store;
   readonly #ownWrite: (key: string, etag: string) => boolean;
+  readonly #knownLease: (etag: string) => Cached<CoordinatorLease> | null;
   readonly #onUnreadable: (key: string, err: unknown) => void;
 
   constructor(options: RegistryCacheOptions) {
     this.#store = options.store;
     this.#ownWrite = options.ownWrite ?? (() => false);
+    this.#knownLease = options.knownLease ?? (() => null);
     this.#onUnreadable = options.onUnreadable ?? (() => {});
   }
 
-  /** Node records, the coordinator lease and the freeze: one listing of `_svc/fleet/`. */
+  /** Node records, the coordinator lease and the freeze: one listing of `_svc/fleet/`, then changed objects. */
   async refreshFleet(): Promise<void> {
+    await this.listFleet();
+    await this.syncFleet();
+  }
+
+  /**
+   * One listing of `_svc/fleet/`, nothing fetched: the change marker's ETag and every node
+   * record's ETag and time (a node's heartbeat: src/registry/liveness.ts) in one request. Records
+   * that left the listing leave the cache at once.
+   */
+  async listFleet(): Promise<ListedRecord[]> {
     const listing = await this.#store.list('_svc/fleet/', { recursive: true });
     const nodeObjects: ObjectInfo[] = [];
-    let leaseInfo: ObjectInfo | null = null;
-    let freezeInfo: ObjectInfo | null = null;
+    this.#leaseInfo = null;
+    this.#freezeInfo = null;
     this.markerEtag = null;
     for (const object of listing.objects) {
-      if (object.key === keys.coordinatorLease) leaseInfo = object;
-      else if (object.key === keys.freeze) freezeInfo = object;
+      if (object.key === keys.coordinatorLease) this.#leaseInfo = object;
+      else if (object.key === keys.freeze) this.#freezeInfo = object;
       else if (object.key === keys.fleetChanged) this.markerEtag = object.etag;
       else if (object.key.startsWith(keys.nodeRecordsPrefix) && object.key.endsWith('.json'))
         nodeObjects.push(object);
     }
+    this.nodeListing = nodeObjects;
+    const present = new Set(nodeObjects.map((object) => nodeIdOf(object.key)));
+    for (const id of this.nodes.keys()) if (!present.has(id)) this.nodes.delete(id);
+    if (!this.#leaseInfo) this.lease = null;
+    if (!this.#freezeInfo) this.freeze = null;
+    return nodeObjects.map((object) => ({
+      id: nodeIdOf(object.key),
+      etag: object.etag,
+      modified: object.modified,
+    }));
+  }
+
+  /** Fetches what changed in the last `listFleet`: node records, the lease and the freeze. */
+  async syncFleet(): Promise<void> {
     await Promise.all([
-      this.#sync(
-        this.nodes,
-        nodeObjects,
-        (key) => key.slice(keys.nodeRecordsPrefix.length, -'.json'.length),
-        (key) => this.#json<NodeRecord>(key),
-      ),
-      this.#syncOne(leaseInfo, this.lease, (next) => {
-        this.lease = next;
-      }),
-      this.#syncOne(freezeInfo, this.freeze, (next) => {
+      this.#sync(this.nodes, this.nodeListing, nodeIdOf, (key) => this.#json<NodeRecord>(key)),
+      this.#syncLease(),
+      this.#syncOne(this.#freezeInfo, this.freeze, (next) => {
         this.freeze = next;
       }),
     ]);
@@ -170,6 +196,17 @@ export class RegistryCache {
     });
   }
 
+  /** The lease as the keeper knows it when the listing shows its ETag (renewals cost no read). */
+  async #syncLease(): Promise<void> {
+    const info = this.#leaseInfo;
+    const known = info && this.lease?.etag !== info.etag ? this.#knownLease(info.etag) : null;
+    if (known) this.lease = known;
+    else
+      await this.#syncOne(info, this.lease, (next) => {
+        this.lease = next;
+      });
+  }
+
   async #syncOne<T>(
     info: ObjectInfo | null,
     current: Cached<T> | null,
@@ -199,6 +236,11 @@ export class RegistryCache {
   #json<T>(key: string): Promise<Cached<T> | null> {
     return getJson<T>(this.#store, key);
   }
+}
+
+/** The node id a node record's key names. */
+function nodeIdOf(key: string): string {
+  return key.slice(keys.nodeRecordsPrefix.length, -'.json'.length);
 }
 
 /** The application a key under `_svc/apps/` belongs to; null for anything else. */

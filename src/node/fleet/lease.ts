@@ -99,6 +99,11 @@ export class LeaseKeeper {
     return this.#seen?.lease ?? null;
   }
 
+  /** The lease as this node last read or wrote it, when that is the object at `etag`; else null. */
+  known(etag: string): { value: CoordinatorLease; etag: string } | null {
+    return this.#seen?.etag === etag ? { value: this.#seen.lease, etag } : null;
+  }
+
   /** The holder of an unexpired lease as this node last saw it; null when nobody holds one. */
   view(): { node: string; fence: number } | null {
     const lease = this.#seen?.lease;

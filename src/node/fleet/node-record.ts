@@ -4,6 +4,7 @@
 // what it says changes (state, processes), and last as `draining` with no processes. Only this
 // node writes its key, so the writes are unconditional. Liveness: src/registry/liveness.ts.
 
+import { performance } from 'node:perf_hooks';
 import { keys } from '../../registry/keys.ts';
 import type { NodeRecord, ProcessStatus } from '../../registry/records.ts';
 import { putJson, type Store } from '../../store/store.ts';
@@ -19,9 +20,15 @@ export interface NodeIdentity {
   wireguard?: NodeRecord['wireguard'];
 }
 
+/** How many recent writes are remembered for `landedBy` (a listing may show one a few beats old). */
+const REMEMBERED_WRITES = 4;
+
 export class NodeRegistration {
   readonly #store: Store;
   readonly #now: () => number;
+  readonly #mono: () => number;
+  /** ETag of each recent write → monotonic time its answer came (the write had landed by then). */
+  readonly #landed = new Map<string, number>();
   #record: NodeRecord;
   /** The ETag of the last write, so the cache need not read this node's own record back. */
   #etag: string | null = null;
@@ -29,9 +36,15 @@ export class NodeRegistration {
   /** Writes run one at a time, in order, so an older body never lands after a newer one. */
   #queue: Promise<unknown> = Promise.resolve();
 
-  constructor(store: Store, identity: NodeIdentity, now: () => number = Date.now) {
+  constructor(
+    store: Store,
+    identity: NodeIdentity,
+    now: () => number = Date.now,
+    mono: () => number = () => performance.now(),
+  ) {
     this.#store = store;
     this.#now = now;
+    this.#mono = mono;
     const nowMs = now();
     this.#record = {
       v: 1,
@@ -55,6 +68,14 @@ export class NodeRegistration {
 
   isOwnWrite(key: string, etag: string): boolean {
     return key === keys.nodeRecord(this.#record.id) && etag === this.#etag;
+  }
+
+  /**
+   * The monotonic time by which the write that produced `etag` had landed, when it is a recent
+   * one; null otherwise. The liveness tracker dates other nodes' beats against it.
+   */
+  landedBy(etag: string): number | null {
+    return this.#landed.get(etag) ?? null;
   }
 
   /**
@@ -87,6 +108,8 @@ export class NodeRegistration {
     // The in-memory record moves at once: this node's own routing reads it before the write lands.
     this.#record = next;
     this.#etag = await putJson(this.#store, keys.nodeRecord(next.id), next);
+    this.#landed.set(this.#etag, this.#mono());
+    if (this.#landed.size > REMEMBERED_WRITES) this.#landed.delete(this.#landed.keys().next().value!);
     this.#written = true;
     return true;
   }

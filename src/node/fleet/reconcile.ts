@@ -7,7 +7,7 @@
 
 import { bumpFleetMarker } from '../../registry/changes.ts';
 import { keys } from '../../registry/keys.ts';
-import { isNodeServing } from '../../registry/liveness.ts';
+import type { LivenessChange, LivenessTracker } from '../../registry/liveness.ts';
 import type {
   ApplicationRecord,
   NodeRecord,
@@ -77,6 +77,8 @@ export interface ReconcilerOptions {
   nodeId: string;
   cache: RegistryCache;
   lease: LeaseKeeper;
+  /** This node's judgement of the others, fed with the pass's listing of `_svc/fleet/`. */
+  liveness: LivenessTracker;
   registration: NodeRegistration;
   supervisor: ProcessSupervisor;
   /** Intervals of the schedule (settings `registry.*`, `coordinator.reapIntervalMs`). */
@@ -89,6 +91,8 @@ export interface ReconcilerOptions {
   mono: () => number;
   wall: () => number;
   onPass?: (status: ReconcileStatus) => void;
+  /** A listing changed a judgement: nodes newly dead, newly lost, beating again. */
+  onLiveness?: (change: LivenessChange) => void;
   /** The change marker moved: someone changed the registry (operator keys among it). */
   onRegistryChanged?: () => void;
   /** Secrets (src/secrets/keeper.ts): files for what runs here, copies for nodes that lack them. */
@@ -235,6 +239,8 @@ export class Reconciler {
       this.#publishRouting();
     } catch (err) {
       error = err instanceof Error ? err.message : String(err);
+      // Mostly the bucket failing: no silence seen meanwhile is evidence of a death.
+      o.liveness.trouble(o.mono());
       o.log.warn({ err }, 'reconcile pass failed');
     }
     this.#status = {
@@ -268,20 +274,24 @@ export class Reconciler {
   }
 
   /**
-   * Re-lists what is due. The change marker (src/registry/changes.ts) is read first: from the
-   * fleet listing when that is due anyway, else with one HEAD; when it moved, everything is
-   * re-listed now. Its ETag is noted before the listings, so a change that lands during them
-   * moves the marker again and is picked up by the next pass.
+   * Re-lists what is due. Every pass lists `_svc/fleet/` (one request): it carries the change
+   * marker (src/registry/changes.ts) and every node's heartbeat, which the liveness tracker takes
+   * in; node records, the lease and the freeze are fetched only when the marker moved or the node
+   * refresh is due. The marker's ETag is noted from the listing before anything is fetched, so a
+   * change that lands meanwhile moves the marker again and is picked up by the next pass.
    */
   async #refresh(now: number): Promise<void> {
     const o = this.#o;
-    const fleetDue = now - this.#fleetAt >= o.nodeRefreshMs;
-    if (fleetDue) await this.#refreshFleet(now);
-    const marker = fleetDue ? o.cache.markerEtag : ((await o.store.stat(keys.fleetChanged))?.etag ?? null);
+    await this.#listFleet();
+    const marker = o.cache.markerEtag;
     const moved = this.#marker !== undefined && marker !== this.#marker;
     this.#marker = marker;
+    if (moved || now - this.#fleetAt >= o.nodeRefreshMs) {
+      await o.cache.syncFleet();
+      this.#fleetAt = now;
+      o.lease.observe(o.cache.lease?.value ?? null, o.cache.lease?.etag ?? null);
+    }
     if (moved) {
-      if (!fleetDue) await this.#refreshFleet(now);
       this.#appsAt = Number.NEGATIVE_INFINITY;
       this.#changedAt = o.mono();
       o.onRegistryChanged?.();
@@ -293,18 +303,36 @@ export class Reconciler {
     }
   }
 
-  async #refreshFleet(now: number): Promise<void> {
+  /** The listing of `_svc/fleet/`, timed, and what it shows of the other nodes' heartbeats. */
+  async #listFleet(): Promise<void> {
     const o = this.#o;
-    await o.cache.refreshFleet();
-    this.#fleetAt = now;
-    o.lease.observe(o.cache.lease?.value ?? null, o.cache.lease?.etag ?? null);
+    const sentMono = o.mono();
+    const sentWall = o.wall();
+    const listed = await o.cache.listFleet();
+    const doneMono = o.mono();
+    // This node's own record dates the others' on the bucket's clock: it landed by the time its
+    // write answered (or, for one not remembered, by the time this listing answered).
+    const own = listed.find((record) => record.id === o.nodeId);
+    const change = o.liveness.observe(
+      listed.filter((record) => record.id !== o.nodeId),
+      {
+        sentMono,
+        sentWall,
+        doneMono,
+        ...(own
+          ? { own: { modified: own.modified, landedByMono: o.registration.landedBy(own.etag) ?? doneMono } }
+          : {}),
+      },
+    );
+    if (change.dead.length || change.lost.length || change.back.length) o.onLiveness?.(change);
   }
 
   /** The coordinator's assignment pass; answers how many placement records it wrote. */
   async #assign(): Promise<number> {
     const o = this.#o;
-    const nowMs = o.wall();
-    const nodes = this.#nodeRecords().filter((node) => isNodeServing(node, nowMs));
+    const nodes = this.#nodeRecords().filter(
+      (node) => node.state !== 'draining' && (node.id === o.nodeId || !o.liveness.isLost(node.id)),
+    );
     const previous = new Map<string, string[]>();
     for (const [name, { value }] of o.cache.placements) previous.set(name, value.nodes);
     const result = placeApplications({
@@ -374,6 +402,7 @@ export class Reconciler {
       platformDomains: o.routing.platformDomains,
       apiPublic: o.routing.apiPublic,
       selfNodeId: o.nodeId,
+      isLive: (node) => node.id === o.nodeId || !o.liveness.isDead(node.id),
     });
   }
 }

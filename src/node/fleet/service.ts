@@ -9,7 +9,7 @@ import { mintNodeToken } from '../../auth/node-key.ts';
 import { reapTokenUses } from '../../auth/token-uses.ts';
 import { type EventInput, noEvents, RECONCILE_PASS } from '../../observability/events.ts';
 import { onFleetChanged } from '../../registry/changes.ts';
-import { HEARTBEAT_MS, isNodeLive } from '../../registry/liveness.ts';
+import { isNodeLive, LivenessTracker, PROMPT_READ_MS } from '../../registry/liveness.ts';
 import type { NodeRecord } from '../../registry/records.ts';
 import { bucketEnvironment } from '../../runtime-contract/environment.ts';
 import { SecretsKeeper } from '../../secrets/keeper.ts';
@@ -124,9 +124,11 @@ async function startFleet(ctx: NodeContext, options: FleetServiceOptions): Promi
       log.warn({ event: 'coordinator.lost', why }, 'coordinator lease lost');
     },
   });
+  const liveness = new LivenessTracker(settings.liveness);
   const cache = new RegistryCache({
     store,
     ownWrite: (key, etag) => registration.isOwnWrite(key, etag),
+    knownLease: (etag) => lease.known(etag),
     onUnreadable: (key, err) => log.warn({ key, err }, 'registry object is not readable JSON; left out'),
   });
   // Passes run one at a time: the loop's, and the ones asked for by a change (passSoon).
@@ -155,6 +157,7 @@ async function startFleet(ctx: NodeContext, options: FleetServiceOptions): Promi
     nodeId,
     cache,
     lease,
+    liveness,
     registration,
     supervisor,
     resyncMs: settings.registry.resyncMs,
@@ -184,8 +187,14 @@ async function startFleet(ctx: NodeContext, options: FleetServiceOptions): Promi
       log.debug({ event: 'reconcile.pass', ...status }, 'reconcile pass');
       events.emit(passEvent(status));
       if (lease.isCoordinator())
-        for (const dead of deaths.seen(cache.nodes.values(), clock.wall())) events.emit(dead);
+        for (const dead of deaths.seen(
+          cache.nodes.values(),
+          clock.wall(),
+          (node) => !liveness.isLost(node.id),
+        ))
+          events.emit(dead);
     },
+    onLiveness: (change) => log.info({ event: 'liveness.changed', ...change }, 'node liveness changed'),
     // An operator key registered or revoked elsewhere takes effect here at once.
     onRegistryChanged: () => ctx.auth?.verifier.forgetAll(),
     secrets,
@@ -194,11 +203,11 @@ async function startFleet(ctx: NodeContext, options: FleetServiceOptions): Promi
 
   ctx.lease = lease;
   ctx.mintNodeToken ??= () => mintNodeToken(ctx);
-  /** The other nodes' records this node keeps, live ones only. */
-  const otherLiveNodes = (nowMs = Date.now()) =>
+  /** The other nodes' records this node keeps, those it does not judge dead. */
+  const otherLiveNodes = () =>
     [...cache.nodes.values()]
       .map((c) => c.value)
-      .filter((record) => record.id !== nodeId && isNodeLive(record, nowMs));
+      .filter((record) => record.id !== nodeId && !liveness.isDead(record.id));
   ctx.routing = { current: () => reconciler.routing() };
   ctx.fleet = {
     node: () => registration.current(),
@@ -241,9 +250,19 @@ async function startFleet(ctx: NodeContext, options: FleetServiceOptions): Promi
 
   // A registry change made in this process (an API call this node answered) acts here at once.
   const unsubscribe = onFleetChanged(() => ctx.fleet?.changed());
-  const loops = new Loops(log);
+  // Background work is bucket work: a failure is trouble, and no silence seen meanwhile is evidence.
+  const loops = new Loops(log, () => liveness.trouble(clock.mono()));
   loops.every(PASS_INTERVAL_MS, runPass);
-  loops.every(HEARTBEAT_MS, () => registration.beat({ processes: supervisor.statuses() }), false);
+  // The beat alone: what the record says changes only in a pass, which moves the change marker.
+  loops.every(
+    settings.liveness.heartbeatMs,
+    async () => {
+      const sent = clock.mono();
+      await registration.beat();
+      if (clock.mono() - sent > PROMPT_READ_MS) liveness.trouble(clock.mono());
+    },
+    false,
+  );
   loops.every(lease.renewEveryMs, () => (lease.isCoordinator() ? lease.renew() : Promise.resolve()), false);
   // A follower reads the lease once a lifetime, just before its copy runs out, and takes it at
   // expiry: takeover does not wait for a pass, and the view of who coordinates stays current.
@@ -284,6 +303,8 @@ async function startFleet(ctx: NodeContext, options: FleetServiceOptions): Promi
       reconciler.drain();
       loops.stop();
       await passing.catch(() => {});
+      // A last beat: the next run's first one comes within the liveness window from here.
+      await registration.beat().catch((err) => log.warn({ err }, 'restarting: the last heartbeat failed'));
       // The node record keeps saying `ready` with its processes: they serve on, and the next run
       // beats again within the liveness window.
       await (supervisor.detach?.() ?? supervisor.stop());
@@ -326,9 +347,11 @@ class Loops {
   readonly #timers = new Set<NodeJS.Timeout>();
   #stopped = false;
   readonly #log: { warn(obj: object, msg: string): void };
+  readonly #onFailure: () => void;
 
-  constructor(log: { warn(obj: object, msg: string): void }) {
+  constructor(log: { warn(obj: object, msg: string): void }, onFailure: () => void = () => {}) {
     this.#log = log;
+    this.#onFailure = onFailure;
   }
 
   every(ms: number, work: () => Promise<unknown>, now = true): void {
@@ -338,6 +361,7 @@ class Loops {
       try {
         await work();
       } catch (err) {
+        this.#onFailure();
         this.#log.warn({ err }, 'background work failed');
       }
       schedule(Math.max(0, ms - (Date.now() - started)));
@@ -374,16 +398,21 @@ export function passEvent(status: ReconcileStatus): EventInput {
 }
 
 /**
- * The coordinator's view of which nodes stopped beating: a node seen live and then past the
- * liveness window is declared dead once (and again only after it beat again).
+ * The coordinator's view of which nodes stopped beating: a node seen live and then judged lost
+ * (the daemon's liveness tracker; by default the record's beat by the clock) is declared dead
+ * once (and again only after it beat again).
  */
 export class DeathWatch {
   readonly #live = new Map<string, boolean>();
 
-  seen(nodes: Iterable<{ value: NodeRecord }>, nowMs: number): EventInput[] {
+  seen(
+    nodes: Iterable<{ value: NodeRecord }>,
+    nowMs: number,
+    isLive: (node: NodeRecord) => boolean = (node) => isNodeLive(node, nowMs),
+  ): EventInput[] {
     const out: EventInput[] = [];
     for (const { value: node } of nodes) {
-      const live = isNodeLive(node, nowMs);
+      const live = isLive(node);
       if (this.#live.get(node.id) === true && !live) {
         out.push({
           kind: 'node.declared-dead',
