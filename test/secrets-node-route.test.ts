@@ -233,6 +233,39 @@ describe('through a node, without bucket credentials', () => {
     assert.equal(await body('/BULK_A'), `${CI_SECRET}-a`);
   });
 
+  test('with bucket flags the same commands write the bucket (the admin path), bulk included', {
+    timeout: 120_000,
+  }, async () => {
+    const file = join(tempDir('svc-bulk-'), 'secrets.json');
+    writeFileSync(file, JSON.stringify({ ADMIN_SET: `${SECRET}-admin` }));
+    const bulk = await svc(['app', 'secret', 'bulk', file, '--name', APP, '--endpoint', bucket.endpoint]);
+    assert.equal(bulk.code, 0, bulk.stderr);
+    assert.equal(
+      bulk.stdout,
+      `1 secret of ${APP} set (ADMIN_SET), sealed to 1 node (${node.nodeId}); serving nodes pick them up within a pass\n`,
+    );
+    await workerSees('ADMIN_SET', `${SECRET}-admin`);
+    const listed = JSON.parse(
+      (await svc(['app', 'secret', 'list', '--name', APP, '--endpoint', bucket.endpoint, '--json'])).stdout,
+    );
+    const admin = listed.secrets.find((s: { name: string }) => s.name === 'ADMIN_SET');
+    assert.match(admin.by, /^bucket:/);
+    // No node event: the node did not take part.
+    assert.doesNotMatch(node.log(), /"event":"secret.set"[^\n]*ADMIN_SET/);
+    const removed = await svc([
+      'app',
+      'secret',
+      'remove',
+      'ADMIN_SET',
+      '--name',
+      APP,
+      '--endpoint',
+      bucket.endpoint,
+    ]);
+    assert.equal(removed.code, 0, removed.stderr);
+    await workerSees('ADMIN_SET', 'unset');
+  });
+
   test('no bucket object, node log or command output carries a value', () => {
     const bucketDir = new URL(bucket.endpoint).pathname;
     const files = filesUnder(bucketDir).filter((f) => statSync(f).size < 10_000_000);
