@@ -1,15 +1,20 @@
 // The secret routes on a node API server over the in-memory store (the guard, the error handler and
-// the body bound are the real ones): set, list and remove through them; the refusals that need a
-// fleet no real node can be made to show (no serving node with a sealing key; a body over the
-// bound for sealed secrets). Every other refusal is exercised against a real `svc sail` in
-// test/secrets-node-route.test.ts.
+// the body bound are the real ones): set, list and remove through them; the operator record re-read
+// on every request; the refusals that need a fleet no real node can be made to show (no serving
+// node with a sealing key; a body over the bound for sealed secrets). Every other refusal is
+// exercised against a real `svc sail` in test/secrets-node-route.test.ts.
 
 import assert from 'node:assert/strict';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
-import { type Signer, startTestNode, type TestNode } from '../../../test/helpers/in-process-node.ts';
+import {
+  type Signer,
+  startTestNode,
+  type TestNode,
+  trustOperator,
+} from '../../../test/helpers/in-process-node.ts';
 import { ensureApplicationForDeploy } from '../../registry/applications.ts';
 import { keys } from '../../registry/keys.ts';
 import type { NodeRecord } from '../../registry/records.ts';
@@ -126,4 +131,16 @@ test('413 resource-limit past the bound for sealed secrets, which is above api.j
   });
   assert.equal(midsize.status, 400);
   assert.equal(midsize.body.title, 'Malformed request');
+});
+
+test('the operator record is re-read on every request, as on every operator route: a narrowed grant applies at once', async () => {
+  const key = await node.operator('op-narrowing', 'operator', ['shop-*']);
+  const first = await node.call('GET', '/v1/applications/shop-web/secrets', { signer: key });
+  assert.equal(first.status, 200);
+  // The verifier now holds the key in its cache; the record changes under it.
+  await trustOperator(node.store, key, 'operator', ['other-*']);
+  const second = await node.call('GET', '/v1/applications/shop-web/secrets', { signer: key });
+  assert.equal(second.status, 403);
+  assert.equal(second.body.type, 'urn:svc:auth-scope');
+  assert.equal(second.body.title, 'Out of scope');
 });
