@@ -6,10 +6,12 @@
 // custom headers", "evaluates custom redirects", "should prevent external redirects via double
 // slash", "canFetch" incl. "assets_navigation_prefers_asset_serving", "should return true even for
 // a bad method"), and router-worker/tests/index.test.ts (static_routing and
-// invoke_user_worker_ahead_of_assets).
+// invoke_user_worker_ahead_of_assets). Property: whatever the request, the folder and the rules,
+// the router answers without throwing and never with a 5xx, and no canonical 307 points at itself.
 
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import fc from 'fast-check';
 import type { AssetsConfig, HeaderRule, RedirectRule } from '../../src/runtime-tools/layout.ts';
 import { RESOLUTION_CASES } from './asset-rules.cases.ts';
 import { parseHeadersFile, parseRedirectsFile, routerConfig } from './asset-rules.ts';
@@ -278,5 +280,76 @@ describe('asset answers', () => {
   it('HEAD answers the headers without a body', async () => {
     const head = await ask({ files: ['/a.txt'] }, '/a.txt', { method: 'HEAD' });
     assert.deepEqual([head.status, head.body, head.headers.get('content-length')], [200, '', '6']);
+  });
+});
+
+describe('property: any request, any folder, any rules', () => {
+  const segment = fc.oneof(
+    fc.constantFrom(
+      'index',
+      'index.html',
+      'a',
+      'a.html',
+      '404.html',
+      '',
+      '%',
+      '%E0%A4%A',
+      '%2F',
+      '..',
+      '[x]',
+      'é',
+    ),
+    fc.string({ maxLength: 6 }),
+  );
+  const path = fc.array(segment, { maxLength: 4 }).map((parts) => `/${parts.join('/')}`);
+  const file = fc.array(fc.constantFrom('index.html', 'a.html', 'a', '404.html', 'b', '[x].html'), {
+    minLength: 1,
+    maxLength: 3,
+  });
+
+  it('answers a response, never throws, and never a 5xx', async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.uniqueArray(
+          file.map((parts) => `/${parts.join('/')}`),
+          { maxLength: 6 },
+        ),
+        path,
+        fc.constantFrom(
+          'auto-trailing-slash',
+          'force-trailing-slash',
+          'drop-trailing-slash',
+          'none',
+        ) as fc.Arbitrary<AssetsConfig['html_handling']>,
+        fc.constantFrom('none', '404-page', 'single-page-application') as fc.Arbitrary<
+          AssetsConfig['not_found_handling']
+        >,
+        fc.boolean(),
+        fc.constantFrom('GET', 'HEAD', 'POST'),
+        fc.string({ maxLength: 60 }),
+        async (files, requested, html, notFound, worker, method, rules) => {
+          const setup = {
+            files,
+            assets: { html_handling: html, not_found_handling: notFound },
+            worker,
+            headers: `/*\n  X-A: 1\n${rules}`,
+            redirects: `/r/* /:splat 302\n${rules}`,
+          };
+          let url: URL;
+          try {
+            url = new URL(`https://example.com${requested}`);
+          } catch {
+            return; // not a URL a client could send
+          }
+          const response = await router.fetch(new Request(url, { method }), environment(setup));
+          assert.ok(response.status < 500, `${response.status} for ${requested}`);
+          if (response.status === 307) {
+            // A canonical redirect never points at itself.
+            assert.notEqual(response.headers.get('location'), url.pathname + url.search);
+          }
+        },
+      ),
+      { numRuns: 400 },
+    );
   });
 });
