@@ -119,10 +119,13 @@ describe('worker config', () => {
     assert.equal(lines.length, 3);
     assert.match(
       lines[0]!,
-      /^cell\.jsonc:3:3: "r2_buckets" declares bindings this runtime does not provide yet \(FILES\): svc's docs\/bindings\.md "R2 buckets" says when/,
+      /^cell\.jsonc:3:3: "r2_buckets" declares bindings this runtime does not provide yet \(FILES\): the section R2 buckets of svc's docs\/bindings\.md says when/,
     );
-    assert.match(lines[1]!, /^cell\.jsonc:5:3: "kv_namespaces" .*\(CACHE, SESSIONS\).*"KV namespaces"/);
-    assert.match(lines[2]!, /^cell\.jsonc:6:3: "ai" .*\(AI\).*"Workers AI"/);
+    assert.match(
+      lines[1]!,
+      /^cell\.jsonc:5:3: "kv_namespaces" .*\(CACHE, SESSIONS\).*section KV namespaces of/,
+    );
+    assert.match(lines[2]!, /^cell\.jsonc:6:3: "ai" .*\(AI\).*section Workers AI of/);
     assert.doesNotMatch(refusal(text), /remove the key/);
   });
 

@@ -45,7 +45,9 @@ export async function deployAction(dirArg: string | undefined, flags: DeployFlag
   }
   for (const line of config.notes) note(line);
   if (config.convertedFrom && !config.redirectedBy) {
-    note(`svc: using ${config.convertedFrom}, as cell.jsonc in the artifact (the project is not changed)`);
+    note(
+      `svc: no cell.jsonc in ${shown(dir)}; using ${config.convertedFrom}, converted to cell.jsonc in the artifact (the project is not changed)`,
+    );
   }
   // The config is read with the runtime's own parser: a syntax error is reported as one, at its
   // line and column, before its name is looked for. Refusals and warnings are placed in the

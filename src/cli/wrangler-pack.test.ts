@@ -321,7 +321,7 @@ test('TOML: every refusal in one run, in file order, and every warning, at their
     ['wrangler.toml:5:1', 'wrangler.toml:7:1', 'wrangler.toml:11:1'],
   );
   assert.match(lines[0]!, /"r2_buckets" .*\(FILES\)/);
-  assert.match(lines[1]!, /"queues" .*\(JOBS\).*"Queues"/);
+  assert.match(lines[1]!, /"queues" .*\(JOBS\).*section Queues of/);
   assert.match(lines[2]!, /"d1_databases" .*\(DB\)/);
   const warned = check(
     await readProjectConfig(

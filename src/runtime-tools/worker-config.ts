@@ -208,7 +208,7 @@ export function parseWorkerConfig(text: string, file: string, options: ParseOpti
   if (refused.length > 0) {
     const why = refused.map(
       ({ key }) =>
-        `"${key}" declares bindings this runtime does not provide yet (${bindingNames(doc[key])}): svc's docs/bindings.md "${UNSUPPORTED_BINDINGS[key]}" says when they come and how the worker can do without them meanwhile`,
+        `"${key}" declares bindings this runtime does not provide yet (${bindingNames(doc[key])}): the section ${UNSUPPORTED_BINDINGS[key]} of svc's docs/bindings.md says when they come and how the worker can do without them meanwhile`,
     );
     const also = refused.slice(1).map(({ at }, i) => `${file}:${at.line}:${at.column}: ${why[i + 1]}`);
     throw new WorkerConfigError(file, refused[0]!.at, why[0]!, also);
