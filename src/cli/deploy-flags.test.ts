@@ -3,7 +3,12 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { Problem } from '../problem.ts';
-import { metadataFromFlags, parseQueueTimeout, sourceFromEnvironment } from './deploy-flags.ts';
+import {
+  checkWorkerConfigFlag,
+  metadataFromFlags,
+  parseQueueTimeout,
+  sourceFromEnvironment,
+} from './deploy-flags.ts';
 
 const refusal = (title: string) => (err: unknown) =>
   err instanceof Problem && err.code === 'invalid-input' && err.title === title;
@@ -56,4 +61,20 @@ test('a selector key such as __proto__ is an own key, not a prototype change', (
   const { nodeSelector } = metadataFromFlags({ nodeSelector: ['__proto__=x'] }, {});
   assert.equal(Object.getPrototypeOf(nodeSelector), Object.prototype);
   assert.deepEqual(Object.keys(nodeSelector!), ['__proto__']);
+});
+
+test("--config naming a worker config is refused with the flag that takes it (-c); svc's own config passes", () => {
+  for (const given of ['wrangler.toml', './wrangler.jsonc', 'deploy/cell.json', 'wrangler.json']) {
+    assert.throws(
+      () => checkWorkerConfigFlag({ config: given }),
+      (err: unknown) => {
+        assert.ok(refusal('Invalid --config')(err), String(err));
+        assert.equal((err as Problem).status, 400);
+        assert.match((err as Problem).detail!, new RegExp(`with -c ${given.replace('.', '\\.')}`));
+        return true;
+      },
+    );
+  }
+  checkWorkerConfigFlag({ config: 'svc.config.jsonc' });
+  checkWorkerConfigFlag({});
 });
