@@ -1,16 +1,24 @@
-// What `svc deploy` does once a node took the deploy (docs/cli.md "svc deploy"): polls the
+// What `svc deploy` does once a node took the deploy (docs/deploys.md "svc deploy"): polls the
 // answered `Location` every second until the deploy is `deployed` or `failed`, then watches the
 // application's processes until one serves the new deployment, or says where and why none does.
+// A poll that fails for want of a node or the bucket is no outcome: the deploy goes on without
+// the watcher, so polling goes on too, for up to POLL_OUTAGE_MS without an answer.
 
 import { setTimeout as delay } from 'node:timers/promises';
 import type { DeployStatus } from '../node/deploys/records.ts';
-import { Problem } from '../problem.ts';
+import { Problem, renderFailureLine } from '../problem.ts';
 import { requestNode, type Target } from './client.ts';
 import type { Accepted } from './deploy-upload.ts';
 import { note } from './output.ts';
 
 /** docs/cli.md "svc deploy [dir]": the deploy poll interval. */
 export const POLL_INTERVAL_MS = 1_000;
+
+/**
+ * How long polling goes on while no poll is answered (no node answers, or the bucket does not):
+ * past it, the command fails with the last failure, saying the deploy's outcome is unknown.
+ */
+export const POLL_OUTAGE_MS = 300_000;
 
 /** How long `svc deploy` watches a new deployment turn ready on the nodes it is placed on. */
 export const SERVE_WAIT_MS = 60_000;
@@ -34,7 +42,10 @@ export async function watchDeploy(
   token: string | undefined,
 ): Promise<DeployStatus> {
   const pollTarget = preferring(target, accepted.endpoint);
+  const id = accepted.status.id;
   let last = accepted.status.state;
+  let answeredAt = Date.now();
+  let outage = false;
   for (;;) {
     await delay(POLL_INTERVAL_MS);
     let status: DeployStatus;
@@ -46,10 +57,28 @@ export async function watchDeploy(
         throw new Problem(
           'auth-invalid',
           'Deploy accepted, but it cannot be watched',
-          `deploy ${accepted.status.id} was accepted by ${accepted.endpoint}, but the token given with --token is single use and cannot also poll ${accepted.location}; poll it with a fresh token`,
+          `deploy ${id} was accepted by ${accepted.endpoint}, but the token given with --token is single use and cannot also poll ${accepted.location}; poll it with a fresh token`,
         );
       }
-      throw err;
+      if (!isTransient(err)) throw err;
+      const silentMs = Date.now() - answeredAt;
+      if (silentMs >= POLL_OUTAGE_MS) {
+        throw new Problem(
+          err.code,
+          'Deploy outcome unknown',
+          `deploy ${id} was accepted, but no poll of ${accepted.location} was answered for ${Math.round(silentMs / 1000)} s (last: ${failureText(err)}); it may still have deployed: see svc app show --name ${accepted.status.application}`,
+        );
+      }
+      if (!outage) {
+        outage = true;
+        note(`svc: deploy ${id}: the poll failed (${failureText(err)}); polling on`);
+      }
+      continue;
+    }
+    answeredAt = Date.now();
+    if (outage) {
+      outage = false;
+      note(`svc: deploy ${id}: the poll is answered again`);
     }
     if (status.state !== last) {
       last = status.state;
@@ -59,6 +88,23 @@ export async function watchDeploy(
     if (status.state === 'deployed' || status.state === 'failed') return status;
   }
 }
+
+/**
+ * A failure that says nothing of the deploy: no node answered, or one answered that it (or the
+ * bucket behind it) cannot answer now. Anything else (the deploy or the caller refused) is final.
+ */
+function isTransient(err: unknown): err is Problem {
+  if (!(err instanceof Problem)) return false;
+  return err.status >= 500 || err.status === 429 || err.title === NO_ANSWER_TITLE;
+}
+
+/** A failure as the CLI prints it, without the leading `svc: `. */
+function failureText(err: unknown): string {
+  return renderFailureLine(err).replace(/^svc: /, '');
+}
+
+/** The title requestNode gives a call that no endpoint answered at all. */
+const NO_ANSWER_TITLE = 'Node is not answering';
 
 /** A process as GET /v1/applications/:name reports it. */
 interface NodeProcessView {

@@ -14,7 +14,7 @@ import type { EventSink } from '../observability/events.ts';
 import type { CoordinatorLease, NodeRecord, ProcessStatus } from '../registry/records.ts';
 import type { Store } from '../store/store.ts';
 import type { DeployLimits, DeployTicket } from './deploys/limits.ts';
-import type { DeployRecordWriter, DeployStatus } from './deploys/records.ts';
+import type { AcceptorView, DeployRecord, DeployRecordWriter, DeployStatus } from './deploys/records.ts';
 import type { Unplaced } from './fleet/placement.ts';
 import type { PlacementView, ReconcileStatus } from './fleet/reconcile.ts';
 
@@ -68,8 +68,10 @@ export interface Deploys {
   readonly limits: DeployLimits;
   /** Aborted when the node stops: intake gives up receiving. */
   readonly stopping: AbortSignal;
-  /** Whether this node runs this deploy now (queued or active). */
+  /** Whether this node runs this deploy now (queued, active, or writing how it ended). */
   runs(id: string): boolean;
+  /** What this node, which accepted the deploy, says of it: working on it, or why not. */
+  view(record: DeployRecord): AcceptorView;
   /** The staging directory and the runtime's version; `capability-missing` when either is absent. */
   capabilities(): Promise<{ staging: string; runtimeVersion: string }>;
   /** `version-skew` when another answering node serves the application on another runtime. */

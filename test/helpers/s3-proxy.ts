@@ -1,5 +1,5 @@
 // A tiny HTTP proxy in front of a real S3 server (MinIO) for the store tests (real parts,
-// docs/architecture.md). Two uses:
+// docs/architecture.md). Three uses:
 //
 // - a nonconforming bucket: `stripHeaders` drops request headers such as If-Match and
 //   If-None-Match, as some proxies and S3-compatible servers silently do. SigV4 signs
@@ -9,6 +9,8 @@
 // - faults: `fault` decides per request to refuse it (503, or 409 ConditionalRequestConflict)
 //   without forwarding it, or to forward it and then lose the answer (the connection is cut after MinIO answered),
 //   the ambiguous outcome the S3 store settles by reading back its write nonce.
+// - watching: `answered` is told once a forwarded request's answer was handed back, so a test can
+//   act right after a given write landed (freeze MinIO the moment the selector moved).
 
 import { createServer, type IncomingHttpHeaders, request } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -33,6 +35,8 @@ export interface S3ProxyOptions {
   /** Drop the SigV4 signature too (needed whenever a signed header is stripped). */
   anonymous?: boolean;
   fault?: (request: ProxiedRequest) => Fault;
+  /** Told once MinIO's whole answer to a forwarded request has been handed to the client. */
+  answered?: (request: ProxiedRequest, status: number) => void;
 }
 
 export interface S3Proxy {
@@ -86,6 +90,7 @@ export async function startS3Proxy(target: string, options: S3ProxyOptions = {})
           return;
         }
         res.writeHead(answer.statusCode ?? 502, answer.headers);
+        if (options.answered) res.once('finish', () => options.answered!(incoming, answer.statusCode ?? 502));
         answer.pipe(res);
       },
     );

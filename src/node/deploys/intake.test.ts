@@ -16,7 +16,13 @@ import { keys } from '../../registry/keys.ts';
 import type { ApplicationRecord, NodeRecord } from '../../registry/records.ts';
 import { deployRoutes } from '../routes/deploys.ts';
 import { DeployReaper } from './reaper.ts';
-import { DEPLOY_LIVENESS_MS, DEPLOY_RETENTION_MS, type DeployRecord } from './records.ts';
+import {
+  DEPLOY_LIVENESS_MS,
+  DEPLOY_RETENTION_MS,
+  type DeployRecord,
+  DeployRecordWriter,
+  readDeployRecord,
+} from './records.ts';
 import { DeployService } from './service.ts';
 
 const STANDIN = resolve(import.meta.dirname, '..', '..', '..', 'test', 'helpers', 'cell-standin.ts');
@@ -614,5 +620,98 @@ describe('deploy intake in process', () => {
     } finally {
       await restarted.stop();
     }
+  });
+
+  test('a leftover whose publish moved the selector is settled deployed at start, never failed', async () => {
+    const stateDir = mkdtempSync(join(tmpdir(), 'svc-restart-'));
+    const id = 'kept.8888888888888888';
+    const entry = join(stateDir, 'deploys', id);
+    await import('node:fs/promises').then((fs) => fs.mkdir(entry, { recursive: true }));
+    const published = { application: 'kept', script: 'kept', deployment: '0abc', warnings: ['w'] };
+    writeFileSync(join(entry, 'published.json'), JSON.stringify(published));
+    const now = new Date().toISOString();
+    await node.store.putJson(keys.application('kept'), { v: 1, name: 'kept', deployment: '0old' });
+    // A later publish has moved the selector on since: the application record follows the
+    // selector (what serves), the deploy record names what this deploy made.
+    await node.store.putJson(keys.runtimeSelector('kept'), {
+      schema_version: 1,
+      script: 'kept',
+      deployment: '0bcd',
+      moved_ms: Date.now(),
+    });
+    await node.store.putJson(keys.deploy('kept', id), {
+      v: 1,
+      id,
+      application: 'kept',
+      state: 'uploading',
+      node: 'node-self',
+      by: 'op-admin',
+      createdAt: now,
+      updatedAt: now,
+    });
+    const restarted = new DeployService();
+    const ctx = {
+      ...node.ctx,
+      settings: { ...node.ctx.settings, node: { ...node.ctx.settings.node, stateDir } },
+    };
+    await restarted.start(ctx);
+    try {
+      await waitFor(async () => (await poll(id)).body.state === 'deployed', 'the leftover settled');
+      const { body } = await poll(id);
+      assert.equal(body.deployment, '0abc');
+      assert.deepEqual(body.warnings, ['w']);
+      const app = JSON.parse(Buffer.from((await node.store.get(keys.application('kept')))!.body).toString());
+      assert.equal(app.deployment, '0bcd');
+      const note = await node.store.get(keys.deployment('kept', '0abc'));
+      assert.equal(JSON.parse(Buffer.from(note!.body).toString()).deploy, id);
+      await waitFor(() => !existsSync(entry), 'the staging entry removed once settled');
+    } finally {
+      await restarted.stop();
+    }
+  });
+
+  test('the record writer goes on after a write of its own whose answer was lost, and settles over a deploy-timeout', async () => {
+    const now = new Date().toISOString();
+    const record: DeployRecord = {
+      v: 1,
+      id: 'lost.9999999999999999',
+      application: 'lost',
+      state: 'accepted',
+      node: 'node-self',
+      by: 'op-admin',
+      createdAt: now,
+      updatedAt: now,
+    };
+    const key = keys.deploy('lost', record.id);
+    const writer = new DeployRecordWriter(node.store, record);
+    await writer.create();
+    // Our `uploading` write landed, but we never learnt its ETag: the writer still holds the old one.
+    await node.store.putJson(key, { ...record, state: 'uploading' });
+    assert.equal(await writer.update({ state: 'uploading' }), true);
+    assert.equal((await readDeployRecord(node.store, 'lost', record.id))!.record.state, 'uploading');
+    // A judgement made while this node could not write ends the record; a beat stops there...
+    const judged = { ...writer.record, state: 'failed', code: 'deploy-timeout', detail: 'not answering' };
+    await node.store.putJson(key, judged);
+    assert.equal(await writer.update(), false);
+    assert.equal(writer.record.state, 'failed');
+    // ...but the publish moved the selector: the deploy did deploy, and the record says so.
+    assert.equal(await writer.settle({ state: 'deployed', deployment: '0abc' }), true);
+    const settled = (await readDeployRecord(node.store, 'lost', record.id))!.record;
+    assert.equal(settled.state, 'deployed');
+    assert.equal(settled.deployment, '0abc');
+    assert.equal(settled.code, undefined);
+    assert.equal(settled.detail, undefined);
+    // Any other end someone else wrote stands.
+    const other = new DeployRecordWriter(node.store, { ...record, id: 'lost.aaaaaaaaaaaaaaaa' });
+    await other.create();
+    await node.store.putJson(keys.deploy('lost', 'lost.aaaaaaaaaaaaaaaa'), {
+      ...record,
+      id: 'lost.aaaaaaaaaaaaaaaa',
+      state: 'failed',
+      code: 'internal',
+      detail: 'node stopped',
+    });
+    assert.equal(await other.settle({ state: 'deployed', deployment: '0abc' }), false);
+    assert.equal(other.record.code, 'internal');
   });
 });

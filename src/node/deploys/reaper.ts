@@ -21,6 +21,7 @@ import {
   DeployRecordWriter,
   isTerminal,
   judgeDeploy,
+  ownView,
   readDeployRecord,
   readNodeRecord,
 } from './records.ts';
@@ -132,11 +133,6 @@ export class DeployReaper {
 export function deployReaperFor(ctx: Pick<NodeContext, 'store' | 'nodeId' | 'deploys'>): DeployReaper {
   return new DeployReaper({
     store: ctx.store,
-    selfView: (record) =>
-      record.node !== ctx.nodeId
-        ? undefined
-        : ctx.deploys?.runs(record.id)
-          ? { answering: true }
-          : { answering: false, why: 'it no longer runs the deploy: it restarted since accepting it' },
+    selfView: (record) => (record.node !== ctx.nodeId ? undefined : ownView(ctx, record)),
   });
 }

@@ -26,6 +26,8 @@ export type DeployState = 'accepted' | 'uploading' | 'deployed' | 'failed';
 export const DEPLOY_LIVENESS_MS = 90_000;
 /** docs/deploys.md "Deploy records": terminal records are deleted by the reaper after this long. */
 export const DEPLOY_RETENTION_MS = 7 * 24 * 3600_000;
+/** Attempts of one record write whose condition keeps being lost to writes of our own. */
+const WRITE_ATTEMPTS = 4;
 /** How often the accepting node rewrites an in-flight record, well inside the liveness window. */
 export const PROGRESS_BEAT_MS = 30_000;
 
@@ -120,8 +122,11 @@ function isDeployRecord(value: unknown): value is DeployRecord {
 }
 
 /**
- * The record's writer on the accepting node. Every write is conditional on the last one; a lost
- * condition means someone else (the reaper) decided the deploy's fate, and the writer stops.
+ * The record's writer on the accepting node. Every write is conditional on the last one. Only
+ * the accepting node writes a record in flight; anyone else only ends it (the reaper, a restart's
+ * clean-up). So a lost condition with the record still in flight is a write of ours whose answer
+ * was lost (the bucket acted, then did not answer): the writer goes on from it. A lost condition
+ * with the record ended means someone else decided the deploy's fate, and the writer stops.
  */
 export class DeployRecordWriter {
   readonly #store: Store;
@@ -150,30 +155,55 @@ export class DeployRecordWriter {
    * is left as they wrote it, and `record` shows what they wrote.
    */
   update(change: Partial<DeployRecord> = {}): Promise<boolean> {
+    return this.#write(change, () => false);
+  }
+
+  /**
+   * Records that the deploy's publish moved the selector (`change` is the `deployed` state): as
+   * `update`, but a `deploy-timeout` judgement written meanwhile is replaced, since the deployment
+   * serves; it was made while this node could not write (the bucket did not answer). Answers
+   * whether the record now says `deployed`.
+   */
+  async settle(change: Partial<DeployRecord> & { state: 'deployed' }): Promise<boolean> {
+    await this.#write(change, (current) => current.state === 'failed' && current.code === 'deploy-timeout');
+    return this.record.state === 'deployed';
+  }
+
+  /** Writes `change` over the record unless it ended, or ended in a way `replaceable` allows. */
+  #write(change: Partial<DeployRecord>, replaceable: (ended: DeployRecord) => boolean): Promise<boolean> {
     return this.#serial(async () => {
-      if (isTerminal(this.record.state)) return false;
-      const next: DeployRecord = { ...this.record, ...change, updatedAt: new Date().toISOString() };
-      try {
-        this.#etag = await putJson(
-          this.#store,
-          this.#key(),
-          next,
-          this.#etag ? { ifMatch: this.#etag } : { ifNoneMatch: '*' },
-        );
-        this.record = next;
-        return true;
-      } catch (err) {
-        if (!isCasConflict(err)) throw err;
-        const current = await readDeployRecord(this.#store, this.record.application, this.record.id);
-        if (current) this.record = current.record;
-        else
-          this.record = {
-            ...this.record,
-            state: 'failed',
-            code: 'internal',
-            detail: 'the record was removed',
-          };
-        return false;
+      for (let attempt = 1; ; attempt++) {
+        if (isTerminal(this.record.state) && !replaceable(this.record)) return false;
+        const next: DeployRecord = { ...this.record, ...change, updatedAt: new Date().toISOString() };
+        if (next.state !== 'failed') {
+          delete next.code;
+          delete next.detail;
+        }
+        try {
+          this.#etag = await putJson(
+            this.#store,
+            this.#key(),
+            next,
+            this.#etag ? { ifMatch: this.#etag } : { ifNoneMatch: '*' },
+          );
+          this.record = next;
+          return true;
+        } catch (err) {
+          if (!isCasConflict(err)) throw err;
+          const current = await readDeployRecord(this.#store, this.record.application, this.record.id);
+          if (!current) {
+            this.record = {
+              ...this.record,
+              state: 'failed',
+              code: 'internal',
+              detail: 'the record was removed',
+            };
+            return false;
+          }
+          this.record = current.record;
+          this.#etag = current.etag;
+          if (attempt >= WRITE_ATTEMPTS) return false;
+        }
       }
     });
   }
@@ -221,6 +251,14 @@ export function acceptorFromRecord(
     return { answering: false, why: `it restarted at ${node.startedAt}, after accepting the deploy` };
   }
   return { answering: true };
+}
+
+/** What the accepting node says of its own deploy: its deploy service knows. */
+export function ownView(
+  ctx: { deploys?: { view(record: DeployRecord): AcceptorView } | undefined },
+  record: DeployRecord,
+): AcceptorView {
+  return ctx.deploys?.view(record) ?? { answering: false, why: 'its deploy service is not running' };
 }
 
 /** Whether a record has stood still for the liveness window, so its node must be asked about. */

@@ -6,23 +6,36 @@
 // unpacked `root/`. It is removed when the deploy ends, whatever the outcome, and everything in
 // it is removed at start: a deploy whose node crashed leaves nothing behind, and its record, when
 // still in flight, is failed `internal` naming the restart.
+//
+// A publish that exits 0 has moved the fleet-wide selector: the deployment serves, whatever the
+// bucket does next (docs/deploys.md "A publish the bucket cut short"). The selector is the truth
+// and the records follow it: the outcome is noted in the staging entry (`published.json`) before
+// anything else, and the application record, the deployment note and the deploy record are then
+// written, each step retried while the bucket does not answer, the deploy counting as in flight
+// meanwhile. A node stopped or killed before they are written settles them from the note when it
+// starts again.
 
 import { writeFileSync } from 'node:fs';
 import { mkdir, readdir, readFile, realpath, rm } from 'node:fs/promises';
 import { join } from 'node:path';
+import { setTimeout as delay } from 'node:timers/promises';
 import { isProblem, Problem } from '../../problem.ts';
 import { updateApplication } from '../../registry/applications.ts';
 import { writeDeploymentNote } from '../../registry/deployments.ts';
+import { keys } from '../../registry/keys.ts';
 import {
   bucketEnvironment,
   publishEnvironment,
   runtimeBaseEnvironment,
 } from '../../runtime-contract/environment.ts';
+import { parsePointer } from '../../runtime-tools/layout.ts';
 import { readSecrets } from '../../secrets/secrets.ts';
 import type { DaemonService, Deploys, NodeContext, StagedDeploy } from '../context.ts';
 import { DeployLimits } from './limits.ts';
 import {
+  type AcceptorView,
   applicationOfDeployId,
+  type DeployRecord,
   DeployRecordWriter,
   type DeployStatus,
   isTerminal,
@@ -51,9 +64,13 @@ export class DeployService implements DaemonService, Deploys {
   readonly #queue: Task[] = [];
   readonly #tasks = new Map<string, Task>();
   readonly #stopping = new AbortController();
+  /** Deploys a previous run left published, whose records this run is writing. */
+  readonly #settling = new Set<string>();
+  #startedMs = Date.now();
 
   async start(ctx: NodeContext): Promise<void> {
     this.#ctx = ctx;
+    this.#startedMs = Date.now();
     this.#limits = new DeployLimits(ctx.settings.deploy);
     const staging = join(ctx.settings.node.stateDir, 'deploys');
     try {
@@ -83,7 +100,8 @@ export class DeployService implements DaemonService, Deploys {
       }
     }
     await Promise.allSettled(tasks.map((task) => task.done));
-    if (this.#staging) await clearStaging(this.#staging).catch(() => {});
+    // A publish whose records could not be written yet keeps its note for the next start.
+    if (this.#staging) await clearStaging(this.#staging, { keepPublished: true }).catch(() => {});
     if (ctx?.deploys === this) ctx.deploys = undefined;
   }
 
@@ -98,9 +116,26 @@ export class DeployService implements DaemonService, Deploys {
     return this.#stopping.signal;
   }
 
-  /** Whether this node runs this deploy now (queued or active). */
+  /** Whether this node runs this deploy now (queued, active, or writing how it ended). */
   runs(id: string): boolean {
-    return this.#tasks.has(id);
+    return this.#tasks.has(id) || this.#settling.has(id);
+  }
+
+  /**
+   * What this node says of a deploy it accepted: it works on it, or why not. A deploy it no
+   * longer runs was accepted by an earlier run of the node (it restarted), or ended while its
+   * record could not be written and the node is stopping.
+   */
+  view(record: DeployRecord): AcceptorView {
+    if (this.runs(record.id)) return { answering: true };
+    const accepted = Date.parse(record.createdAt);
+    if (Number.isFinite(accepted) && accepted < this.#startedMs) {
+      return {
+        answering: false,
+        why: `it restarted at ${new Date(this.#startedMs).toISOString()}, after accepting the deploy`,
+      };
+    }
+    return { answering: false, why: 'it stopped working on the deploy without recording how it ended' };
   }
 
   /**
@@ -189,27 +224,15 @@ export class DeployService implements DaemonService, Deploys {
         // Noted beside the artifact: a restart after a crash stops a publish still running.
         onSpawn: (pid) => writeFileSync(join(task.dir, PID_FILE), String(pid)),
       });
-      // The runtime has moved the selector: this node's runtime process looks at it at once (other
-      // nodes follow the application record). The deployment is live whatever the record says,
-      // so failing to note it there is logged, not recorded as a failed deploy.
+      // The runtime has moved the selector: the deployment is live. Noted first, so that even a
+      // restart settles the deploy as what it is; then this node's runtime process looks at once,
+      // and the other nodes running it are told (they also follow the application record).
+      try {
+        writeFileSync(join(task.dir, PUBLISHED_FILE), JSON.stringify(published));
+      } catch (err) {
+        ctx.log.warn({ err, deploy: task.id }, 'could not note a finished publish beside its artifact');
+      }
       ctx.fleet?.selectorMoved(task.application);
-      await recordDeployment(ctx, task.application, published.deployment).catch((err) =>
-        ctx.log.warn({ err, deploy: task.id }, 'could not note the deployment on the application record'),
-      );
-      // Its provenance outlives the deploy record (reaped after 7 days): history reads it.
-      const { by, source } = task.writer.record;
-      await writeDeploymentNote(ctx.store, {
-        v: 1,
-        application: task.application,
-        script: published.script,
-        deployment: published.deployment,
-        deploy: task.id,
-        by,
-        deployedAt: new Date().toISOString(),
-        ...(source ? { source } : {}),
-      }).catch((err) => ctx.log.warn({ err, deploy: task.id }, 'could not note who made the deployment'));
-      // A first deploy should answer through the ingress within a poll, not a resync interval.
-      ctx.fleet?.changed();
       outcome = published;
     } catch (err) {
       if (this.#stopping.signal.aborted) {
@@ -234,19 +257,23 @@ export class DeployService implements DaemonService, Deploys {
     task.phase = 'ending';
     clearTimeout(task.queuedTimer);
     clearInterval(task.beat);
-    try {
-      if (outcome instanceof Problem) {
-        await task.writer.fail(outcome.code, outcome.detail ?? outcome.title);
-      } else if (outcome) {
-        await task.writer.update({
-          state: 'deployed',
-          deployment: outcome.deployment,
-          script: outcome.script,
-          ...(outcome.warnings.length > 0 ? { warnings: outcome.warnings } : {}),
-        });
+    let settled = true;
+    if (outcome instanceof Problem) {
+      // Retried while the bucket does not answer: a record left in flight would be judged later
+      // with a reason that is not the deploy's.
+      for (let attempt = 0; ; attempt++) {
+        try {
+          await task.writer.fail(outcome.code, outcome.detail ?? outcome.title);
+          break;
+        } catch (err) {
+          if (attempt === 0) ctx.log.error({ err, deploy: task.id }, 'could not record the end of a deploy');
+          if (!(await this.#waitToRetry(attempt))) break;
+        }
       }
-    } catch (err) {
-      ctx.log.error({ err, deploy: task.id }, 'could not record the end of a deploy');
+    } else if (outcome) {
+      // The artifact has served its purpose; the note beside it stays until the records agree.
+      await rm(task.root, { recursive: true, force: true }).catch(() => {});
+      settled = await this.#settlePublished(task.writer, outcome);
     }
     const ended = task.writer.record;
     if (ended.state === 'deployed' || ended.state === 'failed') {
@@ -268,7 +295,7 @@ export class DeployService implements DaemonService, Deploys {
       },
       `deploy ${task.id} ${task.writer.record.state}`,
     );
-    await rm(task.dir, { recursive: true, force: true }).catch(() => {});
+    if (settled) await rm(task.dir, { recursive: true, force: true }).catch(() => {});
     task.ticket.release();
     this.#tasks.delete(task.id);
     this.#pump();
@@ -302,13 +329,22 @@ export class DeployService implements DaemonService, Deploys {
     return `node ${this.#context().nodeId} stopped while the deploy was ${task.phase === 'queued' ? 'queued' : 'publishing'}; deploy again`;
   }
 
-  /** Fails the in-flight records of deploys a previous run of this node left staged. */
-  async #failLeftovers(ids: string[]): Promise<void> {
+  /**
+   * Settles the records of deploys a previous run of this node left staged: one whose publish
+   * moved the selector (its note is there) as deployed, retrying while the bucket does not
+   * answer; any other in flight is failed.
+   */
+  async #failLeftovers(leftovers: Leftover[]): Promise<void> {
     const ctx = this.#context();
-    for (const id of ids) {
+    for (const { id, published } of leftovers) {
       const application = applicationOfDeployId(id);
       if (!application) continue;
       try {
+        if (published) {
+          this.#settling.add(id);
+          await this.#settleLeftover(id, published).finally(() => this.#settling.delete(id));
+          continue;
+        }
         const found = await readDeployRecord(ctx.store, application, id);
         if (!found || isTerminal(found.record.state) || found.record.node !== ctx.nodeId) continue;
         // Conditional on the record as read: a concurrent reaper's judgement stands.
@@ -324,6 +360,109 @@ export class DeployService implements DaemonService, Deploys {
     }
   }
 
+  /** A leftover whose publish moved the selector: its records are written as for any publish. */
+  async #settleLeftover(id: string, published: Published): Promise<void> {
+    const ctx = this.#context();
+    const dir = join(this.#staging!, id);
+    let found: Awaited<ReturnType<typeof readDeployRecord>> = null;
+    for (let attempt = 0; !found; attempt++) {
+      try {
+        found = await readDeployRecord(ctx.store, published.application, id);
+        if (!found) break;
+      } catch (err) {
+        if (!(await this.#retryLater(attempt, id, err))) return;
+      }
+    }
+    if (found && found.record.node === ctx.nodeId) {
+      const writer = new DeployRecordWriter(ctx.store, found.record, found.etag);
+      if (!(await this.#settlePublished(writer, published))) return;
+      ctx.events?.emit({
+        kind: 'deploy.deployed',
+        application: published.application,
+        actor: writer.record.by,
+        deploy: id,
+        deployment: published.deployment,
+      });
+    }
+    await rm(dir, { recursive: true, force: true }).catch(() => {});
+  }
+
+  /**
+   * Brings the registry in line with a publish that moved the selector: the application record
+   * names what the selector names, the deployment note says who made it, and the deploy record
+   * is `deployed`. Each step is retried while the bucket does not answer, until it lands or this
+   * node stops (then the staging note settles it at the next start); answers whether it landed.
+   * A `deploy-timeout` judgement written meanwhile (the record stood still while the bucket was
+   * away) is replaced: the deployment serves, so the deploy did not time out.
+   */
+  async #settlePublished(writer: DeployRecordWriter, published: Published): Promise<boolean> {
+    const ctx = this.#context();
+    const id = writer.record.id;
+    const steps: (() => Promise<unknown>)[] = [
+      async () => {
+        await followSelector(ctx, published);
+        // A first deploy should answer through the ingress within a poll, not a resync interval.
+        ctx.fleet?.changed();
+      },
+      () => {
+        // Its provenance outlives the deploy record (reaped after 7 days): history reads it.
+        const { by, source } = writer.record;
+        return writeDeploymentNote(ctx.store, {
+          v: 1,
+          application: published.application,
+          script: published.script,
+          deployment: published.deployment,
+          deploy: id,
+          by,
+          deployedAt: new Date().toISOString(),
+          ...(source ? { source } : {}),
+        });
+      },
+      () =>
+        writer.settle({
+          state: 'deployed',
+          deployment: published.deployment,
+          script: published.script,
+          ...(published.warnings.length > 0 ? { warnings: published.warnings } : {}),
+        }),
+    ];
+    for (const step of steps) {
+      for (let attempt = 0; ; attempt++) {
+        try {
+          await step();
+          break;
+        } catch (err) {
+          if (isProblem(err) && err.code === 'not-found') break; // the application was deleted meanwhile
+          if (!(await this.#retryLater(attempt, id, err))) return false;
+        }
+      }
+    }
+    return true;
+  }
+
+  /**
+   * After a failed write of a published deploy's records: logs the first failure, waits a little
+   * longer each time (at most SETTLE_RETRY_MAX_MS, so the bucket's return is seen within a pass),
+   * and answers false once the node stops.
+   */
+  async #retryLater(attempt: number, id: string, err: unknown): Promise<boolean> {
+    if (attempt === 0 && !this.#stopping.signal.aborted) {
+      this.#context().log.warn(
+        { err, deploy: id },
+        'the deployment is live, but its records could not be written; retrying until the bucket answers',
+      );
+    }
+    return this.#waitToRetry(attempt);
+  }
+
+  /** Waits before another attempt (250 ms doubling to 2 s); false once the node stops. */
+  async #waitToRetry(attempt: number): Promise<boolean> {
+    if (this.#stopping.signal.aborted) return false;
+    const wait = Math.min(SETTLE_RETRY_FIRST_MS * 2 ** attempt, SETTLE_RETRY_MAX_MS);
+    await delay(wait, undefined, { signal: this.#stopping.signal }).catch(() => {});
+    return !this.#stopping.signal.aborted;
+  }
+
   #context(): NodeContext {
     if (!this.#ctx) throw new Error('the deploy service has not started');
     return this.#ctx;
@@ -336,13 +475,25 @@ export function deployService(): DeployService {
 }
 
 const PID_FILE = 'publish.pid';
+/** The outcome of a publish that moved the selector, until its records say so. */
+const PUBLISHED_FILE = 'published.json';
+/** Waits between attempts to write a published deploy's records: 250 ms doubling to 2 s. */
+const SETTLE_RETRY_FIRST_MS = 250;
+const SETTLE_RETRY_MAX_MS = 2_000;
+
+/** A staging entry a previous run left: its deploy, and what its publish moved the selector to. */
+interface Leftover {
+  id: string;
+  published?: Published;
+}
 
 /**
- * The staging entries a previous run left, removed; answers their names (deploy ids). A publish
- * the previous run left running (its node was killed) is stopped first: its process group, when
- * that process still works inside the entry.
+ * The staging entries a previous run left, removed; answers them. A publish the previous run
+ * left running (its node was killed) is stopped first: its process group, when that process
+ * still works inside the entry. An entry with a publish's outcome (`published.json`) is kept
+ * for its records to be written; with `keepPublished` (a node stopping) it is not even read.
  */
-async function clearStaging(staging: string): Promise<string[]> {
+async function clearStaging(staging: string, options: { keepPublished?: boolean } = {}): Promise<Leftover[]> {
   let names: string[];
   try {
     names = await readdir(staging);
@@ -350,12 +501,30 @@ async function clearStaging(staging: string): Promise<string[]> {
     if ((err as NodeJS.ErrnoException).code === 'ENOENT') return [];
     throw err;
   }
+  const leftovers: Leftover[] = [];
   for (const name of names) {
     const entry = join(staging, name);
+    const published = await readPublished(entry);
+    if (published) {
+      if (!options.keepPublished) leftovers.push({ id: name, published });
+      continue;
+    }
     await stopLeftoverPublish(entry);
     await rm(entry, { recursive: true, force: true });
+    leftovers.push({ id: name });
   }
-  return names;
+  return leftovers;
+}
+
+async function readPublished(entry: string): Promise<Published | undefined> {
+  try {
+    const value = JSON.parse(await readFile(join(entry, PUBLISHED_FILE), 'utf8')) as Published;
+    const fields = [value.application, value.script, value.deployment];
+    if (fields.every((f) => typeof f === 'string' && f !== '') && Array.isArray(value.warnings)) return value;
+  } catch {
+    // None, or unreadable: not a publish that finished.
+  }
+  return undefined;
 }
 
 async function stopLeftoverPublish(entry: string): Promise<void> {
@@ -378,17 +547,18 @@ async function secretNames(ctx: NodeContext, application: string): Promise<strin
   return Object.keys(found?.doc.secrets ?? {});
 }
 
-/** The application record names the deployment the last successful deploy produced. */
-async function recordDeployment(ctx: NodeContext, application: string, deployment: string): Promise<void> {
-  try {
-    await updateApplication(ctx.store, application, (current) =>
-      current.deployment === deployment ? null : { ...current, deployment },
-    );
-  } catch (err) {
-    // Deleted meanwhile: the deploy still published; the record says so.
-    if (isProblem(err) && err.code === 'not-found') return;
-    throw err;
-  }
+/**
+ * The application record names the deployment the selector names: the one this publish moved it
+ * to, or a later one if another publish or a rollback has moved it since (the selector is what
+ * serves). Throws `not-found` when the application is gone.
+ */
+async function followSelector(ctx: NodeContext, published: Published): Promise<void> {
+  const selector = await ctx.store.get(keys.runtimeSelector(published.application));
+  const pointer = selector ? parsePointer(selector.body) : null;
+  const deployment = pointer?.ok ? pointer.value.deployment : published.deployment;
+  await updateApplication(ctx.store, published.application, (current) =>
+    current.deployment === deployment ? null : { ...current, deployment },
+  );
 }
 
 /**

@@ -22,6 +22,7 @@ import {
   type DeployStatus,
   isUnmoved,
   judgeDeploy,
+  ownView,
   readDeployRecord,
   readNodeRecord,
   statusOf,
@@ -97,11 +98,7 @@ export async function acceptorOf(
   record: DeployRecord,
   nowMs: number,
 ): Promise<AcceptorView> {
-  if (record.node === ctx.nodeId) {
-    return ctx.deploys?.runs(record.id)
-      ? { answering: true }
-      : { answering: false, why: 'it no longer runs the deploy: it restarted since accepting it' };
-  }
+  if (record.node === ctx.nodeId) return ownView(ctx, record);
   return acceptorFromRecord(await readNodeRecord(ctx.store, record.node), record, nowMs);
 }
 
