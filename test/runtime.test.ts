@@ -139,10 +139,15 @@ describe('cell', () => {
 
   it('publishes examples/hello and serves its var and its asset through workerd', async () => {
     const cell = await serve('hello', 'node-a');
-    await waitFor(async () => (await health(cell))?.status === 503, 'health before any deployment');
-    const before = await health(cell);
-    assert.equal(before!.body.status, 'no-deployment');
-    assert.equal((await fetchText(`${cell.url}/`))!.status, 503);
+    // `starting` until its first look at the selector has answered, then `no-deployment`.
+    const before = await waitFor(async () => {
+      const h = await health(cell);
+      assert.ok(h === null || ['starting', 'no-deployment'].includes(h.body.status as string), JSON.stringify(h));
+      return h?.body.status === 'no-deployment' && h;
+    }, 'health before any deployment');
+    assert.equal(before.status, 503);
+    const nothing = await fetchText(`${cell.url}/`);
+    assert.deepEqual(nothing, { status: 503, body: 'No deployment has been published yet\n' });
 
     const result = await publish(join(EXAMPLES, 'hello'), 'hello', bucket);
     assert.equal(result.code, 0, result.stderr);

@@ -96,7 +96,7 @@ type Follower struct {
 func NewFollower(cfg *Config, steward *Steward, log func(string), onServing func(*Instance), onPoll func()) *Follower {
 	return &Follower{
 		cfg: cfg, steward: steward, log: log, onServing: onServing, onPoll: onPoll,
-		status:   statusNoDeployment,
+		status:   statusStarting, // until a look says whether anything was published
 		draining: map[*Instance]struct{}{},
 		wake:     make(chan struct{}, 1),
 		lost:     make(chan *Instance, 4),
@@ -210,6 +210,9 @@ func (f *Follower) look() {
 	f.lookAgainAt = time.Time{}
 	switch answer.Result {
 	case "none":
+		if f.active.Load() == nil && f.failedSelection == nil {
+			f.setStatus(statusNoDeployment, "")
+		}
 	case "same":
 		if answer.SeenEtag != "" {
 			etag := answer.SeenEtag

@@ -80,15 +80,10 @@ func KillAllWorkerd() {
 func StartInstance(p Prepared, stateDir string, timeout time.Duration, log func(string), lost func(*Instance)) (*Instance, error) {
 	in := &Instance{Prepared: p, exited: make(chan struct{})}
 	socket := p.Socket
-	in.transport = &http.Transport{
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, "unix", socket)
-		},
-		MaxIdleConnsPerHost: 256,
-		IdleConnTimeout:     60 * time.Second,
-		DisableCompression:  true,
-	}
+	in.transport = newTransport(func(ctx context.Context) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", socket)
+	})
 	if err := in.spawn(stateDir, log, lost); err != nil {
 		in.Stop(false)
 		return nil, err
@@ -98,6 +93,23 @@ func StartInstance(p Prepared, stateDir string, timeout time.Duration, log func(
 		return nil, err
 	}
 	return in, nil
+}
+
+// newTransport keeps the connections to one workerd; a failed dial is marked as such (nothing
+// reached the worker, so the request may be sent again).
+func newTransport(dial func(context.Context) (net.Conn, error)) *http.Transport {
+	return &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			conn, err := dial(ctx)
+			if err != nil {
+				return nil, dialError{err}
+			}
+			return conn, nil
+		},
+		MaxIdleConnsPerHost: 256,
+		IdleConnTimeout:     60 * time.Second,
+		DisableCompression:  true,
+	}
 }
 
 func (in *Instance) spawn(stateDir string, log func(string), lost func(*Instance)) error {

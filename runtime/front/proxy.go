@@ -43,6 +43,9 @@ func NewProxy(cfg *Config, follower *Follower, log func(string)) *Proxy {
 	return p
 }
 
+// hopByHop are the headers that describe one connection, never forwarded either way (RFC 9110
+// section 7.6.1 and the fixed list RFC 2616 section 13.5.1 gave, as Caddy's reverse proxy strips
+// them); besides them, every header the Connection header names is dropped.
 var hopByHop = map[string]bool{
 	"Connection": true, "Keep-Alive": true, "Proxy-Authenticate": true, "Proxy-Authorization": true,
 	"Proxy-Connection": true, "Te": true, "Trailer": true, "Transfer-Encoding": true, "Upgrade": true,
@@ -53,6 +56,14 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.upgrade(w, r)
 		return
 	}
+	if r.Method == http.MethodConnect {
+		notImplemented(w, "CONNECT is not supported: the application serves HTTP requests, not tunnels")
+		return
+	}
+	// Go's HTTP/1 server otherwise reads away the rest of the request body once the answer
+	// starts: a worker that answers while it still reads (an echo, an upload with progress)
+	// would lose the body, or wait for it forever. Not supported by a test's recorder: no matter.
+	_ = http.NewResponseController(w).EnableFullDuplex()
 	started := time.Now()
 	recorder := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
 	if p.cfg.OTel {
@@ -109,20 +120,37 @@ func (p *Proxy) health(w http.ResponseWriter, r *http.Request) {
 }
 
 func unavailable(w http.ResponseWriter, why string) {
+	w.Header().Set("Retry-After", "1")
+	plain(w, http.StatusServiceUnavailable, why)
+}
+
+func notImplemented(w http.ResponseWriter, why string) {
+	plain(w, http.StatusNotImplemented, why)
+}
+
+func badRequest(w http.ResponseWriter, why string) {
+	w.Header().Set("Connection", "close") // the rest of what the client sends cannot be framed
+	plain(w, http.StatusBadRequest, why)
+}
+
+// plain answers a one-line text the front itself gives (not the worker).
+func plain(w http.ResponseWriter, code int, why string) {
 	text := why + "\n"
 	h := w.Header()
 	h.Set("Content-Type", "text/plain; charset=utf-8")
-	h.Set("Retry-After", "1")
 	h.Set("Content-Length", strconv.Itoa(len(text)))
-	w.WriteHeader(http.StatusServiceUnavailable)
+	w.WriteHeader(code)
 	_, _ = io.WriteString(w, text)
 }
 
-// forward streams one request to the active instance. A request without a body that fails before
-// any answer (a kept-alive connection closed under it) is sent once more, to whichever instance is
-// active by then.
+// forward streams one request to the active instance, its body and the answer's flowing at the
+// same time. A request that failed before any answer is sent once more, to whichever instance
+// is active by then, only when that cannot run it twice: nothing reached the worker (the dial
+// failed), or the method is safe (GET, HEAD, OPTIONS, TRACE) and no body was sent. Caddy's
+// reverse proxy draws the same line (it retries GET); PUT and DELETE are idempotent by RFC 9110
+// but a worker's handler need not be, so they are not sent again.
 func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, attempt int) {
-	in := p.follower.Active()
+	in := p.serving(r)
 	if in == nil {
 		status, _ := p.follower.Status()
 		if status == statusNoDeployment {
@@ -135,13 +163,19 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, attempt int) {
 	in.Enter()
 	defer in.Leave()
 	bodiless := len(r.TransferEncoding) == 0 && r.ContentLength <= 0
-	answer, err := in.transport.RoundTrip(outgoing(r, bodiless))
+	var body *requestBody
+	if !bodiless {
+		body = &requestBody{body: r.Body}
+	}
+	answer, err := in.transport.RoundTrip(outgoing(r, body))
 	if err != nil {
-		if bodiless && attempt == 0 && r.Context().Err() == nil {
+		switch {
+		case r.Context().Err() != nil: // the client left; nothing to tell it
+		case body.broken() != nil:
+			badRequest(w, "The request body is malformed: "+body.broken().Error())
+		case attempt == 0 && mayResend(r, body, err):
 			p.forward(w, r, 1)
-			return
-		}
-		if r.Context().Err() == nil {
+		default:
 			p.log(fmt.Sprintf("cell: %s failed a request: %s", in.Label, errnoName(err)))
 			unavailable(w, "The deployment did not answer")
 		}
@@ -149,37 +183,177 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, attempt int) {
 	}
 	defer answer.Body.Close()
 	h := w.Header()
-	for name, values := range answer.Header {
-		if !hopByHop[name] {
-			h[name] = values
-		}
-	}
+	copyEndToEnd(h, answer.Header)
 	if _, ok := answer.Header["Content-Type"]; !ok {
 		h["Content-Type"] = nil // no sniffed type: the client sees what the worker sent
 	}
+	announced := announceTrailers(h, answer.Trailer)
 	w.WriteHeader(answer.StatusCode)
 	if err := copyBody(w, answer); err != nil && r.Context().Err() == nil {
 		panic(http.ErrAbortHandler) // the answer broke off: so does the client's
 	}
+	passTrailers(w, answer, announced)
 }
 
-// outgoing is the request as workerd gets it: the client's, less the hop-by-hop headers. A
-// shallow copy, not Clone: the proxy is on every request's path.
-func outgoing(r *http.Request, bodiless bool) *http.Request {
+// mayResend says whether a failed request can be sent again without running twice.
+func mayResend(r *http.Request, body *requestBody, err error) bool {
+	if body.touched() {
+		return false
+	}
+	var dial dialError
+	if errors.As(err, &dial) {
+		return true
+	}
+	if body != nil {
+		return false
+	}
+	switch r.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace:
+		return true
+	}
+	return false
+}
+
+// requestBody is the client's body as the transport reads it. It notes whether any of it was
+// read (a body nobody read can still be sent again) and how it broke, if it did (a malformed
+// body is the client's fault, not the worker's). The transport's Close is ignored, so that a
+// failed dial leaves the body whole for the second try; the server closes it when the request
+// ends.
+type requestBody struct {
+	body io.ReadCloser
+	read atomic.Bool
+	bad  atomic.Pointer[error]
+}
+
+func (b *requestBody) Read(p []byte) (int, error) {
+	b.read.Store(true)
+	n, err := b.body.Read(p)
+	if err != nil && !errors.Is(err, io.EOF) {
+		b.bad.Store(&err)
+	}
+	return n, err
+}
+
+func (b *requestBody) Close() error { return nil }
+
+func (b *requestBody) touched() bool { return b != nil && b.read.Load() }
+
+// broken is the error that broke the client's body, unless the client went away: a client
+// that left is told nothing, it is not a bad request.
+func (b *requestBody) broken() error {
+	if b == nil {
+		return nil
+	}
+	if err := b.bad.Load(); err != nil && !isClientGone(*err) {
+		return *err
+	}
+	return nil
+}
+
+func isClientGone(err error) bool {
+	return errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, os.ErrDeadlineExceeded)
+}
+
+// dialError marks a failure to connect to workerd: nothing of the request reached the worker.
+type dialError struct{ error }
+
+func (e dialError) Unwrap() error { return e.error }
+
+// outgoing is the request as workerd gets it: the client's, less the hop-by-hop headers, with
+// `body` (nil for none) as its body. A shallow copy, not Clone: the proxy is on every request's
+// path. The client's trailers go on as the transport writes them after the body.
+func outgoing(r *http.Request, body *requestBody) *http.Request {
 	out := new(http.Request)
 	*out = *r
 	target := *r.URL
 	target.Scheme, target.Host = "http", "workerd"
 	out.URL = &target
 	out.RequestURI = ""
-	out.Header = withoutHopByHop(r.Header)
+	out.Header = make(http.Header, len(r.Header))
+	copyEndToEnd(out.Header, r.Header)
+	// The worker may answer with trailers if the client said it takes them (as Caddy does).
+	if hasToken(r.Header["Te"], "trailers") {
+		out.Header["Te"] = []string{"trailers"}
+	}
 	if _, ok := out.Header["User-Agent"]; !ok {
 		out.Header["User-Agent"] = []string{""} // no Go default: the worker sees what the client sent
 	}
-	if bodiless {
-		out.Body, out.ContentLength = nil, 0
+	if body == nil {
+		out.Body, out.ContentLength, out.Trailer = nil, 0, nil
+	} else {
+		out.Body = body
 	}
 	return out
+}
+
+// copyEndToEnd copies the headers that are meant for the far end: not the hop-by-hop ones, nor
+// any that the Connection header names.
+func copyEndToEnd(to, from http.Header) {
+	named := connectionNamed(from)
+	for name, values := range from {
+		if !hopByHop[name] && !named[name] {
+			to[name] = values
+		}
+	}
+}
+
+// connectionNamed is the set of headers the Connection header names (canonical names), nil for none.
+func connectionNamed(h http.Header) map[string]bool {
+	var named map[string]bool
+	for _, v := range h["Connection"] {
+		for token := range strings.SplitSeq(v, ",") {
+			if token = strings.TrimSpace(token); token != "" {
+				if named == nil {
+					named = map[string]bool{}
+				}
+				named[http.CanonicalHeaderKey(token)] = true
+			}
+		}
+	}
+	return named
+}
+
+// hasToken says whether a comma-separated header's values hold `token` (case-insensitive).
+func hasToken(values []string, token string) bool {
+	for _, v := range values {
+		for t := range strings.SplitSeq(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(t), token) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// announceTrailers declares the trailers the worker announced, so the client is told of them
+// before the body; answers how many there were.
+func announceTrailers(h http.Header, trailer http.Header) int {
+	if len(trailer) == 0 {
+		return 0
+	}
+	names := make([]string, 0, len(trailer))
+	for name := range trailer {
+		names = append(names, name)
+	}
+	h.Add("Trailer", strings.Join(names, ", "))
+	return len(trailer)
+}
+
+// passTrailers sends on the trailers that came after the worker's body: the announced ones under
+// their names, any others with the prefix Go's server takes for trailers it was not told of.
+func passTrailers(w http.ResponseWriter, answer *http.Response, announced int) {
+	_ = answer.Body.Close() // fills answer.Trailer
+	if len(answer.Trailer) == 0 {
+		return
+	}
+	h := w.Header()
+	for name, values := range answer.Trailer {
+		if len(answer.Trailer) != announced {
+			name = http.TrailerPrefix + name
+		}
+		h[name] = values
+	}
 }
 
 // copyBody sends the worker's body on. An answer of unknown length (a stream, server-sent events)
@@ -221,28 +395,8 @@ func copyFlushing(w http.ResponseWriter, body io.Reader) error {
 	}
 }
 
-func withoutHopByHop(in http.Header) http.Header {
-	out := make(http.Header, len(in))
-	for name, values := range in {
-		if !hopByHop[name] {
-			out[name] = values
-		}
-	}
-	return out
-}
-
 func isUpgrade(r *http.Request) bool {
-	if r.Header.Get("Upgrade") == "" {
-		return false
-	}
-	for _, v := range r.Header.Values("Connection") {
-		for _, token := range strings.Split(v, ",") {
-			if strings.EqualFold(strings.TrimSpace(token), "upgrade") {
-				return true
-			}
-		}
-	}
-	return false
+	return r.Header.Get("Upgrade") != "" && hasToken(r.Header["Connection"], "upgrade")
 }
 
 // upgrade pipes the raw bytes both ways between the client and the active instance (WebSockets).
@@ -276,6 +430,11 @@ func (p *Proxy) upgrade(w http.ResponseWriter, r *http.Request) {
 	defer upstream.Close()
 	defer client.Close()
 	out := r.Clone(r.Context())
+	out.Header = make(http.Header, len(r.Header))
+	copyEndToEnd(out.Header, r.Header)
+	// Of the hop-by-hop headers, only the upgrade itself goes on.
+	out.Header["Connection"] = []string{"Upgrade"}
+	out.Header["Upgrade"] = r.Header["Upgrade"]
 	if _, ok := out.Header["User-Agent"]; !ok {
 		out.Header["User-Agent"] = []string{""}
 	}
@@ -301,6 +460,11 @@ func bufferedPart(r *bufio.Reader) io.Reader {
 	}
 	b, _ := r.Peek(n)
 	return strings.NewReader(string(b))
+}
+
+// serving is the instance a request goes to, nil when none serves.
+func (p *Proxy) serving(*http.Request) *Instance {
+	return p.follower.Active()
 }
 
 // CutUpgraded closes every upgraded connection still open: the stop's bound is over.

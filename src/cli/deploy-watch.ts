@@ -40,7 +40,9 @@ export async function watchDeploy(
   target: Target,
   accepted: Accepted,
   token: string | undefined,
+  options: { outageMs?: number } = {},
 ): Promise<DeployStatus> {
+  const outageMs = options.outageMs ?? POLL_OUTAGE_MS;
   const pollTarget = preferring(target, accepted.endpoint);
   const id = accepted.status.id;
   let last = accepted.status.state;
@@ -62,7 +64,7 @@ export async function watchDeploy(
       }
       if (!isTransient(err)) throw err;
       const silentMs = Date.now() - answeredAt;
-      if (silentMs >= POLL_OUTAGE_MS) {
+      if (silentMs >= outageMs) {
         throw new Problem(
           err.code,
           'Deploy outcome unknown',
