@@ -112,13 +112,19 @@ const denyRouter = (domain: string, entryPoints = ['web']) => ({
 });
 const cellLb = (hostname: string, ...addresses: string[]) => ({
   loadBalancer: {
-    healthCheck: { hostname, interval: '10s', path: '/.well-known/cell/health', timeout: '3s' },
+    healthCheck: {
+      hostname,
+      interval: '10s',
+      path: '/.well-known/cell/health',
+      timeout: '3s',
+      unhealthyInterval: '1s',
+    },
     servers: addresses.map((a) => ({ url: `http://${a}` })),
   },
 });
 const apiLb = (...addresses: string[]) => ({
   loadBalancer: {
-    healthCheck: { interval: '10s', path: '/.well-known/svc/health', timeout: '3s' },
+    healthCheck: { interval: '10s', path: '/.well-known/svc/health', timeout: '3s', unhealthyInterval: '1s' },
     servers: addresses.map((a) => ({ url: `http://${a}` })),
   },
 });
