@@ -190,7 +190,7 @@ describe('svc deploy of wrangler projects', () => {
     assert.equal(none.code, 1);
     assert.match(
       none.stderr,
-      /^svc: No worker config: .* has no cell\.jsonc, cell\.json or wrangler config \(wrangler\.jsonc, wrangler\.json, wrangler\.toml\); .*\[urn:svc:invalid-input\]\n$/m,
+      /^svc: No worker config: .* has no cell\.jsonc, cell\.json, \.wrangler\/deploy\/config\.json \(a framework build's\) or wrangler config \(wrangler\.json, wrangler\.jsonc, wrangler\.toml\); .*\[urn:svc:invalid-input\]\n$/m,
     );
     const broken = await deploy(
       projectDir({
