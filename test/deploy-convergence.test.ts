@@ -126,7 +126,6 @@ describe('a deploy while a node’s daemon is down', () => {
         // previous deployment (and would until its safety look, minutes away).
         assert.match(await body(downPort), new RegExp(previous));
         down = await startDown();
-        const restartedAt = Date.now();
         await waitFor(
           async () => (await body(downPort)).includes(greeting),
           `${greeting} served by the adopted runtime within a pass of the restart (${how})\n${down.log()}`,
@@ -134,7 +133,6 @@ describe('a deploy while a node’s daemon is down', () => {
         );
         const adopted = await processOn(down, admin, 'hello');
         assert.equal(adopted?.port, downPort, 'the same runtime process, adopted');
-        assert.ok(Date.now() - restartedAt < CONVERGE_MS);
         previous = greeting;
       }
     } finally {
@@ -207,7 +205,6 @@ describe('the bucket frozen the moment the selector moves', () => {
         90_000,
       );
       minio.thaw();
-      const thawedAt = Date.now();
       await Promise.all(
         ports.map((port, i) =>
           waitFor(
@@ -217,7 +214,6 @@ describe('the bucket frozen the moment the selector moves', () => {
           ),
         ),
       );
-      assert.ok(Date.now() - thawedAt < CONVERGE_MS);
 
       const result = await deploy.done;
       assert.equal(result.code, 0, result.stderr);
