@@ -325,6 +325,8 @@ export class Reconciler {
       },
     );
     if (change.dead.length || change.lost.length || change.back.length) o.onLiveness?.(change);
+    // A node judged dead leaves routing now, not at the end of a pass that may take a while.
+    if ((change.dead.length || change.back.length) && this.#routing) this.#publishRouting();
   }
 
   /** The coordinator's assignment pass; answers how many placement records it wrote. */
