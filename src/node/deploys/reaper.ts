@@ -127,8 +127,9 @@ export class DeployReaper {
 
 /**
  * The reaper the coordinator keeps for its reaper passes (`await reaper.reap()` once per pass,
- * every `coordinator.reapIntervalMs`): it judges this node's own deploys by whether it still runs
- * them, every other node's by its registry record.
+ * every `coordinator.reapIntervalMs`): it judges this node's own deploys by what its deploy
+ * service says of them (it still works on them, or why not), every other node's by its registry
+ * record.
  */
 export function deployReaperFor(ctx: Pick<NodeContext, 'store' | 'nodeId' | 'deploys'>): DeployReaper {
   return new DeployReaper({
