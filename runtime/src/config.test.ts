@@ -102,6 +102,20 @@ describe('worker config', () => {
     );
     assert.deepEqual(config.ignored, ['jsx_factory']);
     assert.equal(config.warnings.length, 1);
+    const generated = parse(
+      '{"main":"a.js","compatibility_date":"2025-01-01","jsx_factory":"React.createElement","jsx_fragment":"React.Fragment","worker_loaders":[],"vpc_services":[]}',
+    );
+    assert.deepEqual(
+      generated.warnings,
+      [],
+      "wrangler's defaults, as generated configs spell them, say nothing",
+    );
+    assert.match(
+      refusal(
+        '{"main":"a.js","compatibility_date":"2025-01-01","pipelines":[{"binding":"EVENTS","pipeline":"p"}]}',
+      ),
+      /"pipelines" declares bindings this runtime does not provide yet \(EVENTS\): the section Pipelines of/,
+    );
   });
 
   it('refuses every binding in one run, in file order, each at its key, with advice that keeps the app', () => {

@@ -117,7 +117,7 @@ export async function resolveProjectConfig(
 ): Promise<ProjectConfig | null> {
   const found = await findConfigFile(dir, options.configFile);
   if (!found) return null;
-  const { path, redirectedBy } = found;
+  const { path, redirectedBy, auxiliary = 0 } = found;
   const source = relative(dir, path).split(sep).join('/');
   const bytes = await readFile(path);
   const text = bytes.toString('utf8');
@@ -126,6 +126,11 @@ export async function resolveProjectConfig(
   const notes: string[] = [];
   if (redirectedBy)
     notes.push(`svc: using ${source}, named by ${redirectedBy} (written by the project's build)`);
+  if (auxiliary > 0) {
+    notes.push(
+      `svc: ${redirectedBy} also names ${auxiliary} auxiliary worker${auxiliary > 1 ? 's' : ''}; svc deploys the entry worker only: deploy each auxiliary worker's generated config with -c as an application of its own`,
+    );
+  }
 
   let doc = parsed.doc;
   const name = doc.name;
@@ -195,7 +200,7 @@ export async function resolveProjectConfig(
 async function findConfigFile(
   dir: string,
   given: string | undefined,
-): Promise<{ path: string; redirectedBy?: string } | null> {
+): Promise<{ path: string; redirectedBy?: string; auxiliary?: number } | null> {
   if (given !== undefined) {
     const path = resolve(given);
     if (!isFile(path))
@@ -210,17 +215,26 @@ async function findConfigFile(
   }
   for (const file of WORKER_CONFIGS) if (isFile(join(dir, file))) return { path: join(dir, file) };
   const redirect = join(dir, DEPLOY_REDIRECT);
-  if (isFile(redirect)) return { path: await readRedirect(dir, redirect), redirectedBy: DEPLOY_REDIRECT };
+  if (isFile(redirect)) {
+    const { path, auxiliary } = await readRedirect(dir, redirect);
+    return { path, redirectedBy: DEPLOY_REDIRECT, auxiliary };
+  }
   for (const file of WRANGLER_CONFIGS) if (isFile(join(dir, file))) return { path: join(dir, file) };
   return null;
 }
 
 /** The config a deploy redirect names, refused as wrangler refuses a broken one. */
-async function readRedirect(dir: string, redirect: string): Promise<string> {
+async function readRedirect(dir: string, redirect: string): Promise<{ path: string; auxiliary: number }> {
   const text = await readFile(redirect, 'utf8');
   let configPath: unknown;
+  let auxiliary = 0;
   try {
-    configPath = (parseConfigSyntax(text, DEPLOY_REDIRECT).doc as { configPath?: unknown }).configPath;
+    const doc = parseConfigSyntax(text, DEPLOY_REDIRECT).doc as {
+      configPath?: unknown;
+      auxiliaryWorkers?: unknown;
+    };
+    configPath = doc.configPath;
+    if (Array.isArray(doc.auxiliaryWorkers)) auxiliary = doc.auxiliaryWorkers.length;
   } catch (err) {
     throw invalidInput('Invalid worker config', `${(err as Error).message}; run the project's build again`);
   }
@@ -243,7 +257,7 @@ async function readRedirect(dir: string, redirect: string): Promise<string> {
       `${DEPLOY_REDIRECT} names ${path}, outside ${dir}; deploy the folder that holds the build output`,
     );
   }
-  return path;
+  return { path, auxiliary };
 }
 
 interface ParsedSource {

@@ -193,9 +193,19 @@ test('the deploy redirect of a framework build wins over the wrangler config; it
   const checked = check(config);
   assert.deepEqual(checked.warnings, [], 'empty binding lists are no bindings, and say nothing');
   assert.equal(checked.no_bundle, true);
+  const multi = (await readProjectConfig(
+    projectDir({
+      ...BUILT,
+      '.wrangler/deploy/config.json':
+        '{"configPath":"../../build/server/wrangler.json","auxiliaryWorkers":[{"configPath":"../../build/aux/wrangler.json"}]}',
+    }),
+  ))!;
+  assert.match(multi.notes.join('\n'), /also names 1 auxiliary worker; svc deploys the entry worker only/);
   // -c names the user's own file instead, as wrangler's --config skips the redirect.
-  const own = (await readProjectConfig(projectDir(BUILT), { configFile: undefined }))!;
-  assert.equal(own.source, 'build/server/wrangler.json');
+  const dir = projectDir(BUILT);
+  const own = (await readProjectConfig(dir, { configFile: join(dir, 'wrangler.jsonc') }))!;
+  assert.equal(own.source, 'wrangler.jsonc');
+  assert.equal(own.redirectedBy, undefined);
 });
 
 test('a broken redirect is refused before anything is packed', async () => {

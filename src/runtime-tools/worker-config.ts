@@ -105,6 +105,21 @@ const UNSUPPORTED_BINDINGS: Record<string, string> = {
   unsafe: 'Unsafe bindings',
   logfwdr: 'Unsafe bindings',
   migrations: 'Durable Objects',
+  pipelines: 'Pipelines',
+  worker_loaders: 'Worker Loaders',
+  vpc_services: 'VPC services',
+  vpc_networks: 'VPC services',
+  ai_search: 'AI Search',
+  ai_search_namespaces: 'AI Search',
+  agent_memory: 'Other bindings',
+  websearch: 'Other bindings',
+  media: 'Other bindings',
+  stream: 'Other bindings',
+  artifacts: 'Other bindings',
+  flagship: 'Other bindings',
+  k2: 'Other bindings',
+  connect: 'Other bindings',
+  unsafe_hello_world: 'Unsafe bindings',
 };
 /** Keys that only steer Cloudflare's own account and tooling: they mean nothing here, quietly. */
 const QUIET_KEYS = [
@@ -120,6 +135,11 @@ const QUIET_KEYS = [
   'minify',
   'dev',
 ];
+/** wrangler's defaults, which its generated configs spell out: quiet at these values. */
+const WRANGLER_DEFAULTS: Record<string, unknown> = {
+  jsx_factory: 'React.createElement',
+  jsx_fragment: 'React.Fragment',
+};
 /**
  * Cloudflare features this runtime does not provide, whose absence changes what the worker does:
  * ignored, with a warning saying so.
@@ -222,7 +242,10 @@ export function parseWorkerConfig(text: string, file: string, options: ParseOpti
     const at = `${file}:${where.line}:${where.column}`;
     if (Object.hasOwn(UNPROVIDED_FEATURES, key)) {
       warnings.push(`${at}: ignoring "${key}": ${UNPROVIDED_FEATURES[key]}`);
-    } else if (!isEmptyDeclaration(doc[key])) {
+    } else if (
+      !isEmptyDeclaration(doc[key]) &&
+      !(has(WRANGLER_DEFAULTS, key) && doc[key] === WRANGLER_DEFAULTS[key])
+    ) {
       ignored.push(key);
       warnings.push(`${at}: ignoring "${key}": this runtime does not use it`);
     }

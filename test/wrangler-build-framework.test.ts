@@ -1,0 +1,213 @@
+// A real framework build deployed with `svc deploy` and no svc-specific file (docs/deploys.md
+// "Framework builds"): React Router with @cloudflare/vite-plugin, as Cloudflare's template sets it
+// up (the plugin on the `ssr` environment, a worker entry importing the virtual server build, a
+// var read through `cloudflare:workers`), installed from the npm registry into a cache under
+// `.tools/` (installed once, reused while its package.json is unchanged), built with its own
+// `react-router build`, deployed through the redirect the build writes, against a real
+// `svc sail` running the real runtime. Skipped when the registry cannot be reached.
+
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { existsSync, mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { after, before, test } from 'node:test';
+import { keys } from '../src/registry/keys.ts';
+import type { NodeRecord } from '../src/registry/records.ts';
+import { getJson } from '../src/store/store.ts';
+import { type Bucket, keyArg, openBucket, type Signer } from './helpers/applications.ts';
+import { CELL_REAL } from './helpers/deploys.ts';
+import { runSvc, type SailProcess, startSail, tempDir, waitFor } from './helpers/svc.ts';
+
+const SERVE_DEADLINE_MS = 60_000;
+
+/** The template's files, with its dependencies pinned (React Router's default app, trimmed of Tailwind). */
+const PROJECT: Record<string, string> = {
+  'package.json': `${JSON.stringify(
+    {
+      name: 'rr-svc',
+      private: true,
+      type: 'module',
+      scripts: { build: 'react-router build' },
+      dependencies: { isbot: '5.2.3', react: '19.3.1', 'react-dom': '19.3.1', 'react-router': '8.4.0' },
+      devDependencies: {
+        '@cloudflare/vite-plugin': '1.64.0',
+        '@react-router/dev': '8.4.0',
+        vite: '8.3.8',
+        wrangler: '4.164.0',
+      },
+    },
+    null,
+    2,
+  )}\n`,
+  'wrangler.jsonc': `{
+  "$schema": "node_modules/wrangler/config-schema.json",
+  "name": "rr-svc",
+  "compatibility_date": "2025-10-01",
+  "main": "./workers/app.ts",
+  "vars": {
+    "VALUE_FROM_CLOUDFLARE": "Hello from Cloudflare"
+  }
+}
+`,
+  'vite.config.ts': `import { reactRouter } from "@react-router/dev/vite";
+import { cloudflare } from "@cloudflare/vite-plugin";
+import { defineConfig } from "vite";
+
+export default defineConfig({
+  plugins: [cloudflare({ viteEnvironment: { name: "ssr" } }), reactRouter()],
+});
+`,
+  'react-router.config.ts': `import type { Config } from "@react-router/dev/config";
+
+export default { ssr: true } satisfies Config;
+`,
+  'workers/app.ts': `import { createRequestHandler } from "react-router";
+
+const requestHandler = createRequestHandler(
+  () => import("virtual:react-router/server-build"),
+  import.meta.env.MODE,
+);
+
+export default {
+  async fetch(request: Request) {
+    return requestHandler(request);
+  },
+};
+`,
+  'app/root.tsx': `import { Links, Meta, Outlet, Scripts, ScrollRestoration } from "react-router";
+
+export function Layout({ children }: { children: React.ReactNode }) {
+  return (
+    <html lang="en">
+      <head>
+        <meta charSet="utf-8" />
+        <Meta />
+        <Links />
+      </head>
+      <body>
+        {children}
+        <ScrollRestoration />
+        <Scripts />
+      </body>
+    </html>
+  );
+}
+
+export default function App() {
+  return <Outlet />;
+}
+`,
+  'app/routes.ts': `import { type RouteConfig, index } from "@react-router/dev/routes";
+
+export default [index("routes/home.tsx")] satisfies RouteConfig;
+`,
+  'app/routes/home.tsx': `import { env } from "cloudflare:workers";
+import { useLoaderData } from "react-router";
+
+export function loader() {
+  return { message: (env as { VALUE_FROM_CLOUDFLARE: string }).VALUE_FROM_CLOUDFLARE };
+}
+
+export default function Home() {
+  const { message } = useLoaderData<typeof loader>();
+  return <main><h1>React Router on svc</h1><p>{message}</p></main>;
+}
+`,
+};
+
+const key = createHash('sha256').update(JSON.stringify(PROJECT)).digest('hex').slice(0, 12);
+const DIR = resolve(import.meta.dirname, '..', '.tools', 'framework-builds', `react-router-${key}`);
+
+let bucket: Bucket;
+let node: SailProcess;
+let admin: Signer;
+let home: string;
+let installProblem: string | null = null;
+
+/** The project, written and installed once into the cache; null when it is installed. */
+function install(): string | null {
+  if (existsSync(join(DIR, 'node_modules', '.installed'))) return null;
+  rmSync(DIR, { recursive: true, force: true });
+  for (const [path, text] of Object.entries(PROJECT)) {
+    mkdirSync(dirname(join(DIR, path)), { recursive: true });
+    writeFileSync(join(DIR, path), text);
+  }
+  const npm = spawnSync('npm', ['install', '--no-audit', '--no-fund', '--ignore-scripts'], {
+    cwd: DIR,
+    encoding: 'utf8',
+    timeout: 900_000,
+  });
+  if (npm.status !== 0) {
+    return `npm install could not install the template from the registry: ${(npm.stderr || npm.error?.message || '').slice(-300)}`;
+  }
+  writeFileSync(join(DIR, 'node_modules', '.installed'), '');
+  return null;
+}
+
+before(async () => {
+  installProblem = install();
+  if (installProblem) return;
+  bucket = await openBucket();
+  admin = await bucket.operator('op-admin', 'admin', ['*']);
+  node = await startSail(['--endpoint', bucket.endpoint, '--cell-bin', CELL_REAL]);
+  home = tempDir('svc-home-');
+});
+after(async () => {
+  await node?.stop();
+  await bucket?.close();
+});
+
+async function portOf(application: string): Promise<number> {
+  return waitFor(
+    async () => {
+      const record = await getJson<NodeRecord>(bucket.store, keys.nodeRecord(node.nodeId));
+      const process = record?.value.processes?.find((p) => p.application === application && p.ready);
+      return process?.port ?? null;
+    },
+    `${application} to be ready\n${node.log().slice(-3000)}`,
+    SERVE_DEADLINE_MS,
+  ) as Promise<number>;
+}
+
+test('React Router with @cloudflare/vite-plugin: built with its own vite, deployed unchanged, pages and assets served', async (t) => {
+  if (installProblem) {
+    t.skip(installProblem);
+    return;
+  }
+  rmSync(join(DIR, 'build'), { recursive: true, force: true });
+  rmSync(join(DIR, '.wrangler'), { recursive: true, force: true });
+  const build = spawnSync('npm', ['run', 'build'], { cwd: DIR, encoding: 'utf8', timeout: 600_000 });
+  assert.equal(build.status, 0, `${build.stdout}\n${build.stderr}`);
+  assert.ok(
+    existsSync(join(DIR, '.wrangler', 'deploy', 'config.json')),
+    'the build writes the deploy redirect',
+  );
+
+  const deployed = await runSvc(['deploy', DIR, '--node', node.url, '--key', keyArg(admin)], {
+    env: { SVC_HOME: home, SVC_OPERATOR_KEY: undefined, SVC_REMOTE: undefined },
+    timeoutMs: 180_000,
+  });
+  assert.equal(deployed.code, 0, deployed.stderr);
+  assert.match(deployed.stderr, /named by \.wrangler\/deploy\/config\.json/);
+  const port = await portOf('rr-svc');
+
+  const page = await fetch(`http://127.0.0.1:${port}/`);
+  assert.equal(page.status, 200);
+  const html = await page.text();
+  assert.match(html, /<h1>React Router on svc<\/h1>/);
+  assert.match(html, /<p>Hello from Cloudflare<\/p>/, "the loader reads the config's var");
+
+  const scripts = readdirSync(join(DIR, 'build', 'client', 'assets')).filter((f) => f.endsWith('.js'));
+  assert.ok(scripts.length > 0);
+  for (const script of scripts) {
+    assert.ok(html.includes(`/assets/${script}`) || scripts.length > 1, `${script} is linked from the page`);
+    const asset = await fetch(`http://127.0.0.1:${port}/assets/${script}`);
+    assert.equal(asset.status, 200, script);
+    assert.match(asset.headers.get('content-type') ?? '', /javascript/);
+    await asset.arrayBuffer();
+  }
+  const missing = await fetch(`http://127.0.0.1:${port}/no/such/page`);
+  assert.equal(missing.status, 404, "React Router's own 404 for an unknown route");
+  await missing.arrayBuffer();
+});
