@@ -36,6 +36,17 @@ describe('rules and triggers in the config', () => {
     assert.deepEqual(parse('"triggers": {}').crons, []);
   });
 
+  it('warns as wrangler does of rules a rule without fallthrough hides, its defaults included', () => {
+    const config = parseWorkerConfig(
+      '{ "main": "w.js", "compatibility_date": "2025-06-01",\n  "rules": [\n    { "type": "Text", "globs": ["**/*.md"] },\n    { "type": "Text", "globs": ["**/*.tmpl"] },\n    { "type": "Data", "globs": ["**/*.dat"], "fallthrough": false }\n  ] }',
+      'cell.jsonc',
+    );
+    assert.deepEqual(config.warnings, [
+      'cell.jsonc:4:5: "rules[1]" is ignored: the earlier Text rule "rules[0]" has no fallthrough; add "fallthrough": true to it to use both, or "fallthrough": false to silence this',
+      'cell.jsonc:3:5: "rules[0]" has no fallthrough, so wrangler\'s default Text rule is ignored; add "fallthrough": true to keep it, or "fallthrough": false to silence this',
+    ]);
+  });
+
   it('refuses malformed rules and crons, naming the key', () => {
     assert.match(refusal('"rules": {}'), /"rules" must be a list/);
     assert.match(

@@ -340,6 +340,12 @@ export function parseWorkerConfig(text: string, file: string, options: ParseOpti
     throw bad(['no_bundle'], 'must be true or false');
 
   const rules = parseRules(doc.rules, bad);
+  warnings.push(
+    ...shadowedRules(doc.rules as unknown[] | undefined, rules).map(({ at, why }) => {
+      const where = place(at);
+      return `${file}:${where.line}:${where.column}: ${why}`;
+    }),
+  );
   const crons = parseCrons(doc.triggers, bad);
   for (const key of ['find_additional_modules', 'preserve_file_names'] as const) {
     if (doc[key] !== undefined && typeof doc[key] !== 'boolean') throw bad([key], 'must be true or false');
@@ -391,6 +397,43 @@ function bindingNames(value: unknown): string {
     .map((entry) => (isObject(entry) ? (entry.binding ?? entry.name) : undefined))
     .filter((name): name is string => typeof name === 'string');
   return names.length > 0 ? names.join(', ') : 'a binding';
+}
+
+/** The types whose defaults wrangler adds after the config's rules while bundling. */
+const DEFAULT_RULE_TYPES = ['Text', 'Data', 'CompiledWasm'];
+
+/**
+ * wrangler's warning on rules: a rule without `fallthrough` (left out, not `false`) hides every
+ * later rule of its type, the defaults included, and wrangler says so.
+ */
+function shadowedRules(raw: unknown[] | undefined, rules: ModuleRule[]): { at: KeyPath; why: string }[] {
+  const out: { at: KeyPath; why: string }[] = [];
+  const closedBy = new Map<string, number>();
+  rules.forEach((rule, i) => {
+    const earlier = closedBy.get(rule.type);
+    if (earlier !== undefined) {
+      if ((raw?.[earlier] as { fallthrough?: unknown })?.fallthrough === undefined) {
+        out.push({
+          at: ['rules', i],
+          why: `"rules[${i}]" is ignored: the earlier ${rule.type} rule "rules[${earlier}]" has no fallthrough; add "fallthrough": true to it to use both, or "fallthrough": false to silence this`,
+        });
+      }
+      return;
+    }
+    if (!rule.fallthrough) closedBy.set(rule.type, i);
+  });
+  for (const [type, i] of closedBy) {
+    if (
+      DEFAULT_RULE_TYPES.includes(type) &&
+      (raw?.[i] as { fallthrough?: unknown })?.fallthrough === undefined
+    ) {
+      out.push({
+        at: ['rules', i],
+        why: `"rules[${i}]" has no fallthrough, so wrangler's default ${type} rule is ignored; add "fallthrough": true to keep it, or "fallthrough": false to silence this`,
+      });
+    }
+  }
+  return out;
 }
 
 function parseRules(value: unknown, bad: (path: KeyPath, why: string) => WorkerConfigError): ModuleRule[] {
