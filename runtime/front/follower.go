@@ -69,6 +69,7 @@ type Follower struct {
 	stopping atomic.Bool
 
 	mu        sync.Mutex
+	takenOver chan struct{} // closed, and replaced, when a deployment takes over
 	status    string
 	lastError string
 	draining  map[*Instance]struct{}
@@ -96,12 +97,13 @@ type Follower struct {
 func NewFollower(cfg *Config, steward *Steward, log func(string), onServing func(*Instance), onPoll func()) *Follower {
 	return &Follower{
 		cfg: cfg, steward: steward, log: log, onServing: onServing, onPoll: onPoll,
-		status:   statusStarting, // until a look says whether anything was published
-		draining: map[*Instance]struct{}{},
-		wake:     make(chan struct{}, 1),
-		lost:     make(chan *Instance, 4),
-		quit:     make(chan struct{}),
-		done:     make(chan struct{}),
+		status:    statusStarting, // until a look says whether anything was published
+		draining:  map[*Instance]struct{}{},
+		takenOver: make(chan struct{}),
+		wake:      make(chan struct{}, 1),
+		lost:      make(chan *Instance, 4),
+		quit:      make(chan struct{}),
+		done:      make(chan struct{}),
 	}
 }
 
@@ -110,6 +112,14 @@ func (f *Follower) Stopping() bool { return f.stopping.Load() }
 
 // Active is the instance new requests go to; nil before the first deployment is ready.
 func (f *Follower) Active() *Instance { return f.active.Load() }
+
+// TakenOver answers a channel closed when a deployment next takes over. Asked for before
+// Active, it cannot miss a takeover between the two.
+func (f *Follower) TakenOver() <-chan struct{} {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.takenOver
+}
 
 // Status answers where the replica stands and why it does not serve, if it does not.
 func (f *Follower) Status() (string, string) {
@@ -302,6 +312,10 @@ func (f *Follower) failed(selection *string, message string) {
 func (f *Follower) promote(next *Instance) {
 	previous := f.active.Swap(next)
 	f.setStatus(statusReady, "")
+	f.mu.Lock()
+	close(f.takenOver)
+	f.takenOver = make(chan struct{})
+	f.mu.Unlock()
 	was := ""
 	if previous != nil {
 		was = fmt.Sprintf(" (was %s)", previous.Label)

@@ -205,6 +205,16 @@ func answers(client *http.Client) bool {
 // healthPath is set once from the configuration: the probe asks the worker for it.
 var healthPath = "/.well-known/cell/health"
 
+// Exited says whether the instance's workerd has exited.
+func (in *Instance) Exited() bool {
+	select {
+	case <-in.exited:
+		return true
+	default:
+		return false
+	}
+}
+
 // Enter counts one more request in flight.
 func (in *Instance) Enter() {
 	in.mu.Lock()

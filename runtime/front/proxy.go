@@ -32,13 +32,18 @@ type Proxy struct {
 	// supervisedAt is when a supervisor last probed the health (unix ms).
 	supervisedAt atomic.Int64
 
+	// hold bounds the wait for a deployment that is starting (holdWhileStarting); holding counts
+	// the requests waiting now.
+	hold    time.Duration
+	holding atomic.Int32
+
 	mu       sync.Mutex
 	upgraded map[net.Conn]struct{}
 }
 
 // NewProxy makes the handler.
 func NewProxy(cfg *Config, follower *Follower, log func(string)) *Proxy {
-	p := &Proxy{cfg: cfg, follower: follower, log: log, upgraded: map[net.Conn]struct{}{}}
+	p := &Proxy{cfg: cfg, follower: follower, log: log, hold: holdWhileStarting, upgraded: map[net.Conn]struct{}{}}
 	p.supervisedAt.Store(time.Now().UnixMilli())
 	return p
 }
@@ -73,7 +78,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.health(recorder, r)
 		return
 	}
-	p.forward(recorder, r, 0)
+	p.forward(recorder, r, nil)
 }
 
 func (p *Proxy) health(w http.ResponseWriter, r *http.Request) {
@@ -149,8 +154,8 @@ func plain(w http.ResponseWriter, code int, why string) {
 // failed), or the method is safe (GET, HEAD, OPTIONS, TRACE) and no body was sent. Caddy's
 // reverse proxy draws the same line (it retries GET); PUT and DELETE are idempotent by RFC 9110
 // but a worker's handler need not be, so they are not sent again.
-func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, attempt int) {
-	in := p.serving(r)
+func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, failed *Instance) {
+	in := p.serving(r, failed)
 	if in == nil {
 		status, _ := p.follower.Status()
 		if status == statusNoDeployment {
@@ -173,8 +178,8 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, attempt int) {
 		case r.Context().Err() != nil: // the client left; nothing to tell it
 		case body.broken() != nil:
 			badRequest(w, "The request body is malformed: "+body.broken().Error())
-		case attempt == 0 && mayResend(r, body, err):
-			p.forward(w, r, 1)
+		case failed == nil && mayResend(r, body, err):
+			p.forward(w, r, in)
 		default:
 			p.log(fmt.Sprintf("cell: %s failed a request: %s", in.Label, errnoName(err)))
 			unavailable(w, "The deployment did not answer")
@@ -401,7 +406,7 @@ func isUpgrade(r *http.Request) bool {
 
 // upgrade pipes the raw bytes both ways between the client and the active instance (WebSockets).
 func (p *Proxy) upgrade(w http.ResponseWriter, r *http.Request) {
-	in := p.follower.Active()
+	in := p.serving(r, nil)
 	client, buffered, err := http.NewResponseController(w).Hijack()
 	if err != nil {
 		http.Error(w, "cannot upgrade", http.StatusInternalServerError)
@@ -462,8 +467,35 @@ func bufferedPart(r *bufio.Reader) io.Reader {
 	return strings.NewReader(string(b))
 }
 
-// serving is the instance a request goes to, nil when none serves.
-func (p *Proxy) serving(*http.Request) *Instance {
+// holdWhileStarting bounds how long a request waits for a deployment that is starting: the
+// workerd of the serving deployment died and is started again (about a second), or the front has
+// just started and not yet looked at the selector. Below the ingress's own bound for trying
+// upstreams (5 s in the shipped Caddyfiles), so a request held in vain still gets its 503 in time.
+const holdWhileStarting = 3 * time.Second
+
+// serving is the instance a request goes to. While a deployment is starting, the request waits
+// for it (up to p.hold) rather than being answered 503 at once; so does the second try of a
+// request whose first went to `failed`, if that instance's workerd has exited and the follower
+// has not yet put it aside. nil when none serves.
+func (p *Proxy) serving(r *http.Request, failed *Instance) *Instance {
+	taken := p.follower.TakenOver() // before Active: a takeover in between still wakes us
+	in := p.follower.Active()
+	if in != nil && (in != failed || !in.Exited()) {
+		return in
+	}
+	if status, _ := p.follower.Status(); in == nil && status != statusStarting || p.follower.Stopping() {
+		return in
+	}
+	timer := time.NewTimer(p.hold)
+	defer timer.Stop()
+	p.holding.Add(1)
+	defer p.holding.Add(-1)
+	select {
+	case <-taken:
+	case <-timer.C:
+	case <-r.Context().Done():
+	case <-p.follower.quit:
+	}
 	return p.follower.Active()
 }
 

@@ -294,3 +294,90 @@ func TestConnectIsNotImplemented(t *testing.T) {
 		t.Fatalf("%d %q", res.StatusCode, body)
 	}
 }
+
+// answerTo serves one GET through `p` in the background; answers the recorder when done.
+func answerTo(p *Proxy) <-chan *httptest.ResponseRecorder {
+	done := make(chan *httptest.ResponseRecorder, 1)
+	go func() {
+		rec := httptest.NewRecorder()
+		p.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/page", nil))
+		done <- rec
+	}()
+	return done
+}
+
+func TestARequestWaitsForADeploymentThatIsStarting(t *testing.T) {
+	cfg := testConfig()
+	f := NewFollower(cfg, nil, func(string) {}, func(*Instance) {}, func() {})
+	p := NewProxy(cfg, f, func(string) {})
+	p.hold = time.Hour // the takeover, not the bound, must end the wait
+	held := answerTo(p)
+	select {
+	case rec := <-held:
+		t.Fatalf("answered %d %q while the deployment was starting", rec.Code, rec.Body.String())
+	default:
+	}
+	socket := standInWorkerd(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "served")
+	}))
+	f.promote(&Instance{Prepared: Prepared{Label: "hello/abc"}, transport: newTransport(dialUnix(socket)), exited: make(chan struct{})})
+	if rec := receive(t, held, "the held request's answer"); rec.Code != 200 || rec.Body.String() != "served" {
+		t.Fatalf("after the takeover: %d %q", rec.Code, rec.Body.String())
+	}
+}
+
+func TestARequestIsHeldOnlyWhileADeploymentStartsAndOnlySoLong(t *testing.T) {
+	cfg := testConfig()
+	f := NewFollower(cfg, nil, func(string) {}, func(*Instance) {}, func() {})
+	p := NewProxy(cfg, f, func(string) {})
+	p.hold = 50 * time.Millisecond
+	rec := receive(t, answerTo(p), "the answer once the hold is over")
+	if rec.Code != 503 || rec.Body.String() != "The deployment is starting\n" {
+		t.Fatalf("after the hold: %d %q", rec.Code, rec.Body.String())
+	}
+	// Nothing published, or a start that failed: nothing to wait for, the answer is at once.
+	p.hold = time.Hour
+	for status, why := range map[string]string{statusNoDeployment: "No deployment has been published yet\n", statusFailed: "The deployment is starting\n"} {
+		f.setStatus(status, "")
+		if rec := receive(t, answerTo(p), "the answer with status "+status); rec.Code != 503 || rec.Body.String() != why {
+			t.Fatalf("%s: %d %q", status, rec.Code, rec.Body.String())
+		}
+	}
+	// A stopping front holds nothing.
+	f.setStatus(statusStarting, "")
+	f.Stop()
+	if rec := receive(t, answerTo(p), "the answer while stopping"); rec.Code != 503 {
+		t.Fatalf("stopping: %d %q", rec.Code, rec.Body.String())
+	}
+}
+
+func TestARequestWhoseWorkerdDiedWaitsForTheNextOne(t *testing.T) {
+	cfg := testConfig()
+	f := NewFollower(cfg, nil, func(string) {}, func(*Instance) {}, func() {})
+	p := NewProxy(cfg, f, func(string) {})
+	p.hold = time.Hour
+	// The serving workerd has exited; the follower has not put it aside yet.
+	var deadDials atomic.Int32
+	dead := &Instance{Prepared: Prepared{Label: "hello/abc"}, exited: make(chan struct{}),
+		transport: newTransport(func(context.Context) (net.Conn, error) {
+			deadDials.Add(1)
+			return nil, errors.New("connect: connection refused")
+		})}
+	close(dead.exited)
+	f.promote(dead)
+	held := answerTo(p)
+	deadline := time.Now().Add(5 * time.Second)
+	for p.holding.Load() != 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the request was not held after the dead workerd failed it (%d dials)", deadDials.Load())
+		}
+		time.Sleep(time.Millisecond) // a poll with a deadline
+	}
+	socket := standInWorkerd(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "served again")
+	}))
+	f.promote(&Instance{Prepared: Prepared{Label: "hello/abc"}, transport: newTransport(dialUnix(socket)), exited: make(chan struct{})})
+	if rec := receive(t, held, "the answer from the next workerd"); rec.Code != 200 || rec.Body.String() != "served again" || deadDials.Load() != 1 {
+		t.Fatalf("%d %q after %d dials of the dead workerd", rec.Code, rec.Body.String(), deadDials.Load())
+	}
+}
