@@ -446,7 +446,7 @@ func TestWildcardPolicies(t *testing.T) {
 		{name: "corp", module: "svctest", zones: []string{"corp.example"}, raw: raw("corp")},
 	}
 	acme := acmeSettings{Email: "ops@example.com", CA: "https://acme.example/dir"}
-	policies, unsolved, err := wildcardPolicies([]string{"a.corp.example", "b.corp.example", "shop.example"}, providers, acme)
+	policies, unsolved, err := wildcardPolicies([]string{"a.corp.example", "b.corp.example", "shop.example"}, providers, acme, nil)
 	if err != nil || len(unsolved) != 0 || len(policies) != 2 {
 		t.Fatalf("%+v %v %v", policies, unsolved, err)
 	}
@@ -466,11 +466,16 @@ func TestWildcardPolicies(t *testing.T) {
 	// Zones declared, no default: the delegation solves the rest, its record
 	// written by the provider of the delegation name's zone.
 	deleg := acmeSettings{Delegation: "_acme.corp.example"}
-	policies, unsolved, _ = wildcardPolicies([]string{"shop.example"}, providers[1:], deleg)
+	policies, unsolved, _ = wildcardPolicies([]string{"shop.example"}, providers[1:], deleg, []string{"127.0.0.1:5353"})
 	if len(unsolved) != 0 || len(policies) != 1 || !strings.Contains(string(policies[0].issuer), `"override_domain":"_acme.corp.example"`) {
 		t.Errorf("delegation: %+v %v", policies, unsolved)
 	}
-	_, unsolved, _ = wildcardPolicies([]string{"shop.example"}, providers[1:], acmeSettings{})
+	// The TLS app's resolvers (tls_resolvers) are the DNS challenge's (without
+	// them none is set: the default policy above).
+	if !strings.Contains(string(policies[0].issuer), `"resolvers":["127.0.0.1:5353"]`) {
+		t.Errorf("resolvers: %s", policies[0].issuer)
+	}
+	_, unsolved, _ = wildcardPolicies([]string{"shop.example"}, providers[1:], acmeSettings{}, nil)
 	if strings.Join(unsolved, ",") != "shop.example" {
 		t.Errorf("unsolved %v", unsolved)
 	}

@@ -27,8 +27,11 @@ type wildcardPolicy struct {
 }
 
 // wildcardPolicies groups wildcard bases by solver. unsolved lists the bases
-// nothing can solve.
-func wildcardPolicies(bases []string, providers []dnsProvider, acme acmeSettings) (policies []wildcardPolicy, unsolved []string, err error) {
+// nothing can solve. resolvers (the TLS app's, Caddy's global tls_resolvers)
+// become the DNS challenge's resolvers, as they do for the issuers Caddy's
+// Caddyfile adapter makes: a zone only a split-horizon server knows is then
+// found and checked there.
+func wildcardPolicies(bases []string, providers []dnsProvider, acme acmeSettings, resolvers []string) (policies []wildcardPolicy, unsolved []string, err error) {
 	type group struct {
 		s     solver
 		names []string
@@ -61,6 +64,9 @@ func wildcardPolicies(bases []string, providers []dnsProvider, acme acmeSettings
 		dns := map[string]any{"provider": fields}
 		if g.s.overrideDomain != "" {
 			dns["override_domain"] = g.s.overrideDomain
+		}
+		if len(resolvers) > 0 {
+			dns["resolvers"] = resolvers
 		}
 		issuer := map[string]any{
 			"module": "acme",
@@ -100,7 +106,12 @@ func (a *App) addWildcardPolicies(ctx caddy.Context) error {
 	if len(bases) == 0 {
 		return nil
 	}
-	policies, unsolved, err := wildcardPolicies(bases, a.providers, a.acme)
+	v, err := ctx.App("tls")
+	if err != nil {
+		return err
+	}
+	tlsApp := v.(*caddytls.TLS)
+	policies, unsolved, err := wildcardPolicies(bases, a.providers, a.acme, tlsApp.Resolvers)
 	if err != nil {
 		return err
 	}
@@ -111,11 +122,6 @@ func (a *App) addWildcardPolicies(ctx caddy.Context) error {
 	if len(policies) == 0 {
 		return nil
 	}
-	v, err := ctx.App("tls")
-	if err != nil {
-		return err
-	}
-	tlsApp := v.(*caddytls.TLS)
 	for _, p := range policies {
 		ap := &caddytls.AutomationPolicy{SubjectsRaw: p.subjects, IssuersRaw: []json.RawMessage{p.issuer}}
 		if err := tlsApp.AddAutomationPolicy(ap); err != nil {
