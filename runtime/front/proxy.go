@@ -473,6 +473,10 @@ func bufferedPart(r *bufio.Reader) io.Reader {
 // upstreams (5 s in the shipped Caddyfiles), so a request held in vain still gets its 503 in time.
 const holdWhileStarting = 3 * time.Second
 
+// exitGrace bounds the wait to learn whether the workerd that just failed a request has exited
+// (its connections break a moment before its exit is seen).
+const exitGrace = 250 * time.Millisecond
+
 // serving is the instance a request goes to. While a deployment is starting, the request waits
 // for it (up to p.hold) rather than being answered 503 at once; so does the second try of a
 // request whose first went to `failed`, if that instance's workerd has exited and the follower
@@ -480,6 +484,17 @@ const holdWhileStarting = 3 * time.Second
 func (p *Proxy) serving(r *http.Request, failed *Instance) *Instance {
 	taken := p.follower.TakenOver() // before Active: a takeover in between still wakes us
 	in := p.follower.Active()
+	if in != nil && in == failed && !in.Exited() {
+		grace := time.NewTimer(exitGrace)
+		select {
+		case <-in.exited:
+		case <-taken:
+		case <-grace.C:
+		case <-r.Context().Done():
+		}
+		grace.Stop()
+		in = p.follower.Active()
+	}
 	if in != nil && (in != failed || !in.Exited()) {
 		return in
 	}
