@@ -11,10 +11,12 @@ import { mkdir, rename, rm, writeFile } from 'node:fs/promises';
 import { request } from 'node:http';
 import { dirname, join } from 'node:path';
 import { keys } from '../../src/registry/keys.ts';
+import { egressEntriesFor } from '../../src/runtime-contract/egress.ts';
 import { HEALTH_PATH } from '../../src/runtime-contract/environment.ts';
 import { isModulePath, type Manifest, parseAssetsIndex } from '../../src/runtime-tools/layout.ts';
 import type { Store } from '../../src/store/store.ts';
 import { routerConfig } from './asset-rules.ts';
+import { egressRanges } from './egress.ts';
 import { CellError } from './errors.ts';
 import { recordWorkerd } from './orphans.ts';
 import { ROUTER_MODULE, ROUTER_SOURCE } from './router-worker.ts';
@@ -168,6 +170,9 @@ export async function materialize(
       binding: m.assets.binding,
     };
   }
+  plan.egressAllow = await egressRanges(egressEntriesFor(process.env, application), (line) =>
+    process.stderr.write(`${line}\n`),
+  );
   if (paths.cronSocketPath) {
     await writeFile(join(dir, CRON_MODULE), CRON_SOURCE);
     plan.cronAddress = `unix:${paths.cronSocketPath}`;

@@ -8,6 +8,7 @@ import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { Problem } from '../problem.ts';
 import { DEFAULT_LIVENESS, type LivenessWindows, NODE_DEAD_AFTER_MS } from '../registry/liveness.ts';
+import { parseEgressEntry } from '../runtime-contract/egress.ts';
 import { PACKAGE_ROOT } from '../version.ts';
 import { hostPart, parseEndpoint, parseTunnelAddress, type TunnelAddress } from '../wireguard/address.ts';
 
@@ -99,6 +100,13 @@ export const settingSpecs: readonly SettingSpec[] = [
     'How long a released port is kept from a different application',
   ),
   s('runtime.bindHost', 'bind-host', 'string', 'runtime', 'Address runtime processes bind to'),
+  s(
+    'runtime.egressAllow',
+    'egress-allow',
+    'list',
+    'runtime',
+    'Private address, CIDR range or host name workers may fetch; app=… for one application; repeatable',
+  ),
   s(
     'registry.resyncMs',
     'registry-resync-ms',
@@ -244,6 +252,7 @@ export interface Settings {
     portRangeEnd: number;
     portQuarantineMs: number;
     bindHost: string;
+    egressAllow: string[];
   };
   registry: { resyncMs: number; nodeRefreshMs: number };
   liveness: LivenessWindows;
@@ -285,6 +294,7 @@ export function defaultSettings(): Settings {
       portRangeEnd: 24998,
       portQuarantineMs: 600_000,
       bindHost: '127.0.0.1',
+      egressAllow: [],
     },
     registry: { resyncMs: 300_000, nodeRefreshMs: 30_000 },
     liveness: { ...DEFAULT_LIVENESS },
@@ -519,6 +529,10 @@ function validateSettings(settings: Settings): void {
   if (settings.api.jsonBytes < 2) throw bad('api.jsonBytes', 'must be at least 2 bytes');
   if (settings.coordinator.leaseTtlMs < 3) throw bad('coordinator.leaseTtlMs', 'must be at least 3 ms');
   validateLiveness(settings.liveness, bad);
+  for (const entry of settings.runtime.egressAllow) {
+    const parsed = parseEgressEntry(entry);
+    if (typeof parsed === 'string') throw bad('runtime.egressAllow', parsed);
+  }
   for (const domain of settings.platform.domains) {
     if (!/^([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/.test(domain)) {
       throw bad('platform.domains', `${JSON.stringify(domain)} is not a lowercase domain name`);

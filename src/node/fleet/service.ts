@@ -11,6 +11,7 @@ import { type EventInput, noEvents, RECONCILE_PASS } from '../../observability/e
 import { onFleetChanged } from '../../registry/changes.ts';
 import { isNodeLive, LivenessTracker, PROMPT_READ_MS } from '../../registry/liveness.ts';
 import type { NodeRecord } from '../../registry/records.ts';
+import { egressEnvironment } from '../../runtime-contract/egress.ts';
 import { bucketEnvironment } from '../../runtime-contract/environment.ts';
 import { SecretsKeeper } from '../../secrets/keeper.ts';
 import { ensureSealKey } from '../../secrets/node-key.ts';
@@ -326,7 +327,7 @@ function defaultSupervisor(
   const { runtime, deploy, bucket } = ctx.settings;
   return new Supervisor({
     cellBin: runtime.cellBin,
-    cellEnv: runtime.cellEnv,
+    cellEnv: { ...egressEnvironment(runtime.egressAllow), ...runtime.cellEnv },
     bindHost: runtime.bindHost,
     portRange: [runtime.portRangeStart, runtime.portRangeEnd],
     portQuarantineMs: runtime.portQuarantineMs,
