@@ -8,7 +8,7 @@
 
 import { createHash } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
-import { builtinModules } from 'node:module';
+import { builtinModules, createRequire } from 'node:module';
 import {
   basename,
   dirname,
@@ -91,6 +91,8 @@ export interface BundleOptions {
   preserveFileNames?: boolean;
   /** Absolute folders never taken as modules (assets). */
   skipDirs?: string[];
+  /** wrangler's build options from the config (`tsconfig` resolved against the root). */
+  build?: WorkerConfig['build'];
 }
 
 /** The build options a checked config gives, its paths resolved against the project root. */
@@ -115,6 +117,10 @@ export function bundleOptionsOf(
     findAdditionalModules: config.find_additional_modules ?? config.no_bundle,
     preserveFileNames: config.preserve_file_names,
     skipDirs,
+    build: {
+      ...config.build,
+      tsconfig: config.build.tsconfig === null ? null : resolvePath(root, config.build.tsconfig),
+    },
   };
 }
 
@@ -159,8 +165,11 @@ export function bundleBuildOptions(options: BundleOptions): {
     ...(navigatorDefined(options.compatibilityDate, options.compatibilityFlags)
       ? { 'navigator.userAgent': '"Cloudflare-Workers"' }
       : {}),
+    ...options.build?.define,
   };
   const plugins: esbuild.Plugin[] = [
+    // The config's aliases come first, so they win over the unenv preset's, as in wrangler.
+    aliasPlugin(options.root, options.build?.alias ?? {}),
     moduleRulesPlugin({
       rules,
       into: ruleModules,
@@ -194,7 +203,11 @@ export function bundleBuildOptions(options: BundleOptions): {
       mainFields: ['browser', 'module', 'main'],
       external,
       define,
-      keepNames: true,
+      keepNames: options.build?.keep_names ?? true,
+      minify: options.build?.minify ?? false,
+      ...(options.build?.jsx_factory ? { jsxFactory: options.build.jsx_factory } : {}),
+      ...(options.build?.jsx_fragment ? { jsxFragment: options.build.jsx_fragment } : {}),
+      ...(options.build?.tsconfig ? { tsconfig: options.build.tsconfig } : {}),
       plugins,
       // Files the rules plugin does not see (imports from packages, require calls) are inlined.
       loader: {
@@ -309,6 +322,35 @@ function moduleRulesPlugin(options: {
         const name = posix.join(mainFolder, hashed);
         if (!into.some((m) => m.name === name)) into.push({ name, type, bytes });
         return { path: `./${hashed}`, external: true };
+      });
+    },
+  };
+}
+
+/**
+ * The config's `alias`: an import of exactly a key resolves to its value, found with Node's
+ * resolution from the project root (a path or a package), as wrangler resolves it.
+ */
+function aliasPlugin(root: string, alias: Record<string, string>): esbuild.Plugin {
+  const resolveFromRoot = createRequire(join(root, 'package.json')).resolve;
+  return {
+    name: 'cell-alias',
+    setup(build) {
+      if (Object.keys(alias).length === 0) return;
+      build.onResolve({ filter: /.*/ }, (args) => {
+        if (!Object.hasOwn(alias, args.path)) return undefined;
+        const target = alias[args.path]!;
+        try {
+          return { path: resolveFromRoot(target.startsWith('.') ? join(root, target) : target) };
+        } catch {
+          return {
+            errors: [
+              {
+                text: `"alias" maps ${args.path} to ${target}, which does not resolve from the project root`,
+              },
+            ],
+          };
+        }
       });
     },
   };

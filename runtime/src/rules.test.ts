@@ -9,7 +9,7 @@ import { mkdirSync, mkdtempSync, realpathSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { describe, it } from 'node:test';
-import { buildWorker, bundlingRules, effectiveRules, ruleTypeOf } from './bundle.ts';
+import { buildWorker, bundleOptionsOf, bundlingRules, effectiveRules, ruleTypeOf } from './bundle.ts';
 import { parseWorkerConfig } from './config.ts';
 import { type NodeCompatMode, navigatorDefined, nodeCompatMode } from './nodejs-compat.ts';
 
@@ -243,6 +243,49 @@ describe("bundling as wrangler bundles (wrangler's rules, modes and defines)", (
     assert.deepEqual(
       (await buildWorker({ ...options, findAdditionalModules: false })).modules.map((m) => m.name),
       ['index.js'],
+    );
+  });
+});
+
+describe("wrangler's build options from the config", () => {
+  it('applies define, alias, minify, keep_names and jsx_factory as wrangler passes them to esbuild', async () => {
+    const root = mkdtempSync(join(tmpdir(), 'cell-build-options-'));
+    mkdirSync(join(root, 'src'), { recursive: true });
+    writeFileSync(
+      join(root, 'src/index.jsx'),
+      "import fetcher from 'node-fetch';\nfunction named() { return <b>x</b>; }\nexport default { fetch: () => new Response(String(DEBUG_LEVEL) + fetcher() + named.name) };\n",
+    );
+    writeFileSync(join(root, 'src/fetch-shim.js'), "export default () => 'shim';\n");
+    const config = parseWorkerConfig(
+      JSON.stringify({
+        main: 'src/index.jsx',
+        compatibility_date: '2025-06-01',
+        define: { DEBUG_LEVEL: '3' },
+        alias: { 'node-fetch': './src/fetch-shim.js' },
+        jsx_factory: 'h',
+        keep_names: false,
+      }),
+      'cell.jsonc',
+    );
+    assert.deepEqual(config.warnings, []);
+    const real = realpathSync(root);
+    const worker = await buildWorker(bundleOptionsOf(real, join(real, 'src/index.jsx'), config));
+    const main = new TextDecoder().decode(worker.modules[0]!.bytes);
+    assert.match(main, /String\(3\)/, 'define');
+    assert.match(main, /'shim'|"shim"/, 'alias');
+    assert.match(main, /h\("b", null, "x"\)/, 'jsx_factory');
+    assert.doesNotMatch(main, /__name\(/, 'keep_names: false');
+    const minified = await buildWorker(
+      bundleOptionsOf(real, join(real, 'src/index.jsx'), {
+        ...config,
+        build: { ...config.build, minify: true },
+      }),
+    );
+    assert.ok(minified.modules[0]!.bytes.length < worker.modules[0]!.bytes.length, 'minify');
+    assert.throws(
+      () =>
+        parseWorkerConfig('{"main":"a.js","compatibility_date":"2025-06-01","define":{"X":1}}', 'cell.jsonc'),
+      /"define" must be an object of strings/,
     );
   });
 });

@@ -98,7 +98,16 @@ const INHERITABLE = new Set([
   'previews',
 ]);
 /** Top-level keys that are never part of an environment. */
-const TOP_LEVEL_ONLY = new Set(['$schema', 'env', 'send_metrics', 'keep_vars', 'dev', 'site', 'legacy_env']);
+const TOP_LEVEL_ONLY = new Set([
+  '$schema',
+  'env',
+  'send_metrics',
+  'keep_vars',
+  'dev',
+  'site',
+  'legacy_env',
+  'alias',
+]);
 /** What wrangler itself adds to a config it generates (a redirected one): never the user's keys. */
 const COMPUTED_FIELDS = [
   'configPath',
@@ -108,7 +117,7 @@ const COMPUTED_FIELDS = [
   'targetEnvironment',
 ];
 /** Config paths that name files, relative to the config file. */
-const PATH_KEYS: KeyPath[] = [['main'], ['assets', 'directory'], ['base_dir']];
+const PATH_KEYS: KeyPath[] = [['main'], ['assets', 'directory'], ['base_dir'], ['tsconfig']];
 
 /** The project's worker config; null when it has none. */
 export async function resolveProjectConfig(

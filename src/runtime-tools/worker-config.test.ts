@@ -43,7 +43,7 @@ describe('the shared worker config parser', () => {
 
   it('warns of unknown keys and of Cloudflare features not provided, quietly drops account keys', () => {
     const config = parseWorkerConfig(
-      '{\n "main": "a.js",\n "compatibility_date": "2025-01-01",\n "account_id": "x",\n "mystery": 1,\n "routes": []\n}',
+      '{\n "main": "a.js",\n "compatibility_date": "2025-01-01",\n "account_id": "x",\n "mystery": 1,\n "routes": ["shop.example/*"],\n "tail_consumers": []\n}',
       'cell.jsonc',
     );
     assert.deepEqual(config.ignored, ['mystery']);

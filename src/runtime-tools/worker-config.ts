@@ -35,6 +35,16 @@ export interface WorkerConfig {
   base_dir: string | null;
   /** `preserve_file_names`: rule modules keep their paths instead of hashed names. */
   preserve_file_names: boolean;
+  /** wrangler's build options: `define`, `alias`, `minify`, `keep_names`, `jsx_*`, `tsconfig`. */
+  build: {
+    define: Record<string, string>;
+    alias: Record<string, string>;
+    minify: boolean;
+    keep_names: boolean;
+    jsx_factory: string | null;
+    jsx_fragment: string | null;
+    tsconfig: string | null;
+  };
   /** Unknown keys this runtime ignores. */
   ignored: string[];
   /** One sentence per thing the user should know but that does not stop the deploy. */
@@ -132,14 +142,8 @@ const QUIET_KEYS = [
   'preview_urls',
   'upload_source_maps',
   'keep_vars',
-  'minify',
   'dev',
 ];
-/** wrangler's defaults, which its generated configs spell out: quiet at these values. */
-const WRANGLER_DEFAULTS: Record<string, unknown> = {
-  jsx_factory: 'React.createElement',
-  jsx_fragment: 'React.Fragment',
-};
 /**
  * Cloudflare features this runtime does not provide, whose absence changes what the worker does:
  * ignored, with a warning saying so.
@@ -166,6 +170,13 @@ const KNOWN_KEYS = [
   'find_additional_modules',
   'base_dir',
   'preserve_file_names',
+  'define',
+  'alias',
+  'minify',
+  'keep_names',
+  'jsx_factory',
+  'jsx_fragment',
+  'tsconfig',
 ];
 
 const VAR_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
@@ -240,12 +251,10 @@ export function parseWorkerConfig(text: string, file: string, options: ParseOpti
     if (Object.hasOwn(UNSUPPORTED_BINDINGS, key)) continue; // empty: declares nothing
     const where = place([key]);
     const at = `${file}:${where.line}:${where.column}`;
+    if (isEmptyDeclaration(doc[key])) continue; // `[]`, `{}`: declares nothing
     if (Object.hasOwn(UNPROVIDED_FEATURES, key)) {
       warnings.push(`${at}: ignoring "${key}": ${UNPROVIDED_FEATURES[key]}`);
-    } else if (
-      !isEmptyDeclaration(doc[key]) &&
-      !(has(WRANGLER_DEFAULTS, key) && doc[key] === WRANGLER_DEFAULTS[key])
-    ) {
+    } else {
       ignored.push(key);
       warnings.push(`${at}: ignoring "${key}": this runtime does not use it`);
     }
@@ -371,6 +380,7 @@ export function parseWorkerConfig(text: string, file: string, options: ParseOpti
       typeof doc.find_additional_modules === 'boolean' ? doc.find_additional_modules : null,
     base_dir: typeof doc.base_dir === 'string' ? doc.base_dir : null,
     preserve_file_names: doc.preserve_file_names === true,
+    build: parseBuildOptions(doc, bad),
     ignored,
     warnings,
   };
@@ -397,6 +407,41 @@ function bindingNames(value: unknown): string {
     .map((entry) => (isObject(entry) ? (entry.binding ?? entry.name) : undefined))
     .filter((name): name is string => typeof name === 'string');
   return names.length > 0 ? names.join(', ') : 'a binding';
+}
+
+/** wrangler's build options, checked as wrangler types them. */
+function parseBuildOptions(
+  doc: Record<string, unknown>,
+  bad: (path: KeyPath, why: string) => WorkerConfigError,
+): WorkerConfig['build'] {
+  const strings = (key: 'define' | 'alias', example: string): Record<string, string> => {
+    const value = doc[key];
+    if (value === undefined) return {};
+    if (!isObject(value) || !Object.values(value).every((v) => typeof v === 'string')) {
+      throw bad([key], `must be an object of strings, such as ${example}`);
+    }
+    return value as Record<string, string>;
+  };
+  const flag = (key: 'minify' | 'keep_names', fallback: boolean): boolean => {
+    if (doc[key] === undefined) return fallback;
+    if (typeof doc[key] !== 'boolean') throw bad([key], 'must be true or false');
+    return doc[key] as boolean;
+  };
+  const text = (key: 'jsx_factory' | 'jsx_fragment' | 'tsconfig'): string | null => {
+    if (doc[key] === undefined) return null;
+    if (typeof doc[key] !== 'string' || (doc[key] as string).trim() === '')
+      throw bad([key], 'must be a non-empty string');
+    return doc[key] as string;
+  };
+  return {
+    define: strings('define', '{ "DEBUG": "false" }'),
+    alias: strings('alias', '{ "node-fetch": "./src/fetch-shim.js" }'),
+    minify: flag('minify', false),
+    keep_names: flag('keep_names', true),
+    jsx_factory: text('jsx_factory'),
+    jsx_fragment: text('jsx_fragment'),
+    tsconfig: text('tsconfig'),
+  };
 }
 
 /** The types whose defaults wrangler adds after the config's rules while bundling. */
