@@ -235,6 +235,10 @@ describe('the bucket frozen the moment the selector moves', () => {
       const record = (await readDeployRecord(store, 'hello', id!))!.record;
       assert.equal(record.state, 'deployed');
       assert.equal(record.deployment, deployment);
+      // The deployment's own record names the deploy that published it (what the reaper reads
+      // when a node dies before it could write the records).
+      const made = await store.get(keys.runtimeRecord('hello', pointer.value.script, deployment!));
+      assert.equal(JSON.parse(Buffer.from(made!.body).toString()).deploy, id);
       for (const node of nodes) {
         const polled = await call(node.url, 'GET', `/v1/deploys/${id}`, { signer: admin });
         assert.equal(polled.body.state, 'deployed');

@@ -179,6 +179,7 @@ export async function publish(options: {
       modules: modules.length,
       assets: assets ? Object.keys(assets.files).length : 0,
       bytes: codeBytes + (assets ? [...assets.blobs.values()].reduce((s, b) => s + b.byteLength, 0) : 0),
+      ...(request.deploy ? { deploy: request.deploy } : {}),
     };
     await store.put(keys.runtimeRecord(application, script, version), JSON.stringify(record), {
       ifNoneMatch: '*',

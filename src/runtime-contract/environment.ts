@@ -126,17 +126,29 @@ export function readServeOptions(env: NodeJS.ProcessEnv): { otel: boolean; secre
 }
 
 /** What a node tells `cell publish`: the application, and the names (never values) of its secrets. */
-export function publishEnvironment(application: string, secretNames: string[]): Record<string, string> {
-  return { CELL_APP: application, CELL_SECRET_NAMES: secretNames.join(',') };
+export function publishEnvironment(
+  application: string,
+  secretNames: string[],
+  deploy?: string,
+): Record<string, string> {
+  // CELL_DEPLOY: the svc deploy this publish is, noted in the deployment's record so that the
+  // deploy's fate can be read from the bucket even if its node dies right after the selector moved.
+  return {
+    CELL_APP: application,
+    CELL_SECRET_NAMES: secretNames.join(','),
+    ...(deploy ? { CELL_DEPLOY: deploy } : {}),
+  };
 }
 
 /** Reads `publishEnvironment` back; the application is checked by the runtime, which names the fix. */
 export function readPublishRequest(env: NodeJS.ProcessEnv): {
   application: string | undefined;
   secretNames: string[];
+  deploy: string | undefined;
 } {
   return {
     application: env.CELL_APP || undefined,
     secretNames: (env.CELL_SECRET_NAMES ?? '').split(',').filter(Boolean),
+    deploy: env.CELL_DEPLOY || undefined,
   };
 }

@@ -115,6 +115,8 @@ export interface DeploymentRecord {
   modules: number;
   assets: number;
   bytes: number;
+  /** The svc deploy that published it (`CELL_DEPLOY`), when svc ran the publish. */
+  deploy?: string;
 }
 
 /** `selector.json` (fleet-wide) and `pointers/<script>.json` (per script). */

@@ -714,4 +714,48 @@ describe('deploy intake in process', () => {
     assert.equal(await other.settle({ state: 'deployed', deployment: '0abc' }), false);
     assert.equal(other.record.code, 'internal');
   });
+
+  test('a deploy whose node died after its publish moved the selector is deployed, to a poll and to the reaper', async () => {
+    const old = new Date(Date.now() - DEPLOY_LIVENESS_MS - 5_000).toISOString();
+    const id = 'died.bbbbbbbbbbbbbbbb';
+    const record: DeployRecord = {
+      v: 1,
+      id,
+      application: 'died',
+      state: 'uploading',
+      node: 'node-died',
+      by: 'op-admin',
+      createdAt: old,
+      updatedAt: old,
+    };
+    await node.store.putJson(keys.deploy('died', id), record);
+    await node.store.putJson(keys.application('died'), { v: 1, name: 'died', deployment: '0aaa' });
+    const selectTo = async (deployment: string, deploy: string) => {
+      await node.store.putJson(keys.runtimeRecord('died', 'died', deployment), { deployment, deploy });
+      await node.store.putJson(keys.runtimeSelector('died'), {
+        schema_version: 1,
+        script: 'died',
+        deployment,
+        moved_ms: Date.now(),
+      });
+    };
+    // The selector names another deploy's deployment: this one timed out, as before.
+    await selectTo('0bbb', 'died.cccccccccccccccc');
+    assert.equal((await poll(id)).body.code, 'deploy-timeout');
+    // The selector names the deployment this deploy's publish wrote (its record says so).
+    await selectTo('0ccc', id);
+    const polled = (await poll(id)).body;
+    assert.equal(polled.state, 'deployed');
+    assert.equal(polled.deployment, '0ccc');
+    const clock = Date.now() + DEPLOY_LIVENESS_MS + 1_000;
+    const result = await new DeployReaper({ store: node.store, now: () => clock }).reap();
+    assert.ok(result.deployed.includes(id), JSON.stringify(result));
+    assert.ok(!result.failed.includes(id));
+    const written = (await readDeployRecord(node.store, 'died', id))!.record;
+    assert.equal(written.state, 'deployed');
+    assert.equal(written.deployment, '0ccc');
+    const app = JSON.parse(Buffer.from((await node.store.get(keys.application('died')))!.body).toString());
+    assert.equal(app.deployment, '0ccc');
+  });
 });
+

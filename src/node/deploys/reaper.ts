@@ -1,6 +1,7 @@
 // The coordinator's deploy reaping (docs/deploys.md "Reaper"): in each reaper
 // pass, a non-terminal record judged dead (unmoved for the 90 s liveness window, its accepting
-// node not answering) is recorded `failed` `deploy-timeout` naming that node, and a terminal
+// node not answering) is recorded `failed` `deploy-timeout` naming that node (or `deployed`, with
+// the application record brought to the selector, when its publish had moved the selector), and a terminal
 // record older than 7 days is deleted. Both writes are conditional on the record as read, so a
 // node still working on a deploy, or a second reaper, never has its write overwritten.
 //
@@ -8,10 +9,12 @@
 // is read only when its listing shows it nearly unmoved for the liveness window; a terminal record
 // whose ETag is unchanged since an earlier pass is not read again.
 
+import { isProblem } from '../../problem.ts';
 import { keys } from '../../registry/keys.ts';
 import type { NodeRecord } from '../../registry/records.ts';
 import { isCasConflict, type Store } from '../../store/store.ts';
 import type { NodeContext } from '../context.ts';
+import { publishedBy, publishedSteps } from './published.ts';
 import {
   type AcceptorView,
   acceptorFromRecord,
@@ -25,6 +28,7 @@ import {
   readDeployRecord,
   readNodeRecord,
 } from './records.ts';
+import type { Published } from './runner.ts';
 
 /**
  * How much sooner than the liveness window the listing lets a record through to be read. The
@@ -37,6 +41,8 @@ const LISTING_SLACK_MS = 10_000;
 export interface ReapResult {
   /** Deploy ids recorded failed in this pass. */
   failed: string[];
+  /** Deploy ids whose node died after their publish moved the selector, recorded deployed. */
+  deployed: string[];
   /** Deploy ids whose terminal records were deleted. */
   deleted: string[];
 }
@@ -66,7 +72,7 @@ export class DeployReaper {
   }
 
   async reap(): Promise<ReapResult> {
-    const result: ReapResult = { failed: [], deleted: [] };
+    const result: ReapResult = { failed: [], deployed: [], deleted: [] };
     const now = this.#now();
     const nodes = new Map<string, Promise<NodeRecord | null>>();
     const nodeRecord = (id: string) => {
@@ -108,7 +114,10 @@ export class DeployReaper {
         const failure = judgeDeploy(record, acceptor, now);
         if (!failure) continue;
         const writer = new DeployRecordWriter(this.#store, record, etag);
-        if (await writer.update({ state: 'failed', ...failure })) result.failed.push(id);
+        const published = await publishedBy(this.#store, record);
+        if (published) {
+          if (await settle(writer, published)) result.deployed.push(id);
+        } else if (await writer.update({ state: 'failed', ...failure })) result.failed.push(id);
       }
     }
     for (const key of this.#terminal.keys()) if (!seen.has(key)) this.#terminal.delete(key);
@@ -123,6 +132,18 @@ export class DeployReaper {
     }
     this.#terminal.delete(key);
   }
+}
+
+/** A dead deploy whose publish moved the selector: its records follow (a failure waits for the next pass). */
+async function settle(writer: DeployRecordWriter, published: Published): Promise<boolean> {
+  for (const step of publishedSteps(writer.store, writer, published)) {
+    try {
+      await step();
+    } catch (err) {
+      if (!(isProblem(err) && err.code === 'not-found')) throw err; // the application was deleted
+    }
+  }
+  return writer.record.state === 'deployed';
 }
 
 /**

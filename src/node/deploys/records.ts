@@ -129,7 +129,7 @@ function isDeployRecord(value: unknown): value is DeployRecord {
  * with the record ended means someone else decided the deploy's fate, and the writer stops.
  */
 export class DeployRecordWriter {
-  readonly #store: Store;
+  readonly store: Store;
   #etag: string | null = null;
   /** Writes go one at a time: each is conditional on the ETag the one before produced. */
   #chain: Promise<unknown> = Promise.resolve();
@@ -137,7 +137,7 @@ export class DeployRecordWriter {
 
   /** A writer for a new record, or (with `etag`) for one as read: its first write is conditional on it. */
   constructor(store: Store, record: DeployRecord, etag: string | null = null) {
-    this.#store = store;
+    this.store = store;
     this.record = record;
     this.#etag = etag;
   }
@@ -145,7 +145,7 @@ export class DeployRecordWriter {
   /** Writes the first record; the id is fresh, so it must not exist. */
   async create(): Promise<void> {
     await this.#serial(async () => {
-      this.#etag = await putJson(this.#store, this.#key(), this.record, { ifNoneMatch: '*' });
+      this.#etag = await putJson(this.store, this.#key(), this.record, { ifNoneMatch: '*' });
     });
   }
 
@@ -181,7 +181,7 @@ export class DeployRecordWriter {
         }
         try {
           this.#etag = await putJson(
-            this.#store,
+            this.store,
             this.#key(),
             next,
             this.#etag ? { ifMatch: this.#etag } : { ifNoneMatch: '*' },
@@ -190,7 +190,7 @@ export class DeployRecordWriter {
           return true;
         } catch (err) {
           if (!isCasConflict(err)) throw err;
-          const current = await readDeployRecord(this.#store, this.record.application, this.record.id);
+          const current = await readDeployRecord(this.store, this.record.application, this.record.id);
           if (!current) {
             this.record = {
               ...this.record,

@@ -20,18 +20,15 @@ import { mkdir, readdir, readFile, realpath, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import { isProblem, Problem } from '../../problem.ts';
-import { updateApplication } from '../../registry/applications.ts';
-import { writeDeploymentNote } from '../../registry/deployments.ts';
-import { keys } from '../../registry/keys.ts';
 import {
   bucketEnvironment,
   publishEnvironment,
   runtimeBaseEnvironment,
 } from '../../runtime-contract/environment.ts';
-import { parsePointer } from '../../runtime-tools/layout.ts';
 import { readSecrets } from '../../secrets/secrets.ts';
 import type { DaemonService, Deploys, NodeContext, StagedDeploy } from '../context.ts';
 import { DeployLimits } from './limits.ts';
+import { publishedSteps } from './published.ts';
 import {
   type AcceptorView,
   applicationOfDeployId,
@@ -217,7 +214,7 @@ export class DeployService implements DaemonService, Deploys {
         cellBin: ctx.settings.runtime.cellBin,
         cwd: task.root,
         config: task.config,
-        env: publishEnv(ctx, task.application, await secretNames(ctx, task.application)),
+        env: publishEnv(ctx, task.application, await secretNames(ctx, task.application), task.id),
         timeoutMs: ctx.settings.deploy.taskTimeoutMs,
         outputBytes: ctx.settings.deploy.outputBytes,
         signal: task.abort.signal,
@@ -398,34 +395,8 @@ export class DeployService implements DaemonService, Deploys {
   async #settlePublished(writer: DeployRecordWriter, published: Published): Promise<boolean> {
     const ctx = this.#context();
     const id = writer.record.id;
-    const steps: (() => Promise<unknown>)[] = [
-      async () => {
-        await followSelector(ctx, published);
-        // A first deploy should answer through the ingress within a poll, not a resync interval.
-        ctx.fleet?.changed();
-      },
-      () => {
-        // Its provenance outlives the deploy record (reaped after 7 days): history reads it.
-        const { by, source } = writer.record;
-        return writeDeploymentNote(ctx.store, {
-          v: 1,
-          application: published.application,
-          script: published.script,
-          deployment: published.deployment,
-          deploy: id,
-          by,
-          deployedAt: new Date().toISOString(),
-          ...(source ? { source } : {}),
-        });
-      },
-      () =>
-        writer.settle({
-          state: 'deployed',
-          deployment: published.deployment,
-          script: published.script,
-          ...(published.warnings.length > 0 ? { warnings: published.warnings } : {}),
-        }),
-    ];
+    // A first deploy should answer through the ingress within a poll, not a resync interval.
+    const steps = publishedSteps(ctx.store, writer, published, () => ctx.fleet?.changed());
     for (const step of steps) {
       for (let attempt = 0; ; attempt++) {
         try {
@@ -548,28 +519,19 @@ async function secretNames(ctx: NodeContext, application: string): Promise<strin
 }
 
 /**
- * The application record names the deployment the selector names: the one this publish moved it
- * to, or a later one if another publish or a rollback has moved it since (the selector is what
- * serves). Throws `not-found` when the application is gone.
- */
-async function followSelector(ctx: NodeContext, published: Published): Promise<void> {
-  const selector = await ctx.store.get(keys.runtimeSelector(published.application));
-  const pointer = selector ? parsePointer(selector.body) : null;
-  const deployment = pointer?.ok ? pointer.value.deployment : published.deployment;
-  await updateApplication(ctx.store, published.application, (current) =>
-    current.deployment === deployment ? null : { ...current, deployment },
-  );
-}
-
-/**
  * The runtime's environment for one publish: the node's own environment without its `SVC_*`
  * settings (the bucket credentials are handed over explicitly, nothing else of svc's), the
  * `--cell-env` values, the application, and the bucket.
  */
-export function publishEnv(ctx: NodeContext, application: string, secrets: string[]): NodeJS.ProcessEnv {
+export function publishEnv(
+  ctx: NodeContext,
+  application: string,
+  secrets: string[],
+  deploy?: string,
+): NodeJS.ProcessEnv {
   return {
     ...runtimeBaseEnvironment(process.env, ctx.settings.runtime.cellEnv),
-    ...publishEnvironment(application, secrets),
+    ...publishEnvironment(application, secrets, deploy),
     ...bucketEnvironment(ctx.settings.bucket, ctx.store.description),
   };
 }

@@ -14,6 +14,7 @@ import { requireScope } from '../../auth/caller.ts';
 import { notFound } from '../../problem.ts';
 import type { NodeContext } from '../context.ts';
 import { acceptDeploy } from '../deploys/intake.ts';
+import { publishedBy } from '../deploys/published.ts';
 import {
   type AcceptorView,
   acceptorFromRecord,
@@ -81,7 +82,8 @@ export async function deployRoutes(app: FastifyInstance, ctx: NodeContext): Prom
 
 /**
  * The status a poll reports: the record, or, when it has stood still for the liveness window
- * and its node is not answering, `failed` `deploy-timeout`. Nothing is written; one extra read.
+ * and its node is not answering, `failed` `deploy-timeout`, or `deployed` when its publish had moved
+ * the selector (the deployment's record names the deploy). Nothing is written; at most three reads.
  */
 export async function judgedStatus(ctx: NodeContext, record: DeployRecord): Promise<DeployStatus> {
   const status = statusOf(record);
@@ -89,7 +91,11 @@ export async function judgedStatus(ctx: NodeContext, record: DeployRecord): Prom
   if (!isUnmoved(record, now)) return status;
   const acceptor = await acceptorOf(ctx, record, now);
   const failure = judgeDeploy(record, acceptor, now);
-  return failure ? { ...status, state: 'failed', ...failure } : status;
+  if (!failure) return status;
+  // Its node died after its publish moved the selector: it deployed (two more reads).
+  const published = await publishedBy(ctx.store, record);
+  if (published) return { ...status, state: 'deployed', deployment: published.deployment };
+  return { ...status, state: 'failed', ...failure };
 }
 
 /** What the fleet knows of the node that accepted a deploy; this node knows itself directly. */
