@@ -102,10 +102,11 @@ async function round(fleet: RestartFleet): Promise<string> {
   );
 }
 
-// Caddy's own error answers are "<status> <text>" (the Caddyfile's handle_errors); the front's
-// come from the runtime (a problem text naming the deployment).
+// Caddy's own error answers are "<status> <text>" (the Caddyfile's handle_errors), or its 404
+// page when the routing document no longer names the host; the front's are its own text.
 function describe(answer: Answer | undefined, error: string | undefined): string {
   if (!answer) return `client error ${error}`;
+  if (answer.body.includes('No application answers on this host')) return 'caddy 404 (host left the routing)';
   const fromCaddy = /^\d{3} [A-Za-z ]+$/.test(answer.body.trim());
   return `${fromCaddy ? 'caddy' : 'front'} ${answer.status}`;
 }

@@ -30,8 +30,11 @@ export interface RestartFleet {
   stop(): Promise<void>;
 }
 
-/** A node serving hello and Caddy (running `caddyfile`, the demo's layout) routing to it. */
-export async function startRestartFleet(caddyfile: string): Promise<RestartFleet> {
+/**
+ * A node serving hello and Caddy (running `caddyfile`, the demo's layout) routing to it, polling
+ * the node every `pollInterval` (Caddy's duration syntax; the adapter's default when absent).
+ */
+export async function startRestartFleet(caddyfile: string, pollInterval?: string): Promise<RestartFleet> {
   ensureCaddyBuilt();
   const bucket = await openBucket();
   const started: { node?: SailProcess; caddy?: CaddyProcess } = {};
@@ -63,6 +66,7 @@ export async function startRestartFleet(caddyfile: string): Promise<RestartFleet
       SVC_FLEET_ENDPOINT: node.url,
       SVC_FLEET_TOKEN: TOKEN,
       SVC_FLEET_HTTP_REDIRECT: 'off',
+      ...(pollInterval ? { SVC_FLEET_POLL_INTERVAL: pollInterval } : {}),
       SVC_ACCESS_LOG: join(tempDir('svc-restart-log-'), 'access.log'),
     });
     const fleet: RestartFleet = {
