@@ -142,10 +142,13 @@ export async function resolveProjectConfig(
   }
 
   let doc = parsed.doc;
-  const name = doc.name;
+  let name = doc.name;
   const fromEnv = new Set<string>();
   const redirected = redirectedBy !== undefined;
   if (redirected) {
+    // A build for an environment already names the worker `<name>-<env>`; svc's --env adds the
+    // suffix itself, so the application comes from the top-level name the build kept.
+    if (options.env !== undefined && typeof doc.topLevelName === 'string') name = doc.topLevelName;
     const target = doc.targetEnvironment;
     if (options.env !== undefined && typeof target === 'string' && target !== options.env) {
       throw invalidInput(

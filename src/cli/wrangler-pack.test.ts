@@ -193,6 +193,19 @@ test('the deploy redirect of a framework build wins over the wrangler config; it
   const checked = check(config);
   assert.deepEqual(checked.warnings, [], 'empty binding lists are no bindings, and say nothing');
   assert.equal(checked.no_bundle, true);
+  // Built for an environment (CLOUDFLARE_ENV=staging): --env staging deploys to <top-level name>-staging.
+  const staging = projectDir({
+    ...BUILT,
+    'build/server/wrangler.json': JSON.stringify({
+      ...JSON.parse(BUILT['build/server/wrangler.json']),
+      name: 'built-app-staging',
+      targetEnvironment: 'staging',
+    }),
+  });
+  assert.equal(configName((await readProjectConfig(staging, { env: 'staging' }))!), 'built-app');
+  assert.equal(configName((await readProjectConfig(staging))!), 'built-app-staging');
+  const otherEnv = await refusalOf(readProjectConfig(staging, { env: 'prod' }));
+  assert.match(otherEnv.detail!, /was built for the environment "staging", not "prod"/);
   const multi = (await readProjectConfig(
     projectDir({
       ...BUILT,
