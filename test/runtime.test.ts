@@ -142,9 +142,9 @@ describe('cell', () => {
     // `starting` until its first look at the selector has answered, then `no-deployment`.
     const before = await waitFor(async () => {
       const h = await health(cell);
-      return h?.body.status === 'no-deployment' && h;
+      return h?.body.status === 'no-deployment' ? h : null;
     }, 'health before any deployment');
-    assert.equal(before.status, 503);
+    assert.equal(before!.status, 503);
     const nothing = await fetchText(`${cell.url}/`);
     assert.deepEqual(nothing, { status: 503, body: 'No deployment has been published yet\n' });
 
