@@ -333,7 +333,7 @@ describe('svc deploy with the real runtime', () => {
   test("the runtime's warnings are printed on stderr, unless silenced", async () => {
     const dir = projectDir({
       'cell.jsonc':
-        '{\n  "name": "warned",\n  "main": "src/index.js",\n  "compatibility_date": "2025-06-01",\n  "mystery": 1,\n  "routes": []\n}\n',
+        '{\n  "name": "warned",\n  "main": "src/index.js",\n  "compatibility_date": "2025-06-01",\n  "mystery": 1,\n  "routes": ["warned.example/*"]\n}\n',
       'src/index.js': "export default { fetch() { return new Response('ok'); } };\n",
     });
     // Placed on the real runtime's node alone (the stand-in node reports another runtime).
