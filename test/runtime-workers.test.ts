@@ -93,7 +93,7 @@ describe('real Workers projects on cell', () => {
       ),
     );
     const types = manifest.modules.map(
-      (m: { name: string; type: string }) => `${m.type}:${m.name.replace(/^[0-9a-f]{16}-/, '')}`,
+      (m: { name: string; type: string }) => `${m.type}:${m.name.replace(/^[0-9a-f]{40}-/, '')}`,
     );
     assert.deepEqual(types.sort(), ['esm:index.js', 'text:page.tmpl', 'text:schema.sql']);
     await store.close();
