@@ -63,7 +63,9 @@ export function serializeProxyb(config: ProxybConfig): string {
 export function renderProxybBytes(doc: FleetRouting, options: ProxybOptions): string {
   const entryPoints = JSON.stringify(options.entryPoints);
   const prefer = options.preferNode === '' ? undefined : options.preferNode;
-  const sources: Source[] = [];
+  // Host routers, in document (host) order, which is their name order; the few others apart.
+  const hosts: Source[] = [];
+  const others: Source[] = [];
 
   const add = (
     key: string,
@@ -77,7 +79,15 @@ export function renderProxybBytes(doc: FleetRouting, options: ProxybOptions): st
     if (prefer !== undefined) for (const u of upstreams) if (u.node === prefer) local++;
     // Failover only when the preferred node answers and someone else can take over.
     const failover = local > 0 && local < upstreams.length;
-    sources.push({ key, keyText, rule, upstreams, healthCheck, kind, failover });
+    (kind === HOST_ROUTER ? hosts : others).push({
+      key,
+      keyText,
+      rule,
+      upstreams,
+      healthCheck,
+      kind,
+      failover,
+    });
   };
 
   for (const route of doc.routes) {
@@ -111,9 +121,8 @@ export function renderProxybBytes(doc: FleetRouting, options: ProxybOptions): st
     }
   }
 
+  const sources = inNameOrder(hosts, others);
   if (sources.length === 0) return '{}';
-  // Document order is host order, so this is mostly merging the few wildcard and API names in.
-  sources.sort((a, b) => compare(a.key, b.key));
 
   const out = new TextSink();
   out.add('{"http":{"middlewares":{"svc_retry":{"retry":{"attempts":3}}},"routers":{');
@@ -125,35 +134,60 @@ export function renderProxybBytes(doc: FleetRouting, options: ProxybOptions): st
   // sort after every name that extends `<key>` with a character below "_", which all come right
   // after `<key>` in router order; so they wait on a stack, whose top is always the smallest, until
   // the next router name passes them. This keeps the walk linear instead of a second sort.
-  const pending: { name: string; text: string; source: Source; kind: number }[] = [];
+  const pending: { source: Source; kind: number }[] = [];
   let first = true;
-  const emit = (nameText: string, value: string) => {
-    out.add(`${first ? '"' : ',"'}${nameText}":${value}`);
+  const emit = (source: Source, kind: number, value: string) => {
+    out.add(`${first ? '"' : ',"'}${source.keyText}${SUFFIX[kind]}":${value}`);
     first = false;
   };
   for (const source of sources) {
     if (source.kind === DENY_ROUTER) continue;
-    while (pending.length > 0 && compare(pending[pending.length - 1].name, source.key) < 0) {
-      const next = pending.pop()!;
-      emit(next.text, balancerText(next.source, next.kind, prefer));
+    while (pending.length > 0) {
+      const top = pending[pending.length - 1];
+      if (!sortsBefore(top.source.key, SUFFIX[top.kind], source.key)) break;
+      pending.pop();
+      emit(top.source, top.kind, balancerText(top.source, top.kind, prefer));
     }
     if (!source.failover) {
-      emit(source.keyText, balancerText(source, BALANCER, prefer));
+      emit(source, BALANCER, balancerText(source, BALANCER, prefer));
       continue;
     }
     emit(
-      source.keyText,
+      source,
+      BALANCER,
       `{"failover":{"fallback":"${source.keyText}_peers","service":"${source.keyText}_local"}}`,
     );
-    pending.push({ name: `${source.key}_peers`, text: `${source.keyText}_peers`, source, kind: PEERS });
-    pending.push({ name: `${source.key}_local`, text: `${source.keyText}_local`, source, kind: LOCAL });
+    pending.push({ source, kind: PEERS }, { source, kind: LOCAL });
   }
   while (pending.length > 0) {
     const next = pending.pop()!;
-    emit(next.text, balancerText(next.source, next.kind, prefer));
+    emit(next.source, next.kind, balancerText(next.source, next.kind, prefer));
   }
   out.add('}}}');
   return out.finish();
+}
+
+// Sorting every name costs a comparison of long strings each; the host routers already come in
+// name order from a document renderRouting wrote (anything else is sorted), so only the wildcard
+// and API names are sorted and merged in.
+function inNameOrder(hosts: Source[], others: Source[]): Source[] {
+  const byKey = (a: Source, b: Source) => compare(a.key, b.key);
+  for (let i = 1; i < hosts.length; i++) {
+    if (compare(hosts[i - 1].key, hosts[i].key) > 0) {
+      hosts.sort(byKey);
+      break;
+    }
+  }
+  if (others.length === 0) return hosts;
+  others.sort(byKey);
+  const out: Source[] = [];
+  let h = 0;
+  for (const other of others) {
+    while (h < hosts.length && compare(hosts[h].key, other.key) <= 0) out.push(hosts[h++]);
+    out.push(other);
+  }
+  while (h < hosts.length) out.push(hosts[h++]);
+  return out;
 }
 
 /** What one router, and its service unless it is a deny router, is written from. */
@@ -178,6 +212,20 @@ const DENY_ROUTER = 3;
 const BALANCER = 0;
 const LOCAL = 1;
 const PEERS = 2;
+/** What each kind of load balancer adds to its source's name. */
+const SUFFIX = ['', '_local', '_peers'];
+
+/** Whether `<prefix><suffix>` sorts before `name`, without writing the concatenation out. */
+function sortsBefore(prefix: string, suffix: string, name: string): boolean {
+  if (!name.startsWith(prefix)) return compare(prefix, name) < 0;
+  for (let i = 0; i < suffix.length; i++) {
+    const at = prefix.length + i;
+    if (at === name.length) return false;
+    const d = suffix.charCodeAt(i) - name.charCodeAt(at);
+    if (d !== 0) return d < 0;
+  }
+  return name.length > prefix.length + suffix.length;
+}
 
 // Keys in code-unit order: entryPoints, middlewares, priority, rule, service. Priorities: deny 3
 // above API 2, wildcard 1 below everything, host routers unset. Deny routers go without the retry

@@ -1,11 +1,13 @@
 // Writing large JSON texts (docs/ingress.md routing document and proxyb) without keeping every piece alive.
 
-// Collects the text in fixed-size buffers so that the pieces die young: keeping tens of thousands
-// of small strings alive until one final join made garbage collection the largest cost.
+// Collects the text in one buffer, kept from one rendering to the next: the pieces die young
+// (keeping tens of thousands of small strings alive until one final join made garbage collection
+// the largest cost), and neither fresh chunks nor a final concatenation of them cost memory that
+// has to be mapped and collected on every render (see bench/RESULTS.md, Routing render).
+// Rendering is synchronous, so one buffer per process is never written by two renderings at once.
+let scratch = Buffer.allocUnsafe(1 << 20);
+
 export class TextSink {
-  static readonly SIZE = 1 << 20;
-  full: Buffer[] = [];
-  buffer = Buffer.allocUnsafe(TextSink.SIZE);
   length = 0;
   chunk = '';
   /** Every character so far was ASCII, so the bytes decode as latin1, which is cheaper. */
@@ -18,21 +20,18 @@ export class TextSink {
 
   finish(): string {
     this.flush();
-    const encoding = this.ascii ? 'latin1' : 'utf8';
-    if (this.full.length === 0) return this.buffer.toString(encoding, 0, this.length);
-    return Buffer.concat([...this.full, this.buffer.subarray(0, this.length)]).toString(encoding);
+    return this.ascii ? scratch.latin1Slice(0, this.length) : scratch.utf8Slice(0, this.length);
   }
 
-  // A chunk never straddles two buffers, so no UTF-8 sequence is ever cut in half.
   private flush(): void {
     const size = Buffer.byteLength(this.chunk);
     if (size !== this.chunk.length) this.ascii = false;
-    if (this.length + size > this.buffer.length) {
-      this.full.push(this.buffer.subarray(0, this.length));
-      this.buffer = Buffer.allocUnsafe(Math.max(size, TextSink.SIZE));
-      this.length = 0;
+    if (this.length + size > scratch.length) {
+      const grown = Buffer.allocUnsafe(Math.max(2 * scratch.length, this.length + size));
+      scratch.copy(grown, 0, 0, this.length);
+      scratch = grown;
     }
-    this.length += this.buffer.write(this.chunk, this.length);
+    this.length += scratch.utf8Write(this.chunk, this.length);
     this.chunk = '';
   }
 }
