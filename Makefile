@@ -54,7 +54,9 @@ unit: setup
 integration: tools
 	$(WITH_NODE) node --test --test-concurrency=1 $(INTEGRATION_TESTS)
 
+# adapter/svc/acme_test.go starts Knot DNS (knotd): scripts/install-knot.sh installs it when missing.
 go-test:
+	scripts/install-knot.sh
 	@for module in $(GO_MODULES); do echo "go test in $$module/"; (cd $$module && go test ./...) || exit 1; done
 
 test: check unit go-test integration image-test

@@ -9,6 +9,7 @@ package svc
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -50,6 +51,9 @@ type App struct {
 	ACMEEmail string `json:"acme_email,omitempty"`
 	// ACMECA is the ACME directory URL; empty uses the proxy's default.
 	ACMECA string `json:"acme_ca,omitempty"`
+	// ACMECARoot is a PEM file of the root certificates to trust for the
+	// ACME CA's own HTTPS (a private CA); empty trusts the system's roots.
+	ACMECARoot string `json:"acme_ca_root,omitempty"`
 
 	// environ is the environment to read; nil reads the process's.
 	environ []string
@@ -79,7 +83,7 @@ type live struct {
 
 // acmeSettings are the resolved ACME options.
 type acmeSettings struct {
-	Delegation, Email, CA string
+	Delegation, Email, CA, CARoot string
 }
 
 // fleet is one fleet of a provisioned app: its configuration, its shared
@@ -184,8 +188,9 @@ func (a *App) resolve() error {
 		Delegation: strings.TrimSuffix(strings.ToLower(strings.TrimSpace(r.ReplaceKnown(a.ACMEDelegation, ""))), "."),
 		Email:      strings.TrimSpace(r.ReplaceKnown(a.ACMEEmail, "")),
 		CA:         strings.TrimSpace(r.ReplaceKnown(a.ACMECA, "")),
+		CARoot:     strings.TrimSpace(r.ReplaceKnown(a.ACMECARoot, "")),
 	}
-	acmeFromEnv(env, &a.acme.Delegation, &a.acme.Email, &a.acme.CA)
+	acmeFromEnv(env, &a.acme)
 	a.acme.Delegation = strings.TrimSuffix(strings.ToLower(a.acme.Delegation), ".")
 	return nil
 }
@@ -216,6 +221,15 @@ func (a *App) Validate() error {
 	}
 	if d := a.acme.Delegation; d != "" && (strings.ContainsAny(d, "*/: ") || !strings.Contains(d, ".")) {
 		return fmt.Errorf("acme_delegation %q is not a fully qualified name", d)
+	}
+	if f := a.acme.CARoot; f != "" {
+		pem, err := os.ReadFile(f)
+		if err != nil {
+			return fmt.Errorf("acme_ca_root: %v", err)
+		}
+		if !x509.NewCertPool().AppendCertsFromPEM(pem) {
+			return fmt.Errorf("acme_ca_root %q holds no PEM certificate", f)
+		}
 	}
 	return nil
 }

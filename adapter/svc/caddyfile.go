@@ -30,6 +30,7 @@ func init() {
 //	    acme_delegation <fqdn>
 //	    acme_email <email>
 //	    acme_ca <url>
+//	    acme_ca_root <pem_file>
 //	}
 //
 // An empty block (or `svc` alone) reads everything from the environment.
@@ -69,7 +70,7 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return err
 			}
 			a.DNS = append(a.DNS, dc)
-		case "acme_delegation", "acme_email", "acme_ca":
+		case "acme_delegation", "acme_email", "acme_ca", "acme_ca_root":
 			option := d.Val()
 			var value string
 			if !d.Args(&value) || d.NextArg() {
@@ -80,11 +81,13 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				a.ACMEDelegation = value
 			case "acme_email":
 				a.ACMEEmail = value
+			case "acme_ca_root":
+				a.ACMECARoot = value
 			default:
 				a.ACMECA = value
 			}
 		default:
-			return d.Errf("unknown svc option %q; the options are fleet, dns, acme_delegation, acme_email, acme_ca", d.Val())
+			return d.Errf("unknown svc option %q; the options are fleet, dns, acme_delegation, acme_email, acme_ca, acme_ca_root", d.Val())
 		}
 	}
 	return nil

@@ -3,7 +3,10 @@ package svc
 import (
 	"context"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -171,7 +174,7 @@ func TestEnvDNSProviders(t *testing.T) {
 		"SVC_DNS_PROVIDER=svctest", "SVC_DNS_API_TOKEN=default-token", "SVC_DNS_TTL=120", "SVC_DNS_PROXIED=true",
 		"SVC_DNS_RESOLVERS=1.1.1.1,8.8.8.8", "SVC_DNS_WAIT=2m", "SVC_DNS_BACKOFF=3s", "SVC_DNS_REGION=eu",
 		"SVC_DNS_CORP_PROVIDER=svctest", "SVC_DNS_CORP_ZONES=corp.example, Other.Example.", "SVC_DNS_CORP_API_TOKEN=corp-token",
-		"SVC_ACME_DELEGATION=_acme.delegate.example.", "SVC_ACME_EMAIL=ops@example.com")
+		"SVC_ACME_DELEGATION=_acme.delegate.example.", "SVC_ACME_EMAIL=ops@example.com", "SVC_ACME_CA_ROOT=/etc/ssl/private-ca.pem")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,7 +196,7 @@ func TestEnvDNSProviders(t *testing.T) {
 	if corp.name != "corp" || strings.Join(corp.zones, ",") != "corp.example,other.example" || !strings.Contains(string(corp.raw), "corp-token") {
 		t.Errorf("corp provider %+v %s", corp, corp.raw)
 	}
-	if a.acme.Delegation != "_acme.delegate.example" || a.acme.Email != "ops@example.com" || a.acme.CA != "" {
+	if a.acme.Delegation != "_acme.delegate.example" || a.acme.Email != "ops@example.com" || a.acme.CA != "" || a.acme.CARoot != "/etc/ssl/private-ca.pem" {
 		t.Errorf("acme %+v", a.acme)
 	}
 }
@@ -279,6 +282,7 @@ func TestCaddyfileGlobalBlock(t *testing.T) {
 		acme_delegation _acme.delegate.example
 		acme_email ops@example.com
 		acme_ca https://acme.example/directory
+		acme_ca_root /etc/ssl/private-ca.pem
 	}`
 	a := new(App)
 	if err := a.UnmarshalCaddyfile(caddyfile.NewTestDispenser(input)); err != nil {
@@ -291,7 +295,7 @@ func TestCaddyfileGlobalBlock(t *testing.T) {
 		},
 		ACMEDelegation: "_acme.delegate.example", ACMEEmail: "ops@example.com", ACMECA: "https://acme.example/directory",
 	}
-	if !reflect.DeepEqual(a.Fleets, want.Fleets) || a.ACMEDelegation != want.ACMEDelegation || a.ACMEEmail != want.ACMEEmail || a.ACMECA != want.ACMECA {
+	if !reflect.DeepEqual(a.Fleets, want.Fleets) || a.ACMEDelegation != want.ACMEDelegation || a.ACMEEmail != want.ACMEEmail || a.ACMECA != want.ACMECA || a.ACMECARoot != "/etc/ssl/private-ca.pem" {
 		t.Fatalf("got %+v", a)
 	}
 	if len(a.DNS) != 2 || a.DNS[0].Name != "" || a.DNS[1].Name != "corp" || strings.Join(a.DNS[1].Zones, " ") != "corp.example other.example" {
@@ -422,6 +426,12 @@ func TestChooseSolver(t *testing.T) {
 }
 
 func TestValidateACME(t *testing.T) {
+	dir := t.TempDir()
+	ca := httptest.NewTLSServer(http.NotFoundHandler())
+	ca.Close()
+	rootPEM, notPEM := filepath.Join(dir, "root.pem"), filepath.Join(dir, "root.txt")
+	_ = os.WriteFile(rootPEM, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.Certificate().Raw}), 0o644)
+	_ = os.WriteFile(notPEM, []byte("not a certificate"), 0o644)
 	for _, c := range []struct {
 		acme acmeSettings
 		ok   bool
@@ -431,6 +441,9 @@ func TestValidateACME(t *testing.T) {
 		{acmeSettings{Email: "ops"}, false},
 		{acmeSettings{CA: "acme.example"}, false},
 		{acmeSettings{Delegation: "*.example"}, false},
+		{acmeSettings{CARoot: rootPEM}, true},
+		{acmeSettings{CARoot: notPEM}, false},
+		{acmeSettings{CARoot: filepath.Join(dir, "missing.pem")}, false},
 	} {
 		a := &App{acme: c.acme}
 		if err := a.Validate(); (err == nil) != c.ok {
@@ -445,7 +458,7 @@ func TestWildcardPolicies(t *testing.T) {
 		{name: "", module: "svctest", raw: raw("default")},
 		{name: "corp", module: "svctest", zones: []string{"corp.example"}, raw: raw("corp")},
 	}
-	acme := acmeSettings{Email: "ops@example.com", CA: "https://acme.example/dir"}
+	acme := acmeSettings{Email: "ops@example.com", CA: "https://acme.example/dir", CARoot: "/etc/ssl/private-ca.pem"}
 	policies, unsolved, err := wildcardPolicies([]string{"a.corp.example", "b.corp.example", "shop.example"}, providers, acme, nil)
 	if err != nil || len(unsolved) != 0 || len(policies) != 2 {
 		t.Fatalf("%+v %v %v", policies, unsolved, err)
@@ -455,7 +468,7 @@ func TestWildcardPolicies(t *testing.T) {
 	}
 	var issuer map[string]any
 	_ = json.Unmarshal(policies[1].issuer, &issuer)
-	want := map[string]any{"module": "acme", "ca": "https://acme.example/dir", "email": "ops@example.com", "challenges": map[string]any{
+	want := map[string]any{"module": "acme", "ca": "https://acme.example/dir", "email": "ops@example.com", "trusted_roots_pem_files": []any{"/etc/ssl/private-ca.pem"}, "challenges": map[string]any{
 		"dns":      map[string]any{"provider": map[string]any{"name": "svctest", "api_token": "default"}},
 		"http":     map[string]any{"disabled": true},
 		"tls-alpn": map[string]any{"disabled": true},

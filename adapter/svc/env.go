@@ -285,13 +285,14 @@ func splitList(s string) []string {
 
 // acmeFromEnv fills what the configuration left empty (docs/ingress.md: a value in the
 // configuration wins; the environment fills only the gaps).
-func acmeFromEnv(env environ, delegation, email, ca *string) {
+func acmeFromEnv(env environ, acme *acmeSettings) {
 	fill := func(into *string, v string) {
 		if strings.TrimSpace(*into) == "" {
 			*into = strings.TrimSpace(env[v])
 		}
 	}
-	fill(delegation, acmeEnvPrefix+"DELEGATION")
-	fill(email, acmeEnvPrefix+"EMAIL")
-	fill(ca, acmeEnvPrefix+"CA")
+	fill(&acme.Delegation, acmeEnvPrefix+"DELEGATION")
+	fill(&acme.Email, acmeEnvPrefix+"EMAIL")
+	fill(&acme.CA, acmeEnvPrefix+"CA")
+	fill(&acme.CARoot, acmeEnvPrefix+"CA_ROOT")
 }

@@ -82,6 +82,9 @@ func wildcardPolicies(bases []string, providers []dnsProvider, acme acmeSettings
 		if acme.Email != "" {
 			issuer["email"] = acme.Email
 		}
+		if acme.CARoot != "" {
+			issuer["trusted_roots_pem_files"] = []string{acme.CARoot}
+		}
 		raw, err := json.Marshal(issuer)
 		if err != nil {
 			return nil, nil, err
