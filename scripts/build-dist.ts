@@ -50,8 +50,9 @@ export async function buildDist(): Promise<string> {
     target: 'node22.18',
     format: 'esm',
     // esbuild is a native executable resolved from node_modules when `svc deploy` packs; workerd
-    // is one the runtime finds through its npm package.
-    external: ['esbuild', 'workerd'],
+    // is one the runtime finds through its npm package; unenv and its Cloudflare preset are read
+    // from node_modules as files (their polyfills go into a nodejs_compat worker's bundle).
+    external: ['esbuild', 'workerd', 'unenv', '@cloudflare/unenv-preset'],
     // ES builds first: jsonc-parser's `main` is a UMD wrapper whose requires a bundler cannot follow.
     mainFields: ['module', 'main'],
     // The runtime's version lives in runtime/package.json, which the bundle's location does not
