@@ -1,8 +1,9 @@
 package main
 
-// The front's HTTP side: it owns the application's port for the whole life of the process,
-// answers the health itself, and streams each request (and each WebSocket) to the workerd of the
-// deployment being served at that moment, so a switch between deployments never closes the port.
+// The front's HTTP side (docs/runtime.md "cell serve" and "The request path"): it owns the
+// application's port for the whole life of the process, answers the health itself, and streams
+// each request (and each WebSocket) to the workerd of the deployment being served at that
+// moment, so a switch between deployments never closes the port.
 
 import (
 	"bufio"
