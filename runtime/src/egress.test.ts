@@ -6,6 +6,7 @@ import { test } from 'node:test';
 import {
   EGRESS_ALLOW_VARIABLE,
   egressEntriesFor,
+  egressEnvironment,
   parseEgressEntry,
 } from '../../src/runtime-contract/egress.ts';
 import { ADDRESS_SOURCE, EGRESS_ENTRY_MODULE, egressRanges } from './egress.ts';
@@ -69,6 +70,14 @@ test('entries of the setting: for every application, or app=… for one', () => 
   const env = { [EGRESS_ALLOW_VARIABLE]: '10.0.0.0/8\nshop=db.lan\nother=192.168.1.5\nnot valid' };
   assert.deepEqual(egressEntriesFor(env, 'shop'), ['10.0.0.0/8', 'db.lan']);
   assert.deepEqual(egressEntriesFor({}, 'shop'), []);
+});
+
+test("the node hands every application's entries over; each runtime keeps its own", () => {
+  assert.deepEqual(egressEnvironment([]), {});
+  const env = egressEnvironment(['10.0.0.0/8', 'shop=db.lan', 'blog=192.168.1.5']);
+  assert.deepEqual(Object.keys(env), [EGRESS_ALLOW_VARIABLE]);
+  assert.deepEqual(egressEntriesFor(env, 'shop'), ['10.0.0.0/8', 'db.lan']);
+  assert.deepEqual(egressEntriesFor(env, 'blog'), ['10.0.0.0/8', '192.168.1.5']);
 });
 
 test('entries become ranges: addresses as single-address ranges, names resolved now', async () => {

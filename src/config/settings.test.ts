@@ -76,6 +76,35 @@ test('a malformed value is invalid-input naming the setting and its source', () 
   assertInvalid(() => resolveWith({ transport: 'carrier-pigeon' }, {}), 'network.transport', 'wireguard');
 });
 
+test('egress-allow takes addresses, ranges and host names, for every application or app=… for one', () => {
+  assert.deepEqual(resolveWith({}, {}).runtime.egressAllow, []);
+  assert.deepEqual(resolveWith({ egressAllow: ['10.0.0.0/8', 'shop=db.lan'] }, {}).runtime.egressAllow, [
+    '10.0.0.0/8',
+    'shop=db.lan',
+  ]);
+  assert.deepEqual(resolveWith({}, { SVC_EGRESS_ALLOW: '192.168.1.5,shop=fd00::/8' }).runtime.egressAllow, [
+    '192.168.1.5',
+    'shop=fd00::/8',
+  ]);
+  for (const [entry, why] of [
+    ['10.0.0.0/40', /"10\.0\.0\.0\/40" is not a CIDR range/],
+    ['Shop!=10.0.0.1', /"Shop!" is not an application name/],
+    ['db lan', /"db lan" is not an IP address, a CIDR range or a host name/],
+  ] as const) {
+    assert.throws(
+      () => resolveWith({ egressAllow: [entry] }, {}),
+      (err: unknown) => {
+        assert.ok(err instanceof Problem);
+        assert.equal(err.status, 400);
+        assert.equal(err.code, 'invalid-input');
+        assert.equal(err.title, 'Invalid setting runtime.egressAllow');
+        assert.match(err.detail ?? '', why);
+        return true;
+      },
+    );
+  }
+});
+
 test('the config file is JSONC; unknown keys and bad syntax are refused naming the file', () => {
   const dir = mkdtempSync(join(tmpdir(), 'svc-config-'));
   const good = join(dir, 'good.jsonc');
