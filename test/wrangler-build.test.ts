@@ -4,7 +4,8 @@
 // @cloudflare/vite-plugin writes it, with its empty binding lists and its `../client` assets)
 // deploys the built worker and its assets; a `nodejs_compat` worker gets wrangler's unenv
 // polyfills and `process.env.NODE_ENV`; `find_additional_modules` uploads the modules a variable
-// dynamic import loads. The projects are written by the test (no registry).
+// dynamic import loads; `--env` merges a wrangler.toml section and a binding is refused at its
+// line there. The projects are written by the test (no registry).
 
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
@@ -175,7 +176,43 @@ const ADDITIONAL_MODULES_PROJECT = {
   'src/about.md': '# about\n',
 };
 
+const ENV_PROJECT = {
+  'wrangler.toml': [
+    'name = "envapp"',
+    'main = "src/index.js"',
+    'compatibility_date = "2025-06-01"',
+    '',
+    '[vars]',
+    'LEVEL = "top"',
+    '',
+    '[env.staging.vars]',
+    'LEVEL = "staging"',
+    '',
+    '[env.cached]',
+    '[[env.cached.kv_namespaces]]',
+    'binding = "CACHE"',
+    'id = "1"',
+    '',
+  ].join('\n'),
+  'src/index.js': 'export default { fetch: (request, env) => new Response(env.LEVEL) };\n',
+};
+
 describe('svc deploy builds as wrangler deploy', () => {
+  test('--env merges the section as wrangler does; a binding in another section is refused at its TOML line', async () => {
+    const dir = projectDir(ENV_PROJECT);
+    const staging = await deploy(dir, ['--env', 'staging']);
+    assert.equal(staging.code, 0, staging.stderr);
+    assert.match(staging.stdout, /^deployed envapp-staging /);
+    assert.equal(await (await get('envapp-staging', '/')).text(), 'staging');
+    const cached = await deploy(dir, ['--env', 'cached']);
+    assert.equal(cached.code, 1);
+    assert.match(
+      cached.stderr,
+      /^svc: Invalid worker config: \S*wrangler\.toml:12:1: "kv_namespaces" declares bindings this runtime does not provide yet \(CACHE\).*\[urn:svc:invalid-input\]$/m,
+    );
+    assert.doesNotMatch(cached.stderr, /packed|accepted/, 'refused before anything is sent');
+  });
+
   test('a framework build deploys through its redirect: the built worker, its chunks and ../client assets', async () => {
     const dir = projectDir(REDIRECT_PROJECT);
     const { code, stderr } = await deploy(dir);
