@@ -3,16 +3,48 @@ package main
 // Cron triggers: a timer per schedule of the serving deployment. At a scheduled time the steward
 // tries to claim (schedule, time) in the bucket and, if its write lands, runs the worker's
 // `scheduled` handler, so each time runs once across the fleet. The times themselves come from
-// the steward too: the expressions have one reading, in TypeScript.
+// the steward too: the expressions have one reading, in TypeScript. Each run this replica fired
+// is reported to the node's daemon (docs/runtime.md "Cron triggers"), which records it as an
+// event and logs it.
 
 import (
+	"encoding/json"
+	"os"
 	"sync"
 	"time"
 )
 
+// report writes one line on stdout for the node's daemon, as the request spans are: the front
+// alone writes its stdout (workerd's output and the steward's log go to stderr), so a worker
+// cannot forge a report. A daemon that is gone (one restarted adopts the process without its
+// pipes) loses it, never the process.
+func report(value any) {
+	line, err := json.Marshal(value)
+	if err == nil {
+		_, _ = os.Stdout.Write(append(line, '\n'))
+	}
+}
+
+// cronRun reports one run this replica fired; the daemon adds the application and the node. Kind
+// comes first, so the daemon tells a report from a span by the line's start.
+type cronRun struct {
+	Kind        string `json:"kind"`
+	Cron        string `json:"cron"`
+	ScheduledMs int64  `json:"scheduledMs"`
+	Deployment  string `json:"deployment"`
+	Outcome     string `json:"outcome"`
+	Error       string `json:"error,omitempty"`
+	DurationMs  int64  `json:"durationMs"`
+}
+
 type cronNextRequest struct {
 	Crons   []string `json:"crons"`
 	AfterMs int64    `json:"afterMs"`
+}
+
+type cronFireAnswer struct {
+	Outcome *string `json:"outcome"` // null: another replica fired this time
+	Failure *string `json:"failure"` // the handler's exception (`error` is the request's own)
 }
 
 type cronNextAnswer struct {
@@ -123,11 +155,24 @@ func (c *Crons) fire(cron string, scheduledMs int64) {
 	}
 	in.Enter()
 	defer in.Leave()
-	var answer struct{}
+	var answer cronFireAnswer
+	started := time.Now()
 	err := c.steward.Call("cron-fire", cronFireRequest{
 		Cron: cron, ScheduledMs: scheduledMs, Deployment: in.Deployment, CronSocket: in.CronSocket,
 	}, &answer)
 	if err != nil {
 		c.log("cell: cron " + cron + ": " + err.Error())
+		return
 	}
+	if answer.Outcome == nil {
+		return
+	}
+	run := cronRun{
+		Kind: "cron.ran", Cron: cron, ScheduledMs: scheduledMs, Deployment: in.Deployment,
+		Outcome: *answer.Outcome, DurationMs: time.Since(started).Milliseconds(),
+	}
+	if answer.Failure != nil {
+		run.Error = *answer.Failure
+	}
+	report(run)
 }

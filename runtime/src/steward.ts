@@ -118,7 +118,8 @@ async function answer(context: Steward, request: Record<string, unknown>): Promi
         string(request.cron, 'cron'),
         number(request.scheduledMs, 'scheduledMs'),
       );
-      return { outcome: claim ? (claim.outcome ?? null) : null };
+      // `error` would say the request failed: the run's own error is `failure`.
+      return { outcome: claim?.outcome ?? null, ...(claim?.error ? { failure: claim.error } : {}) };
     }
     default:
       throw new Error(`unknown op ${JSON.stringify(request.op)}`);

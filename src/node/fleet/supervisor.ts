@@ -16,6 +16,7 @@ import { finished } from 'node:stream/promises';
 import { setTimeout as delay } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import { type EventSink, eventTail } from '../../observability/events.ts';
+import { runtimeReportReader } from '../../observability/runtime-reports.ts';
 import type { ProcessStatus } from '../../registry/records.ts';
 import {
   HEALTH_PATH,
@@ -493,6 +494,8 @@ export class Supervisor {
     m.retellAtMs = Date.now() + this.#retellFirstMs;
     if (m.state !== 'crashloop') m.state = 'starting';
     child.stdout?.on('data', (chunk: Buffer) => m.tail.push(chunk));
+    // The front's stdout is its own (spans, cron run reports): a worker's output is on stderr.
+    child.stdout?.on('data', runtimeReportReader(m.application, this.#options.events, this.#options.log));
     child.stderr?.on('data', (chunk: Buffer) => m.tail.push(chunk));
     let finish: (why: string) => void = () => {};
     m.exited = new Promise<void>((resolve) => {
