@@ -1,12 +1,17 @@
 // Liveness on real parts (docs/fleet.md "Liveness"): three `svc sail` nodes on one MinIO of this
-// file's own, runtime processes from the cell stand-in (test/helpers/cell-standin.ts, a named
-// stand-in honouring the runtime contract's `serve`). The shipped heartbeat and dead window; a
-// lost window of 12 s and a 3 s lease, so that the outage below outlasts both in a short test.
+// file's own, reached through the test's S3 proxy (test/helpers/s3-proxy.ts) so that the bucket can
+// also refuse every request, runtime processes from the cell stand-in (test/helpers/cell-standin.ts,
+// a named stand-in honouring the runtime contract's `serve`). The shipped heartbeat and dead
+// window; a lost window of 12 s and a 3 s lease, so that the outages below outlast both in a short
+// test.
 //
-// 1. MinIO frozen (SIGSTOP) longer than the lost window and the lease, then thawed: a coordinator
-//    takes the lease under a higher fence, and no application moves and no process restarts
-//    (placements, pids and restart counts as before; no placement written, nobody judged lost).
-// 2. A node and its runtime processes SIGKILLed: it leaves every other node's routing document
+// 1. MinIO frozen (SIGSTOP), then every request refused (503), each longer than the lost window
+//    and the lease: afterwards a coordinator holds the lease under a higher fence, and no
+//    application moved and no process restarted (placements, pids and restart counts as before;
+//    no placement written, nobody judged lost).
+// 2. The coordinator's daemon restarted (SIGUSR2, started again on its state directory): it
+//    judges nobody from the records it finds, so nothing moves either.
+// 3. A node and its runtime processes SIGKILLed: it leaves every other node's routing document
 //    (bench/node-loss.bench.ts measures how fast).
 
 import assert from 'node:assert/strict';
@@ -23,6 +28,7 @@ import { CELL_STANDIN } from './helpers/deploys.ts';
 import { type Signer, signerFor, trustOperator } from './helpers/in-process-node.ts';
 import { IngressClient } from './helpers/ingress-client.ts';
 import { type Minio, startMinio } from './helpers/minio.ts';
+import { type S3Proxy, startS3Proxy } from './helpers/s3-proxy.ts';
 import { type SailProcess, startSail, tempDir, waitFor } from './helpers/svc.ts';
 
 const TTL_MS = 3_000;
@@ -36,45 +42,46 @@ const DOMAIN = 'svc.test';
 const APPS = { everywhere: 'all', pair: 2, single: 1 } as const;
 
 let minio: Minio;
+let proxy: S3Proxy;
+/** While true, the proxy answers every request 503 without forwarding it. */
+let refusing = false;
 let store: Store;
 let admin: Signer;
 const nodes: SailProcess[] = [];
 const ids = ['node-a', 'node-b', 'node-c'];
+const flagsOf = new Map<string, string[]>();
 
 before(async () => {
   minio = await startMinio();
+  proxy = await startS3Proxy(minio.endpoint, { fault: () => (refusing ? 'refuse' : undefined) });
   const options = minio.bucketOptions(await minio.createBucket());
   store = await openStore({ ...options, stateDir: tempDir() });
   admin = await trustOperator(store, signerFor('op-admin'));
   for (const [name, replicas] of Object.entries(APPS))
     await ensureDeployedApplication(store, name, { replicas });
   for (const [index, id] of ids.entries()) {
-    nodes.push(
-      await startSail(
-        [
-          ...['--endpoint', options.endpoint, '--region', options.region, '--bucket', options.bucket],
-          ...['--access-key', options.accessKey, '--secret-key', options.secretKey],
-          ...['--node-id', id, '--cell-bin', CELL_STANDIN],
-          ...[
-            '--port-range-start',
-            String(33000 + index * 100),
-            '--port-range-end',
-            String(33099 + index * 100),
-          ],
-          ...['--platform-domains', DOMAIN, '--ingress-token', TOKEN],
-          ...['--coordinator-lease-ttl-ms', String(TTL_MS), '--node-lost-after-ms', String(LOST_MS)],
-          ...['--registry-resync-ms', '1000', '--registry-node-refresh-ms', '1000'],
-        ],
-        { env: { SVC_LOG_LEVEL: 'info' } },
-      ),
-    );
+    flagsOf.set(id, [
+      ...['--endpoint', proxy.endpoint, '--region', options.region, '--bucket', options.bucket],
+      ...['--access-key', options.accessKey, '--secret-key', options.secretKey],
+      ...['--node-id', id, '--cell-bin', CELL_STANDIN],
+      // Its processes outlive a daemon restart, to be adopted, as the real runtime's do.
+      ...['--cell-env', 'STANDIN_SERVE_STAY_ORPHANED=1'],
+      ...['--port-range-start', String(33000 + index * 100)],
+      ...['--port-range-end', String(33099 + index * 100)],
+      ...['--platform-domains', DOMAIN, '--ingress-token', TOKEN],
+      ...['--coordinator-lease-ttl-ms', String(TTL_MS), '--node-lost-after-ms', String(LOST_MS)],
+      ...['--registry-resync-ms', '1000', '--registry-node-refresh-ms', '1000'],
+    ]);
+    nodes.push(await startSail(flagsOf.get(id)!, { env: { SVC_LOG_LEVEL: 'debug' } }));
   }
 });
 
 after(async () => {
+  refusing = false;
   minio?.thaw();
   await Promise.all(nodes.map((node) => node.stop()));
   await store?.close();
+  await proxy?.close();
   await minio?.stop();
 });
 
@@ -162,51 +169,36 @@ async function steady(): Promise<boolean> {
   return true;
 }
 
-test('MinIO frozen past the lost window and the lease, then back: a new fence, and no application moves or restarts', async () => {
-  await waitFor(steady, 'every application placed, running and routed', 60_000);
-  const holder = (await waitFor(() => coordinator(nodes), 'one coordinator', 4 * PASS_INTERVAL_MS))!;
-  const placedBefore = await placements();
-  const runningBefore = await processes(nodes);
-  const logFrom = nodes.map((node) => node.log().length);
+/** What must not change across a fault: placements, and each process with its pid and restarts. */
+async function snapshot(): Promise<{ placed: Record<string, string[]>; running: Omit<Running, 'ready'>[] }> {
+  return {
+    placed: await placements(),
+    running: (await processes(nodes)).map(({ ready: _, ...p }) => p),
+  };
+}
 
-  minio.freeze();
-  const frozenAt = Date.now();
-  const oldHolder = nodes.find((node) => node.nodeId === holder.node)!;
-  await waitFor(
-    () =>
-      Date.now() - frozenAt >= OUTAGE_MS &&
-      events(oldHolder, logFrom[nodes.indexOf(oldHolder)]!, 'coordinator.lost').length > 0,
-    'the outage to outlast the lost window, and the coordinator to give up its lease',
-    OUTAGE_MS + SLACK_MS,
-  );
-  minio.thaw();
-  const thawedAt = Date.now();
-
-  const next = (await waitFor(
-    async () => {
-      const found = await coordinator(nodes);
-      return found && found.fence > holder.fence ? found : null;
-    },
-    'a coordinator under a higher fence',
-    TTL_MS + 4 * PASS_INTERVAL_MS + SLACK_MS,
-  ))!;
-  assert.ok(next.fence > holder.fence);
-  // A false judgement would come within the lost window (plus a pass) of the bucket's return.
+/**
+ * Waits until a lost window and two passes have gone by since `since` (a false judgement would
+ * come within that) with every pass succeeding, then checks that nothing moved or restarted, and
+ * that no node wrote a placement or judged a node lost after the log offsets `logFrom`.
+ */
+async function assertNothingMoved(
+  before: Awaited<ReturnType<typeof snapshot>>,
+  since: number,
+  logFrom: number[],
+): Promise<void> {
   await waitFor(
     async () =>
-      Date.now() - thawedAt >= LOST_MS + 2 * PASS_INTERVAL_MS &&
-      (await Promise.all(nodes.map(state))).every((s) => s.reconcile.ok),
-    'a lost window and two passes since the return, every pass succeeding',
+      Date.now() - since >= LOST_MS + 2 * PASS_INTERVAL_MS &&
+      (await Promise.all(nodes.map(state))).every(
+        (s) => s.reconcile.ok && Date.parse(s.reconcile.lastPassAt) > since + LOST_MS,
+      ),
+    'a lost window and two passes, every node passing, and succeeding',
     LOST_MS + 4 * PASS_INTERVAL_MS + SLACK_MS,
   );
-
-  assert.deepEqual(await placements(), placedBefore, 'no application moved');
-  const runningAfter = await processes(nodes);
-  assert.deepEqual(
-    runningAfter.map(({ ready: _, ...p }) => p),
-    runningBefore.map(({ ready: _, ...p }) => p),
-    'the same processes, not restarted',
-  );
+  const after = await snapshot();
+  assert.deepEqual(after.placed, before.placed, 'no application moved');
+  assert.deepEqual(after.running, before.running, 'the same processes, not restarted');
   for (const [index, node] of nodes.entries()) {
     assert.deepEqual(
       events(node, logFrom[index]!, 'placement.written'),
@@ -218,6 +210,84 @@ test('MinIO frozen past the lost window and the lease, then back: a new fence, a
   }
   for (const node of nodes)
     assert.equal(routedNodes(await routing(node)).size, 3, `${node.nodeId} routes to all`);
+}
+
+const outages = [
+  { how: 'frozen (SIGSTOP)', begin: () => minio.freeze(), end: () => minio.thaw() },
+  {
+    how: 'refusing every request (503)',
+    begin: () => {
+      refusing = true;
+    },
+    end: () => {
+      refusing = false;
+    },
+  },
+];
+
+for (const outage of outages) {
+  test(`MinIO ${outage.how} past the lost window and the lease, then back: a new fence, and no application moves or restarts`, async () => {
+    await waitFor(steady, 'every application placed, running and routed', 60_000);
+    const holder = (await waitFor(() => coordinator(nodes), 'one coordinator', 4 * PASS_INTERVAL_MS))!;
+    const before = await snapshot();
+    const logFrom = nodes.map((node) => node.log().length);
+    const oldHolder = nodes.find((node) => node.nodeId === holder.node)!;
+
+    outage.begin();
+    const begunAt = Date.now();
+    try {
+      await waitFor(
+        () =>
+          Date.now() - begunAt >= OUTAGE_MS &&
+          events(oldHolder, logFrom[nodes.indexOf(oldHolder)]!, 'coordinator.lost').length > 0,
+        'the outage to outlast the lost window, and the coordinator to give up its lease',
+        OUTAGE_MS + SLACK_MS,
+      );
+    } finally {
+      outage.end();
+    }
+    const endedAt = Date.now();
+
+    const next = (await waitFor(
+      async () => {
+        const found = await coordinator(nodes);
+        return found && found.fence > holder.fence ? found : null;
+      },
+      'a coordinator under a higher fence',
+      TTL_MS + 4 * PASS_INTERVAL_MS + SLACK_MS,
+    ))!;
+    assert.ok(next.fence > holder.fence);
+    await assertNothingMoved(before, endedAt, logFrom);
+  });
+}
+
+test("the coordinator's daemon restarted (SIGUSR2): a coordinator under a higher fence, and nothing moves", async () => {
+  await waitFor(steady, 'every application placed, running and routed', 60_000);
+  const holder = (await waitFor(() => coordinator(nodes), 'one coordinator', 4 * PASS_INTERVAL_MS))!;
+  const before = await snapshot();
+  const index = nodes.findIndex((node) => node.nodeId === holder.node);
+  const old = nodes[index]!;
+  const logFrom = nodes.map((node) => node.log().length);
+  const stopping = old.stop('SIGUSR2');
+  await waitFor(
+    () => old.child.exitCode !== null || old.child.signalCode !== null,
+    `${old.nodeId} to exit on SIGUSR2\n${old.log().slice(-4000)}`,
+    30_000,
+  );
+  assert.equal(await stopping, 0, 'SIGUSR2 exits 0, leaving the applications serving');
+  nodes[index] = await startSail(flagsOf.get(old.nodeId)!, {
+    stateDir: old.stateDir,
+    port: Number(old.listen.slice(old.listen.lastIndexOf(':') + 1)),
+    env: { SVC_LOG_LEVEL: 'debug' },
+  });
+  logFrom[index] = 0;
+  const restartedAt = Date.now();
+  await waitFor(
+    async () => ((await coordinator(nodes))?.fence ?? 0) > holder.fence,
+    'a coordinator under a higher fence',
+    TTL_MS + 4 * PASS_INTERVAL_MS + SLACK_MS,
+  );
+  await assertNothingMoved(before, restartedAt, logFrom);
 });
 
 test('a node killed with its processes leaves every other node routing document', async (t) => {
