@@ -27,7 +27,7 @@ export class NodeRegistration {
   readonly #store: Store;
   readonly #now: () => number;
   readonly #mono: () => number;
-  /** ETag of each recent write → monotonic time its answer came (the write had landed by then). */
+  /** ETag of each recent write -> monotonic time its answer came (the write had landed by then). */
   readonly #landed = new Map<string, number>();
   #record: NodeRecord;
   /** The ETag of the last write, so the cache need not read this node's own record back. */
