@@ -29,7 +29,7 @@ export interface LivenessWindows {
 export const DEFAULT_LIVENESS: LivenessWindows = {
   heartbeatMs: 5_000,
   deadAfterMs: 9_000,
-  lostAfterMs: 30_000,
+  lostAfterMs: 60_000,
 };
 
 /**
