@@ -57,7 +57,23 @@ var hopByHop = map[string]bool{
 	"Proxy-Connection": true, "Te": true, "Trailer": true, "Transfer-Encoding": true, "Upgrade": true,
 }
 
+// ApplicationHeader names the application the ingress routed a request to (docs/ingress.md
+// "Misdirected requests"). MisdirectedHeader marks the front's own refusal of one meant for
+// another application, so that the ingress retries it elsewhere and never a worker's 421.
+const (
+	ApplicationHeader = "Svc-Application"
+	MisdirectedHeader = "Svc-Misdirected"
+)
+
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if meant, ok := r.Header[ApplicationHeader]; ok {
+		if len(meant) != 1 || meant[0] != p.cfg.Application {
+			p.misdirected(w, strings.Join(meant, ", "))
+			return
+		}
+		// The worker sees the request as the client sent it.
+		r.Header.Del(ApplicationHeader)
+	}
 	if isUpgrade(r) {
 		p.upgrade(w, r)
 		return
@@ -123,6 +139,18 @@ func (p *Proxy) health(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodHead {
 		_, _ = w.Write(text)
 	}
+}
+
+// misdirected refuses a request the ingress routed to another application: this port served
+// that application once (before a restart of its node gave it another port), and an ingress
+// with an older routing document still sends it here. 421 Misdirected Request (RFC 9110 section
+// 15.5.20) says this server cannot answer for the target; the ingress retries it on another
+// upstream, since nothing of it ran.
+func (p *Proxy) misdirected(w http.ResponseWriter, meant string) {
+	w.Header().Set(MisdirectedHeader, p.cfg.Application)
+	w.Header().Set("Connection", "close") // the body, if any, is not read
+	plain(w, http.StatusMisdirectedRequest,
+		fmt.Sprintf("This port serves the application %q, not %q: the routing that sent it here is out of date", p.cfg.Application, meant))
 }
 
 func unavailable(w http.ResponseWriter, why string) {

@@ -381,3 +381,76 @@ func TestARequestWhoseWorkerdDiedWaitsForTheNextOne(t *testing.T) {
 		t.Fatalf("%d %q after %d dials of the dead workerd", rec.Code, rec.Body.String(), deadDials.Load())
 	}
 }
+
+// The ingress names the application it routed to; a front serving another one refuses with 421
+// and its marker, before anything reaches the worker, and the worker never sees the header.
+func TestARequestMeantForAnotherApplicationIsRefusedAndNeverReachesTheWorker(t *testing.T) {
+	var reached atomic.Int32
+	var seen atomic.Value
+	addr, _ := frontServing(t, dialUnix(standInWorkerd(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		reached.Add(1)
+		seen.Store(fmt.Sprint(r.Header.Values(ApplicationHeader)))
+		_, _ = io.WriteString(w, "hello's body")
+	}))))
+	send := func(method string, header []string, body string) (*http.Response, string) {
+		t.Helper()
+		req, _ := http.NewRequest(method, "http://"+addr+"/x", strings.NewReader(body))
+		for _, v := range header {
+			req.Header.Add(ApplicationHeader, v)
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		text, _ := io.ReadAll(res.Body)
+		return res, string(text)
+	}
+	for _, c := range []struct {
+		method string
+		header []string
+		meant  string
+	}{
+		{http.MethodGet, []string{"other"}, "other"},
+		{http.MethodPost, []string{"other"}, "other"},
+		{http.MethodGet, []string{""}, ""},
+		{http.MethodGet, []string{"hello", "other"}, "hello, other"},
+	} {
+		res, body := send(c.method, c.header, "a body")
+		want := fmt.Sprintf("This port serves the application \"hello\", not %q: the routing that sent it here is out of date\n", c.meant)
+		if res.StatusCode != http.StatusMisdirectedRequest || body != want || res.Header.Get(MisdirectedHeader) != "hello" {
+			t.Fatalf("%s %v: got %d %q (%s %q), want 421 %q", c.method, c.header, res.StatusCode, body, MisdirectedHeader, res.Header.Get(MisdirectedHeader), want)
+		}
+	}
+	if n := reached.Load(); n != 0 {
+		t.Fatalf("a misdirected request reached the worker %d times", n)
+	}
+	res, body := send(http.MethodGet, []string{"hello"}, "")
+	if res.StatusCode != 200 || body != "hello's body" || res.Header.Get(MisdirectedHeader) != "" {
+		t.Fatalf("a request meant for this application: %d %q", res.StatusCode, body)
+	}
+	if got := seen.Load(); got != "[]" {
+		t.Fatalf("the worker saw %s %s; want none", ApplicationHeader, got)
+	}
+	if res, body := send(http.MethodGet, nil, ""); res.StatusCode != 200 || body != "hello's body" {
+		t.Fatalf("a request naming no application (the supervisor, a direct client): %d %q", res.StatusCode, body)
+	}
+}
+
+func TestAnUpgradeMeantForAnotherApplicationIsRefused(t *testing.T) {
+	addr, _ := frontServing(t, dialUnix(standInWorkerd(t, echo)))
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+	_, _ = io.WriteString(conn, "GET /ws HTTP/1.1\r\nHost: app\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSvc-Application: other\r\n\r\n")
+	res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.StatusCode != http.StatusMisdirectedRequest || res.Header.Get(MisdirectedHeader) != "hello" {
+		t.Fatalf("got %d, want 421 with %s", res.StatusCode, MisdirectedHeader)
+	}
+}
