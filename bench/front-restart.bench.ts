@@ -90,14 +90,16 @@ async function round(fleet: RestartFleet): Promise<string> {
   const failed = samples.filter((s) => !s.ok);
   const kinds = new Map<string, number>();
   for (const s of failed) kinds.set(s.failure!, (kinds.get(s.failure!) ?? 0) + 1);
-  const lastFailureEnd = Math.max(killMs, ...failed.map((s) => s.endMs));
-  const firstFailureStart = Math.min(...failed.map((s) => s.startMs), lastFailureEnd);
   const afterHealthy = failed.filter((s) => s.startMs > healthyMs).length;
+  const seconds = (ms: number) => `${(ms / 1000).toFixed(2)} s`;
+  const span =
+    failed.length === 0
+      ? 'no failure'
+      : `failures span ${seconds(Math.max(...failed.map((s) => s.endMs)) - Math.min(...failed.map((s) => s.startMs)))}, ` +
+        `the last ending ${seconds(Math.max(...failed.map((s) => s.endMs)) - healthyMs)} after the front was healthy`;
   return (
     `requests ${samples.length}, failed ${failed.length} (${[...kinds].map(([k, n]) => `${n}× ${k}`).join(', ') || 'none'}); ` +
-    `front healthy ${((healthyMs - killMs) / 1000).toFixed(2)} s after the kill; failures span ` +
-    `${((lastFailureEnd - firstFailureStart) / 1000).toFixed(2)} s, the last ending ` +
-    `${((lastFailureEnd - healthyMs) / 1000).toFixed(2)} s after the front was healthy; ` +
+    `front healthy ${seconds(healthyMs - killMs)} after the kill; ${span}; ` +
     `${afterHealthy} failed after it; load ${loadBefore} -> ${loadavg()[0]!.toFixed(1)}`
   );
 }

@@ -22,7 +22,7 @@ export class TextSink {
 
   finish(): string {
     this.flush();
-    return this.ascii ? scratch.latin1Slice(0, this.length) : scratch.utf8Slice(0, this.length);
+    return scratch.toString(this.ascii ? 'latin1' : 'utf8', 0, this.length);
   }
 
   private flush(): void {
@@ -33,7 +33,7 @@ export class TextSink {
       scratch.copy(grown, 0, 0, this.length);
       scratch = grown;
     }
-    this.length += scratch.utf8Write(this.chunk, this.length);
+    this.length += scratch.write(this.chunk, this.length);
     this.chunk = '';
   }
 }

@@ -54,8 +54,8 @@ export async function startRestartFleet(caddyfile: string, pollInterval?: string
     );
     if (deployed.code !== 0) throw new Error(`svc deploy exited ${deployed.code}:\n${deployed.stderr}`);
     const routing = new IngressClient(node.url, TOKEN);
-    const upstream = await waitFor(
-      async () => (await routing.routes()).routes.find((r) => r.host === HOST)?.upstreams[0]?.address,
+    const upstream: string = await waitFor(
+      async () => (await routing.routes()).routes.find((r) => r.host === HOST)?.upstreams[0]?.address ?? '',
       `the node to route ${HOST}`,
       SERVE_DEADLINE_MS,
     );
