@@ -101,6 +101,27 @@ export const settingSpecs: readonly SettingSpec[] = [
   ),
   s('runtime.bindHost', 'bind-host', 'string', 'runtime', 'Address runtime processes bind to'),
   s(
+    'runtime.appMemoryMb',
+    'app-memory-mb',
+    'count',
+    'runtime',
+    "Memory one application's runtime processes may use together, in MiB (cgroup; 0: no limit)",
+  ),
+  s(
+    'runtime.appCpuMs',
+    'app-cpu-ms',
+    'count',
+    'runtime',
+    "How long an application's workerd may keep a core busy before it is restarted, in ms (0: no limit)",
+  ),
+  s(
+    'runtime.appCpus',
+    'app-cpus',
+    'count',
+    'runtime',
+    "Cores one application's runtime processes may use at once (cgroup; 0: all but one)",
+  ),
+  s(
     'runtime.egressAllow',
     'egress-allow',
     'list',
@@ -252,6 +273,9 @@ export interface Settings {
     portRangeEnd: number;
     portQuarantineMs: number;
     bindHost: string;
+    appMemoryMb: number;
+    appCpuMs: number;
+    appCpus: number;
     egressAllow: string[];
   };
   registry: { resyncMs: number; nodeRefreshMs: number };
@@ -294,6 +318,12 @@ export function defaultSettings(): Settings {
       portRangeEnd: 24998,
       portQuarantineMs: 600_000,
       bindHost: '127.0.0.1',
+      // Cloudflare's 128 MB per isolate, plus what a workerd process, the front and the steward
+      // hold besides, and a second workerd while a deploy switches (docs/decisions.md).
+      appMemoryMb: 512,
+      // Cloudflare's default CPU time per request (paid plan; `limits.cpu_ms` raises it).
+      appCpuMs: 30_000,
+      appCpus: 0,
       egressAllow: [],
     },
     registry: { resyncMs: 300_000, nodeRefreshMs: 30_000 },

@@ -24,6 +24,7 @@ import { RuntimeProbe } from '../deploys/runner.ts';
 import { RegistryCache } from './cache.ts';
 import { tellDeploymentMoved } from './deployment-moved.ts';
 import { LeaseKeeper, systemClock } from './lease.ts';
+import { ApplicationLimits, detectControllers } from './limits.ts';
 import { listedAppsStore } from './listed-store.ts';
 import { NodeRegistration } from './node-record.ts';
 import {
@@ -341,6 +342,12 @@ function defaultSupervisor(
     onReadinessChange,
     secretsFile,
   });
+    limits: new ApplicationLimits({
+      settings: { memoryMb: runtime.appMemoryMb, cpuMs: runtime.appCpuMs, cpus: runtime.appCpus },
+      controllers: detectControllers(ctx.nodeId),
+      log: ctx.log,
+      events: ctx.events,
+    }),
 }
 
 /** Repeating background work: each run starts `ms` after the previous one started (or ended, if later). */

@@ -26,6 +26,7 @@ import {
   serveOptionsEnvironment,
 } from '../../runtime-contract/environment.ts';
 import { OutputTail, RuntimeProbe } from '../deploys/runner.ts';
+import type { ApplicationLimits } from './limits.ts';
 import {
   AdoptedProcess,
   groupAlive,
@@ -111,6 +112,8 @@ export interface DesiredProcess {
   application: string;
   /**
    * The deployment the registry says is selected, when known. A change is told to the running
+  /** Puts each process group under the application limits and watches it (limits.ts). */
+  limits?: Pick<ApplicationLimits, 'started' | 'exited' | 'close'>;
    * process (`notify`), so a deploy made through another node is picked up without the runtime
    * polling the bucket.
    */
@@ -291,6 +294,7 @@ export class Supervisor {
     }
     const starting: Promise<void>[] = [];
     for (const application of [...names].sort()) {
+    this.#options.limits?.close();
       if (!this.#managed.has(application)) starting.push(this.#launch(this.#adopt(application)));
     }
     await Promise.all(starting);
@@ -345,6 +349,7 @@ export class Supervisor {
       ),
     );
     this.#options.log.info(
+    this.#options.limits?.started(e.application, e.pid);
       { application: e.application, port: e.port, pid: e.pid },
       'adopted a runtime process a previous run of the daemon left running',
     );
@@ -375,6 +380,7 @@ export class Supervisor {
         (child as ChildProcess).stdout?.destroy();
         (child as ChildProcess).stderr?.destroy();
         (child as ChildProcess).unref();
+    this.#options.limits?.close();
       }
     }
   }
@@ -493,6 +499,8 @@ export class Supervisor {
     m.retold = 0;
     m.retellAtMs = Date.now() + this.#retellFirstMs;
     if (m.state !== 'crashloop') m.state = 'starting';
+    // At once: the runtime starts its workerd only after it loaded, which takes far longer.
+    if (child.pid !== undefined) this.#options.limits?.started(m.application, child.pid);
     child.stdout?.on('data', (chunk: Buffer) => m.tail.push(chunk));
     // The front's stdout is its own (spans, cron run reports): a worker's output is on stderr.
     child.stdout?.on('data', runtimeReportReader(m.application, this.#options.events, this.#options.log));
@@ -612,6 +620,7 @@ export class Supervisor {
         why,
         restarts: m.restarts,
         fastExits: judged.fastExits,
+    if (child.pid !== undefined) this.#options.limits?.exited(m.application, child.pid);
         delayMs: judged.delayMs,
       },
       judged.crashloop ? 'runtime process crash-looping' : 'runtime process exited; restarting',

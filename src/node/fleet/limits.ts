@@ -1,0 +1,401 @@
+// Per-application limits (docs/supervisor.md "Limits"; docs/decisions.md "Application limits"):
+// each runtime process group (`cell serve` and the workerd processes it starts) is placed in a
+// cgroup of its own with a memory limit and a CPU quota, and a workerd that keeps one core busy
+// for the whole CPU-time limit is killed (its front starts it again). Every breach is an event
+// (`limit.memory`, `limit.cpu`) and a log line. Where the machine has no usable controller the
+// limit is not enforced and the daemon says so once at start; nothing here stops a process from
+// starting.
+
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
+import { join } from 'node:path';
+import type { Logger } from 'pino';
+import type { EventSink } from '../../observability/events.ts';
+
+export interface LimitSettings {
+  /** Memory of one application's process group, in MiB; 0: none. */
+  memoryMb: number;
+  /** How long a workerd may keep one core busy without a pause, in ms; 0: no limit. */
+  cpuMs: number;
+  /** Cores one application's process group may use at once; 0: all but one (at least one). */
+  cpus: number;
+}
+
+/** USER_HZ: the unit of /proc/<pid>/stat CPU times, fixed at 100 by the kernel's ABI. */
+const TICKS_PER_SECOND = 100;
+/** How often the group's processes, CPU times and OOM counter are read. */
+export const LIMIT_SAMPLE_MS = 1_000;
+/** A workerd is judged stuck when it used this share of one core across the CPU-time window. */
+const STUCK_SHARE = 0.9;
+const CFS_PERIOD_US = 100_000;
+
+/** One cgroup hierarchy the limits are written into. */
+interface Hierarchy {
+  version: 1 | 2;
+  /** The folder that holds one folder per application (created on first use). */
+  base: string;
+}
+
+/** Where memory and cpu limits can be written, as found on this machine. */
+export interface Controllers {
+  memory: Hierarchy | null;
+  cpu: Hierarchy | null;
+  /** What is not enforced and why, for the start-up log line; empty when everything is. */
+  missing: string[];
+}
+
+function readText(path: string): string | null {
+  try {
+    return readFileSync(path, 'utf8');
+  } catch {
+    return null;
+  }
+}
+
+function tryWrite(path: string, value: string): boolean {
+  try {
+    writeFileSync(path, value);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** A folder name for one node's groups: several nodes may share a machine (and a cgroup). */
+function safeName(text: string): string {
+  return text.replace(/[^A-Za-z0-9_.-]/g, '_').slice(0, 120) || '_';
+}
+
+/** This process's own cgroup path for a v1 controller, or for v2 (controller ''). */
+function ownCgroup(controller: string, procSelfCgroup: string): string | null {
+  for (const line of procSelfCgroup.split('\n')) {
+    const [, list, path] = line.split(':');
+    if (list === undefined || path === undefined) continue;
+    if (controller === '' ? line.startsWith('0::') : list.split(',').includes(controller)) return path;
+  }
+  return null;
+}
+
+/** A writable folder under `mount` for this node's groups, or why there is none. */
+function makeBase(mount: string, own: string | null, name: string): string | Error {
+  const parent = own !== null && existsSync(join(mount, own)) ? join(mount, own) : mount;
+  const base = join(parent, name);
+  try {
+    mkdirSync(base, { recursive: true });
+    return base;
+  } catch (err) {
+    return err as Error;
+  }
+}
+
+/**
+ * Finds the memory and cpu controllers (cgroup v1 mounts, else a cgroup2 mount that offers them)
+ * and prepares this node's folder in each. `root` and the /proc texts are parameters for tests.
+ */
+export function detectControllers(
+  nodeId: string,
+  input: { mounts?: string; selfCgroup?: string } = {},
+): Controllers {
+  const mounts = input.mounts ?? readText('/proc/self/mounts') ?? '';
+  const self = input.selfCgroup ?? readText('/proc/self/cgroup') ?? '';
+  const name = `svc-${safeName(nodeId)}`;
+  const found: Controllers = { memory: null, cpu: null, missing: [] };
+  let v2Mount: string | null = null;
+  const v1: Record<string, string> = {};
+  for (const line of mounts.split('\n')) {
+    const [, dir, type, options] = line.split(' ');
+    if (dir === undefined || options === undefined) continue;
+    if (type === 'cgroup2') v2Mount ??= dir;
+    if (type !== 'cgroup') continue;
+    for (const option of options.split(',')) if (option === 'memory' || option === 'cpu') v1[option] ??= dir;
+  }
+  for (const controller of ['memory', 'cpu'] as const) {
+    const mount = v1[controller];
+    if (mount !== undefined) {
+      const base = makeBase(mount, ownCgroup(controller, self), name);
+      if (typeof base === 'string') found[controller] = { version: 1, base };
+      else found.missing.push(`${controller}: cannot create a cgroup under ${mount} (${base.message})`);
+      continue;
+    }
+    const v2 = v2Mount === null ? null : v2Hierarchy(v2Mount, ownCgroup('', self), name, controller);
+    if (v2 instanceof Error) found.missing.push(`${controller}: ${v2.message}`);
+    else if (v2 !== null) found[controller] = v2;
+    else found.missing.push(`${controller}: no cgroup controller mounted`);
+  }
+  return found;
+}
+
+/**
+ * cgroup v2: a controller is usable when the parent offers it and lets this node's folder pass
+ * it on to the applications' folders below (cgroup.subtree_control).
+ */
+function v2Hierarchy(mount: string, own: string | null, name: string, controller: string): Hierarchy | Error {
+  const parent = own !== null && existsSync(join(mount, own)) ? join(mount, own) : mount;
+  const offered = (readText(join(parent, 'cgroup.controllers')) ?? '').split(/\s+/);
+  if (!offered.includes(controller))
+    return new Error(`the cgroup2 hierarchy at ${parent} does not offer the ${controller} controller`);
+  tryWrite(join(parent, 'cgroup.subtree_control'), `+${controller}`);
+  const base = makeBase(mount, own, name);
+  if (typeof base !== 'string') return new Error(`cannot create a cgroup under ${parent} (${base.message})`);
+  if (!tryWrite(join(base, 'cgroup.subtree_control'), `+${controller}`))
+    return new Error(`cannot delegate ${controller} below ${base}`);
+  return { version: 2, base };
+}
+
+/** The pids of a process group, with their command name and CPU time in ticks. */
+export function groupProcesses(pgid: number): { pid: number; comm: string; ticks: number }[] {
+  let entries: string[];
+  try {
+    entries = readdirSync('/proc');
+  } catch {
+    return [];
+  }
+  const found: { pid: number; comm: string; ticks: number }[] = [];
+  for (const entry of entries) {
+    if (!/^\d+$/.test(entry)) continue;
+    const stat = readText(`/proc/${entry}/stat`);
+    if (stat === null) continue;
+    const close = stat.lastIndexOf(')');
+    // After the command: state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime.
+    const fields = stat.slice(close + 2).split(' ');
+    if (Number(fields[2]) !== pgid) continue;
+    found.push({
+      pid: Number(entry),
+      comm: stat.slice(stat.indexOf('(') + 1, close),
+      ticks: Number(fields[11]) + Number(fields[12]),
+    });
+  }
+  return found;
+}
+
+/** The cores one application may use when the setting leaves it to the machine. */
+export function effectiveCpus(settings: LimitSettings, cores = availableParallelism()): number {
+  return settings.cpus > 0 ? settings.cpus : Math.max(1, cores - 1);
+}
+
+/** One supervised application: its process group and what was last read of it. */
+interface Watched {
+  pgid: number;
+  memoryDir: string | null;
+  cpuDir: string | null;
+  oomKills: number;
+  /** Per workerd pid: CPU ticks sampled, oldest first, with when. */
+  samples: Map<number, { atMs: number; ticks: number }[]>;
+}
+
+/**
+ * Applies the limits to the process groups the supervisor starts and watches them. The supervisor
+ * calls `started` after each spawn or adoption and `exited` after each exit.
+ */
+export class ApplicationLimits {
+  readonly #settings: LimitSettings;
+  readonly #controllers: Controllers;
+  readonly #log: Pick<Logger, 'info' | 'warn'>;
+  readonly #events: EventSink | undefined;
+  readonly #watched = new Map<string, Watched>();
+  readonly #timer: NodeJS.Timeout;
+
+  constructor(input: {
+    settings: LimitSettings;
+    controllers: Controllers;
+    log: Pick<Logger, 'info' | 'warn'>;
+    events?: EventSink;
+    sampleMs?: number;
+  }) {
+    this.#settings = input.settings;
+    this.#controllers = input.controllers;
+    this.#log = input.log;
+    this.#events = input.events;
+    this.#timer = setInterval(() => this.#sample(Date.now()), input.sampleMs ?? LIMIT_SAMPLE_MS);
+    this.#timer.unref();
+    this.#announce();
+  }
+
+  /** One line at start saying what is enforced, and one warning naming what is not and why. */
+  #announce(): void {
+    const { memory, cpu, missing } = this.#controllers;
+    this.#log.info(
+      {
+        memoryMb: this.#settings.memoryMb,
+        cpus: effectiveCpus(this.#settings),
+        cpuMs: this.#settings.cpuMs,
+        memoryCgroup: memory ? `v${memory.version} ${memory.base}` : null,
+        cpuCgroup: cpu ? `v${cpu.version} ${cpu.base}` : null,
+      },
+      'application limits',
+    );
+    if (missing.length > 0)
+      this.#log.warn(
+        { missing },
+        'application limits not enforced on this machine: ' +
+          missing.map((m) => m.split(':')[0]).join(', ') +
+          ' (docs/supervisor.md "Limits")',
+      );
+  }
+
+  /** Places the group led by `pgid` in the application's cgroups (creating and limiting them). */
+  started(application: string, pgid: number): void {
+    const memoryDir = this.#prepare(this.#controllers.memory, application, (dir, version) =>
+      this.#limitMemory(dir, version),
+    );
+    const cpuDir = this.#prepare(this.#controllers.cpu, application, (dir, version) =>
+      this.#limitCpu(dir, version),
+    );
+    const w: Watched = {
+      pgid,
+      memoryDir,
+      cpuDir,
+      oomKills: memoryDir === null ? 0 : this.#readOomKills(memoryDir),
+      samples: new Map(),
+    };
+    this.#watched.set(application, w);
+    this.#enter(w);
+  }
+
+  /** Stops watching the application's group once it exited; its cgroups go when empty. */
+  exited(application: string, pgid: number): void {
+    const w = this.#watched.get(application);
+    if (!w || w.pgid !== pgid) return;
+    this.#checkMemory(application, w);
+    this.#watched.delete(application);
+    for (const dir of [w.memoryDir, w.cpuDir]) {
+      if (dir === null) continue;
+      try {
+        rmdirSync(dir);
+      } catch {
+        // Still holds a process (a workerd being reaped): the next start reuses the folder.
+      }
+    }
+  }
+
+  /** Stops watching; this node's cgroup folders go if nothing is left in them. */
+  close(): void {
+    clearInterval(this.#timer);
+    for (const h of [this.#controllers.memory, this.#controllers.cpu]) {
+      if (h === null) continue;
+      try {
+        rmdirSync(h.base);
+      } catch {
+        // Groups left serving (a restart that keeps its applications) keep their folders.
+      }
+    }
+  }
+
+  #prepare(
+    hierarchy: Hierarchy | null,
+    application: string,
+    limit: (dir: string, version: 1 | 2) => void,
+  ): string | null {
+    if (hierarchy === null) return null;
+    const dir = join(hierarchy.base, safeName(application));
+    try {
+      mkdirSync(dir, { recursive: true });
+      limit(dir, hierarchy.version);
+      return dir;
+    } catch (err) {
+      this.#log.warn({ application, dir, err: (err as Error).message }, 'cannot limit the application');
+      return null;
+    }
+  }
+
+  #limitMemory(dir: string, version: 1 | 2): void {
+    const bytes = this.#settings.memoryMb * 1024 * 1024;
+    if (version === 1) {
+      writeFileSync(join(dir, 'memory.limit_in_bytes'), bytes > 0 ? String(bytes) : '-1');
+      // With swap, the same limit on memory and swap together, else the group swaps past it.
+      tryWrite(join(dir, 'memory.memsw.limit_in_bytes'), bytes > 0 ? String(bytes) : '-1');
+    } else {
+      writeFileSync(join(dir, 'memory.max'), bytes > 0 ? String(bytes) : 'max');
+      tryWrite(join(dir, 'memory.swap.max'), bytes > 0 ? '0' : 'max');
+    }
+  }
+
+  #limitCpu(dir: string, version: 1 | 2): void {
+    const quota = Math.round(effectiveCpus(this.#settings) * CFS_PERIOD_US);
+    if (version === 1) {
+      writeFileSync(join(dir, 'cpu.cfs_period_us'), String(CFS_PERIOD_US));
+      writeFileSync(join(dir, 'cpu.cfs_quota_us'), String(quota));
+    } else {
+      writeFileSync(join(dir, 'cpu.max'), `${quota} ${CFS_PERIOD_US}`);
+    }
+  }
+
+  /** Moves every process of the group not yet in the application's cgroups into them. */
+  #enter(w: Watched): void {
+    const dirs = [w.memoryDir, w.cpuDir].filter((dir) => dir !== null);
+    if (dirs.length === 0) return;
+    const pids = groupProcesses(w.pgid).map((p) => p.pid);
+    for (const dir of dirs) {
+      const inside = new Set(
+        (readText(join(dir, 'cgroup.procs')) ?? '').split('\n').filter(Boolean).map(Number),
+      );
+      for (const pid of pids) if (!inside.has(pid)) tryWrite(join(dir, 'cgroup.procs'), String(pid));
+    }
+  }
+
+  #readOomKills(dir: string): number {
+    const text = readText(join(dir, 'memory.oom_control')) ?? readText(join(dir, 'memory.events')) ?? '';
+    const match = /^oom_kill (\d+)$/m.exec(text);
+    return match ? Number(match[1]) : 0;
+  }
+
+  #sample(nowMs: number): void {
+    for (const [application, w] of this.#watched) {
+      // A process the group started before it was placed (or an adopted group's workerd) joins now.
+      this.#enter(w);
+      this.#checkMemory(application, w);
+      if (this.#settings.cpuMs > 0) this.#checkCpu(application, w, nowMs);
+    }
+  }
+
+  #checkMemory(application: string, w: Watched): void {
+    if (w.memoryDir === null) return;
+    const kills = this.#readOomKills(w.memoryDir);
+    if (kills <= w.oomKills) return;
+    const killed = kills - w.oomKills;
+    w.oomKills = kills;
+    this.#log.warn(
+      { application, memoryMb: this.#settings.memoryMb, killed },
+      'application over its memory limit: the kernel killed its largest process',
+    );
+    this.#events?.emit({ kind: 'limit.memory', application, limitMb: this.#settings.memoryMb, killed });
+  }
+
+  /** Kills a workerd that kept one core busy for the whole CPU-time limit. */
+  #checkCpu(application: string, w: Watched, nowMs: number): void {
+    const windowMs = this.#settings.cpuMs;
+    const seen = new Set<number>();
+    for (const p of groupProcesses(w.pgid)) {
+      if (p.comm !== 'workerd') continue;
+      seen.add(p.pid);
+      const samples = w.samples.get(p.pid) ?? [];
+      samples.push({ atMs: nowMs, ticks: p.ticks });
+      // Keep the newest sample at least a window old, and nothing older.
+      while (samples.length > 1 && nowMs - samples[1]!.atMs >= windowMs) samples.shift();
+      w.samples.set(p.pid, samples);
+      const first = samples[0]!;
+      const spanMs = nowMs - first.atMs;
+      const usedMs = ((p.ticks - first.ticks) * 1000) / TICKS_PER_SECOND;
+      if (spanMs < windowMs || usedMs < STUCK_SHARE * spanMs) continue;
+      try {
+        process.kill(p.pid, 'SIGKILL');
+      } catch {
+        continue;
+      }
+      w.samples.delete(p.pid);
+      this.#log.warn(
+        { application, pid: p.pid, cpuMs: windowMs, usedMs: Math.round(usedMs) },
+        'application over its CPU-time limit: killed its workerd, which kept a core busy throughout',
+      );
+      this.#events?.emit({
+        kind: 'limit.cpu',
+        application,
+        pid: p.pid,
+        limitMs: windowMs,
+        usedMs: Math.round(usedMs),
+        windowMs: spanMs,
+      });
+    }
+    for (const pid of w.samples.keys()) if (!seen.has(pid)) w.samples.delete(pid);
+  }
+}
