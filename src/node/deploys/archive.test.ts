@@ -14,6 +14,8 @@ import { gzipSync } from 'node:zlib';
 import fc from 'fast-check';
 import { create } from 'tar';
 import { tarBytes, tgz } from '../../../test/helpers/artifacts.ts';
+import { canMount, mountSmallDisk } from '../../../test/helpers/small-disk.ts';
+import { diskRefusal } from '../../config/state-file.ts';
 import { Problem } from '../../problem.ts';
 import { type ArchiveLimits, entryPath, receiveArtifact, unpackArtifact, unpackStream } from './archive.ts';
 
@@ -255,6 +257,40 @@ test('unpackArtifact reads from the received file', async () => {
   const result = await unpackArtifact(file, root, LIMITS);
   assert.equal(result.config, 'cell.jsonc');
   await rm(parent, { recursive: true });
+});
+
+test('a disk that takes no more bytes is passed on as its own error, not blamed on the artifact', {
+  skip: !canMount && 'mounting a small tmpfs needs root',
+}, async () => {
+  const disk = mountSmallDisk(1);
+  try {
+    disk.fill();
+    // Receiving: the write of the body fails, not the body.
+    await assert.rejects(
+      receiveArtifact(Readable.from([Buffer.alloc(64 * 1024)]), join(disk.dir, 'artifact.tgz'), {
+        limit: 1024 * 1024,
+        deadlineMs: 5000,
+      }),
+      (err: unknown) => !(err instanceof Problem) && diskRefusal(err) === 'ENOSPC',
+    );
+    // Unpacking: an entry's file cannot be written.
+    const { parent } = scratch();
+    const file = join(parent, 'artifact.tgz');
+    await writeFile(
+      file,
+      tgz([
+        { path: 'cell.json', body: '{}' },
+        { path: 'big.bin', body: 'x'.repeat(256 * 1024) },
+      ]),
+    );
+    await assert.rejects(
+      unpackArtifact(file, join(disk.dir, 'root'), LIMITS),
+      (err: unknown) => !(err instanceof Problem) && diskRefusal(err) === 'ENOSPC',
+    );
+    await rm(parent, { recursive: true });
+  } finally {
+    disk.unmount();
+  }
 });
 
 /** Any outcome but an unpacked archive or a Problem of these codes fails the property. */

@@ -5,7 +5,9 @@
 // (`cell.jsonc`, else `cell.json`) must sit at the archive root; it is never read here.
 //
 // Both readers face the network: every failure is a Problem (`invalid-input`, `resource-limit`,
-// `deploy-timeout`, or whatever the byte observer throws), never anything else.
+// `deploy-timeout`, or whatever the byte observer throws), except the disk refusing a write
+// (full, over quota, read-only: `diskRefusal`), passed on as the error itself for the caller to
+// answer naming its disk (docs/deploys.md "A full disk"): the sender is not at fault.
 
 import { createReadStream, createWriteStream, type WriteStream } from 'node:fs';
 import { lstat, mkdir } from 'node:fs/promises';
@@ -14,6 +16,7 @@ import { type Readable, Transform, type TransformCallback, Writable } from 'node
 import { pipeline } from 'node:stream/promises';
 import { createGunzip } from 'node:zlib';
 import { Parser, type ReadEntry } from 'tar';
+import { diskRefusal } from '../../config/state-file.ts';
 import { isProblem, Problem } from '../../problem.ts';
 
 /** The worker config names, in the order the runtime looks for them. */
@@ -107,6 +110,7 @@ export async function receiveArtifact(
     }
     if (isProblem(err)) throw err;
     if (isProblem((err as Error).cause)) throw (err as Error).cause;
+    if (diskRefusal(err)) throw err;
     if (options.signal?.aborted) {
       throw new Problem(
         'capability-missing',
@@ -271,7 +275,7 @@ export async function unpackStream(
     for (const out of inflight.streams) out.destroy();
   }
   await chain;
-  if (failure) throw asArchiveProblem(failure);
+  if (failure) throw diskRefusal(failure) ? failure : asArchiveProblem(failure);
   if (!sniffed) throw new Problem('invalid-input', 'Malformed request', 'the artifact is empty');
   if (!sawEnd) throw badArchive('the tar archive ends early: it has no end-of-archive marker');
   const config = await findWorkerConfig(root);
@@ -399,12 +403,9 @@ function isDirectory(entry: ReadEntry): boolean {
   return entry.type === 'Directory' || entry.type === 'GNUDumpDir';
 }
 
-function conflict(path: string, err: unknown): Problem {
-  if (isProblem(err)) return err;
-  const code = (err as NodeJS.ErrnoException)?.code;
-  if (code === 'ENOSPC' || code === 'EDQUOT') {
-    return new Problem('resource-limit', 'No room to stage the artifact', 'the node ran out of disk space');
-  }
+/** Why an entry could not be written: the disk's refusal as it is, else a clash of entries. */
+function conflict(path: string, err: unknown): unknown {
+  if (isProblem(err) || diskRefusal(err)) return err;
   const shown = JSON.stringify(String(path).slice(0, 80));
   return badArchive(`the entry ${shown} could not be unpacked: it clashes with another entry`);
 }
@@ -424,8 +425,5 @@ function asArchiveProblem(err: unknown): Problem {
     return badArchive('the artifact is not valid gzip data (it may be truncated)');
   }
   if (code === 'ERR_STREAM_PREMATURE_CLOSE') return badArchive('the artifact ended early');
-  if (code === 'ENOSPC' || code === 'EDQUOT') {
-    return new Problem('resource-limit', 'No room to stage the artifact', 'the node ran out of disk space');
-  }
   return badArchive(`the artifact could not be unpacked (${tarReason(err as Error)})`);
 }

@@ -9,14 +9,17 @@
 //   5. runtime version comparison      409 version-skew
 //   6. capacity                        429 deploy-overloaded (retry-after: 1); announced size 413
 //   7. only now the body: received into staging (413, 408 receive deadline), unpacked (400, 413),
-//      the record written `accepted`, and the deploy queued: 202.
+//      the record written `accepted`, and the deploy queued: 202. A disk that refuses the
+//      staged bytes (full, over quota, read-only) is 503 store-unavailable naming the state
+//      directory, and logged (docs/deploys.md "A full disk").
 //
-// A refusal at any step leaves nothing staged.
+// A refusal at any step leaves nothing staged and no deploy record.
 
 import { mkdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Readable } from 'node:stream';
 import { type Caller, describeCaller } from '../../auth/caller.ts';
+import { diskRefusal, diskUnavailable } from '../../config/state-file.ts';
 import { Problem } from '../../problem.ts';
 import { ensureApplicationForDeploy } from '../../registry/applications.ts';
 import { assertDeploysOpen } from '../../registry/freeze.ts';
@@ -109,8 +112,20 @@ export async function acceptDeploy(ctx: NodeContext, request: DeployRequest): Pr
     return service.enqueue({ id, application, dir, root, config: unpacked.config, ticket, writer });
   } catch (err) {
     await discard(dir, ticket);
-    throw err;
+    throw stagingFailure(ctx, id, err);
   }
+}
+
+/** What a failed intake answers: the disk refusing the staged bytes is the node's, and logged. */
+function stagingFailure(ctx: NodeContext, id: string, err: unknown): unknown {
+  const code = diskRefusal(err);
+  if (!code) return err;
+  const stateDir = ctx.settings.node.stateDir;
+  ctx.log.error(
+    { deploy: id, stateDir, code, err: (err as Error).message },
+    `deploy ${id} refused: the disk holding the state directory takes no more writes`,
+  );
+  return diskUnavailable(stateDir, code, 'the artifact could not be staged');
 }
 
 async function discard(dir: string, ticket: DeployTicket): Promise<void> {

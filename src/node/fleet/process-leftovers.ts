@@ -7,7 +7,8 @@
 // (SIGTERM, so the runtime releases its lease; SIGKILL after the grace).
 
 import { EventEmitter } from 'node:events';
-import { readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
+import { replaceStateFileSync } from '../../config/state-file.ts';
 
 export interface LeftoverEntry {
   application: string;
@@ -17,11 +18,12 @@ export interface LeftoverEntry {
   port?: number;
 }
 
-/** Rewrites the file with the groups running now (write then rename, so a crash leaves one whole). */
+/**
+ * Rewrites the file with the groups running now (written aside, then renamed: a crash or a full
+ * disk leaves the previous file whole). Throws when the disk refuses; the supervisor retries.
+ */
 export function recordProcesses(file: string, entries: readonly LeftoverEntry[]): void {
-  const temporary = `${file}.tmp`;
-  writeFileSync(temporary, `${JSON.stringify({ v: 1, processes: entries })}\n`, { mode: 0o600 });
-  renameSync(temporary, file);
+  replaceStateFileSync(file, `${JSON.stringify({ v: 1, processes: entries })}\n`);
 }
 
 /** The groups a previous run noted; none when there is no readable file. */

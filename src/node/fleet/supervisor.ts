@@ -183,6 +183,8 @@ export class Supervisor {
   #desired = new Set<string>();
   #closed = false;
   #sweptLeftovers = false;
+  /** The last write of the process file failed: it names other processes than those running. */
+  #processFileStale = false;
   /** Calls of `apply` run one at a time, in order. */
   #applying: Promise<void> = Promise.resolve();
 
@@ -199,6 +201,7 @@ export class Supervisor {
     this.#applying = this.#applying.then(async () => {
       this.#followDeployments(desired);
       await this.#apply(names);
+      if (this.#processFileStale) this.#noteProcesses();
       // A process started now reads the selector itself, and an adopted one was told to look
       // again: what it was started for is what it knows.
       for (const d of desired) {
@@ -385,7 +388,11 @@ export class Supervisor {
     }
   }
 
-  /** Keeps the process file in step with the groups running now. */
+  /**
+   * Keeps the process file in step with the groups running now. A write the disk refused is
+   * remembered and tried again on every pass until it lands (docs/supervisor.md "A full disk"):
+   * a daemon that crashed after the disk freed would otherwise miss what it started meanwhile.
+   */
   #noteProcesses(): void {
     const file = this.#options.processFile;
     if (!file) return;
@@ -397,7 +404,18 @@ export class Supervisor {
     try {
       recordProcesses(file, running);
     } catch (err) {
-      this.#options.log.error({ file, err: (err as Error).message }, 'cannot note runtime processes');
+      if (!this.#processFileStale) {
+        this.#options.log.error(
+          { file, err: (err as Error).message },
+          'cannot note runtime processes; trying again every pass',
+        );
+      }
+      this.#processFileStale = true;
+      return;
+    }
+    if (this.#processFileStale) {
+      this.#processFileStale = false;
+      this.#options.log.info({ file, processes: running.length }, 'runtime processes noted again');
     }
   }
 
