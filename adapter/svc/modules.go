@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"sync"
 
 	"github.com/caddyserver/caddy/v2"
@@ -30,6 +31,19 @@ const (
 	VarFleet   = "svc.fleet"
 )
 
+// The headers of misdirected requests (docs/ingress.md "Misdirected requests"): the proxied
+// request names the application it was routed to, and a front serving another application
+// refuses it with 421 and the marker, naming itself.
+const (
+	ApplicationHeader = "Svc-Application"
+	MisdirectedHeader = "Svc-Misdirected"
+	// varMisdirected holds the dials that refused this request as misdirected.
+	varMisdirected = "svc.misdirected"
+	// The reverse proxy's placeholders for the last attempt's answer and upstream.
+	misdirectedPlaceholder = "http.reverse_proxy.header." + MisdirectedHeader
+	lastDialPlaceholder    = "http.reverse_proxy.upstream.hostport"
+)
+
 // appOf finds the svc app of a configuration, instantiating it from the
 // environment when the configuration has no svc block.
 func appOf(ctx caddy.Context) (*App, error) {
@@ -43,7 +57,10 @@ func appOf(ctx caddy.Context) (*App, error) {
 // Upstreams is the dynamic upstream source http.reverse_proxy.upstreams.svc.
 // It resolves the request host across every fleet's cached document (a map
 // lookup, no I/O), sets svc.route, svc.host, svc.matched and svc.fleet, and
-// returns the answering route's upstreams in document order. A denied path on
+// returns the answering route's upstreams in document order, less those that
+// refused this request as misdirected on an earlier try. It names the route's
+// application in the Svc-Application header of the proxied request (and
+// removes a client's on every other answer). A denied path on
 // an API host, an unknown host and the time before any document all return no
 // upstream, so the proxy answers 503 and an error route can branch on
 // svc.route. It takes no options.
@@ -70,6 +87,11 @@ func (u *Upstreams) GetUpstreams(r *http.Request) ([]*reverseproxy.Upstream, err
 	host := routing.RequestHost(r.Host)
 	route, answer := u.app.Table().Outcome(host, r.URL.Path)
 	ctx := r.Context()
+	if answer != nil && route == routing.RouteOK && !answer.API {
+		r.Header.Set(ApplicationHeader, answer.Application)
+	} else {
+		r.Header.Del(ApplicationHeader)
+	}
 	caddyhttp.SetVar(ctx, VarRoute, routeValue(route))
 	caddyhttp.SetVar(ctx, VarHost, host)
 	if answer == nil {
@@ -82,15 +104,44 @@ func (u *Upstreams) GetUpstreams(r *http.Request) ([]*reverseproxy.Upstream, err
 	if route != routing.RouteOK {
 		return nil, nil // denied: never proxied, whatever the error route says
 	}
+	refused := misdirectedDials(r)
 	// Fresh upstreams each call: the proxy writes into them (host state,
 	// health policy), so sharing them between requests would race.
 	backing := make([]reverseproxy.Upstream, len(answer.Dials))
-	out := make([]*reverseproxy.Upstream, len(answer.Dials))
+	out := make([]*reverseproxy.Upstream, 0, len(answer.Dials))
 	for i, dial := range answer.Dials {
+		if slices.Contains(refused, dial) {
+			continue
+		}
 		backing[i].Dial = dial
-		out[i] = &backing[i]
+		out = append(out, &backing[i])
 	}
 	return out, nil
+}
+
+// misdirectedDials are the upstreams that refused this request as meant for
+// another application: a port that changed hands on a restarted node, which
+// an older document still names. The proxy asks for upstreams again before
+// each retry; when the try before answered with the marker, its upstream is
+// left out of every later try of this request (the policy would otherwise pick
+// it again, as a refusal is not a failed dial).
+func misdirectedDials(r *http.Request) []string {
+	ctx := r.Context()
+	refused, _ := caddyhttp.GetVar(ctx, varMisdirected).([]string)
+	repl, _ := ctx.Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
+	if repl == nil {
+		return refused
+	}
+	if _, marked := repl.Get(misdirectedPlaceholder); !marked {
+		return refused
+	}
+	// Consumed: a later try that fails otherwise must not leave out its upstream.
+	repl.Delete(misdirectedPlaceholder)
+	if dial, _ := repl.GetString(lastDialPlaceholder); dial != "" {
+		refused = append(refused, dial)
+		caddyhttp.SetVar(ctx, varMisdirected, refused)
+	}
+	return refused
 }
 
 // routeValue returns the svc.route value as an interface value that needs no

@@ -214,11 +214,32 @@ func TestGetUpstreamsAllocatesOnlyTheAnswer(t *testing.T) {
 	r := httptest.NewRequest(http.MethodGet, "http://shop.svc.test/", nil)
 	r = r.WithContext(context.WithValue(r.Context(), caddyhttp.VarsCtxKey, map[string]any{}))
 	allocs := testing.AllocsPerRun(200, func() { _, _ = u.GetUpstreams(r) })
-	if allocs > 3 {
-		t.Errorf("GetUpstreams allocates %v times, want at most 3 (the answer and the host variable)", allocs)
+	if allocs > 4 {
+		t.Errorf("GetUpstreams allocates %v times, want at most 4 (the answer, the host variable and the application header)", allocs)
 	}
 	if _, ok := any(u).(interface{ ResetCache(*http.Request) error }); ok {
 		t.Error("no cache to reset: GetUpstreams is a map lookup")
 	}
 	_ = routing.RouteOK
+}
+
+func TestUpstreamsNameTheApplicationOnlyToAnApplicationsUpstreams(t *testing.T) {
+	n := newFakeNode(t)
+	n.setDocument(apiDoc)
+	u := &Upstreams{app: provisionApp(t, &App{Fleets: []FleetConfig{fleetConfig(n, "main")}})}
+	for _, c := range []struct{ url, want string }{
+		{"http://shop.svc.test/", "shop"},
+		{"http://a.shop.example/", "shop"},
+		{"http://svc.test/v1/applications", ""},
+		{"http://svc.test/v1/storage/x", ""},
+		{"http://nobody.example/", ""},
+	} {
+		r := httptest.NewRequest(http.MethodGet, c.url, nil)
+		r = r.WithContext(context.WithValue(r.Context(), caddyhttp.VarsCtxKey, map[string]any{}))
+		r.Header.Set(ApplicationHeader, "forged")
+		_, _ = u.GetUpstreams(r)
+		if got := r.Header.Values(ApplicationHeader); c.want == "" && len(got) != 0 || c.want != "" && (len(got) != 1 || got[0] != c.want) {
+			t.Errorf("%s: %s %v, want %q", c.url, ApplicationHeader, got, c.want)
+		}
+	}
 }
