@@ -142,15 +142,22 @@ function v2Hierarchy(mount: string, own: string | null, name: string, controller
   return { version: 2, base };
 }
 
-/** The pids of a process group, with their command name and CPU time in ticks. */
-export function groupProcesses(pgid: number): { pid: number; comm: string; ticks: number }[] {
+/** A process as /proc shows it: its group, command name and CPU time in ticks. */
+export interface ProcessSample {
+  pid: number;
+  comm: string;
+  ticks: number;
+}
+
+/** Every process on the machine, by process group: one read of /proc serves every application. */
+export function processesByGroup(): Map<number, ProcessSample[]> {
+  const groups = new Map<number, ProcessSample[]>();
   let entries: string[];
   try {
     entries = readdirSync('/proc');
   } catch {
-    return [];
+    return groups;
   }
-  const found: { pid: number; comm: string; ticks: number }[] = [];
   for (const entry of entries) {
     if (!/^\d+$/.test(entry)) continue;
     const stat = readText(`/proc/${entry}/stat`);
@@ -158,14 +165,16 @@ export function groupProcesses(pgid: number): { pid: number; comm: string; ticks
     const close = stat.lastIndexOf(')');
     // After the command: state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime.
     const fields = stat.slice(close + 2).split(' ');
-    if (Number(fields[2]) !== pgid) continue;
-    found.push({
+    const pgid = Number(fields[2]);
+    const list = groups.get(pgid) ?? [];
+    list.push({
       pid: Number(entry),
       comm: stat.slice(stat.indexOf('(') + 1, close),
       ticks: Number(fields[11]) + Number(fields[12]),
     });
+    groups.set(pgid, list);
   }
-  return found;
+  return groups;
 }
 
 /** The cores one application may use when the setting leaves it to the machine. */
@@ -249,7 +258,7 @@ export class ApplicationLimits {
       samples: new Map(),
     };
     this.#watched.set(application, w);
-    this.#enter(w);
+    this.#enter(w, processesByGroup().get(pgid) ?? []);
   }
 
   /** Stops watching the application's group once it exited; its cgroups go when empty. */
@@ -321,10 +330,10 @@ export class ApplicationLimits {
   }
 
   /** Moves every process of the group not yet in the application's cgroups into them. */
-  #enter(w: Watched): void {
+  #enter(w: Watched, group: readonly ProcessSample[]): void {
     const dirs = [w.memoryDir, w.cpuDir].filter((dir) => dir !== null);
     if (dirs.length === 0) return;
-    const pids = groupProcesses(w.pgid).map((p) => p.pid);
+    const pids = group.map((p) => p.pid);
     for (const dir of dirs) {
       const inside = new Set(
         (readText(join(dir, 'cgroup.procs')) ?? '').split('\n').filter(Boolean).map(Number),
@@ -340,11 +349,14 @@ export class ApplicationLimits {
   }
 
   #sample(nowMs: number): void {
+    if (this.#watched.size === 0) return;
+    const groups = processesByGroup();
     for (const [application, w] of this.#watched) {
+      const group = groups.get(w.pgid) ?? [];
       // A process the group started before it was placed (or an adopted group's workerd) joins now.
-      this.#enter(w);
+      this.#enter(w, group);
       this.#checkMemory(application, w);
-      if (this.#settings.cpuMs > 0) this.#checkCpu(application, w, nowMs);
+      if (this.#settings.cpuMs > 0) this.#checkCpu(application, w, group, nowMs);
     }
   }
 
@@ -362,10 +374,10 @@ export class ApplicationLimits {
   }
 
   /** Kills a workerd that kept one core busy for the whole CPU-time limit. */
-  #checkCpu(application: string, w: Watched, nowMs: number): void {
+  #checkCpu(application: string, w: Watched, group: readonly ProcessSample[], nowMs: number): void {
     const windowMs = this.#settings.cpuMs;
     const seen = new Set<number>();
-    for (const p of groupProcesses(w.pgid)) {
+    for (const p of group) {
       if (p.comm !== 'workerd') continue;
       seen.add(p.pid);
       const samples = w.samples.get(p.pid) ?? [];

@@ -1,0 +1,89 @@
+// Application limits (docs/supervisor.md "Limits"): finding the controllers, degrading where there
+// are none, what is written into an application's cgroups, and a memory breach becoming an event.
+// The cgroup folders are plain folders here (the kernel's files are stand-ins written by the
+// test); test/app-limits.test.ts runs the same code against the kernel's cgroups.
+
+import assert from 'node:assert/strict';
+import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import type { EventInput } from '../../observability/events.ts';
+import { ApplicationLimits, detectControllers, effectiveCpus } from './limits.ts';
+
+const quietLog = { info() {}, warn() {} };
+
+test('no cgroup mounts: nothing enforced, each controller named with why', () => {
+  const found = detectControllers('n1', { mounts: 'proc /proc proc rw 0 0\n', selfCgroup: '0::/\n' });
+  assert.equal(found.memory, null);
+  assert.equal(found.cpu, null);
+  assert.deepEqual(found.missing, [
+    'memory: no cgroup controller mounted',
+    'cpu: no cgroup controller mounted',
+  ]);
+});
+
+test('a cgroup2 mount that does not offer the controllers: nothing enforced, and why', () => {
+  const mount = mkdtempSync(join(tmpdir(), 'svc-cg2-'));
+  writeFileSync(join(mount, 'cgroup.controllers'), 'pids io\n');
+  const found = detectControllers('n1', {
+    mounts: `cgroup2 ${mount} cgroup2 rw 0 0\n`,
+    selfCgroup: '0::/\n',
+  });
+  assert.equal(found.memory, null);
+  assert.match(
+    found.missing[0] ?? '',
+    /^memory: the cgroup2 hierarchy at .* does not offer the memory controller$/,
+  );
+  assert.match(found.missing[1] ?? '', /^cpu: .* does not offer the cpu controller$/);
+});
+
+test("cgroup v1: the node's folder goes inside the daemon's own cgroup", () => {
+  const memory = mkdtempSync(join(tmpdir(), 'svc-cg1-'));
+  const cpu = mkdtempSync(join(tmpdir(), 'svc-cg1-'));
+  mkdirSync(join(memory, 'outer', 'own'), { recursive: true });
+  const found = detectControllers('node/1', {
+    mounts: `cgroup ${memory} cgroup rw,relatime,memory 0 0\ncgroup ${cpu} cgroup rw,relatime,cpu 0 0\n`,
+    selfCgroup: '4:memory:/outer/own\n1:cpu:/\n0::/\n',
+  });
+  assert.deepEqual(found.missing, []);
+  assert.deepEqual(found.memory, { version: 1, base: join(memory, 'outer', 'own', 'svc-node_1') });
+  assert.deepEqual(found.cpu, { version: 1, base: join(cpu, 'svc-node_1') });
+});
+
+test('all cores but one by default, at least one', () => {
+  assert.equal(effectiveCpus({ memoryMb: 0, cpuMs: 0, cpus: 0 }, 8), 7);
+  assert.equal(effectiveCpus({ memoryMb: 0, cpuMs: 0, cpus: 0 }, 1), 1);
+  assert.equal(effectiveCpus({ memoryMb: 0, cpuMs: 0, cpus: 3 }, 8), 3);
+});
+
+test('a started group gets its limits and its processes; a counted OOM kill is one limit.memory event', () => {
+  const memory = mkdtempSync(join(tmpdir(), 'svc-cg1-'));
+  const cpu = mkdtempSync(join(tmpdir(), 'svc-cg1-'));
+  const events: EventInput[] = [];
+  const limits = new ApplicationLimits({
+    settings: { memoryMb: 256, cpuMs: 0, cpus: 2 },
+    controllers: { memory: { version: 1, base: memory }, cpu: { version: 1, base: cpu }, missing: [] },
+    log: quietLog,
+    events: { emit: (e) => events.push(e) },
+    sampleMs: 60_000,
+  });
+  try {
+    limits.started('shop', process.pid);
+    assert.equal(
+      readFileSync(join(memory, 'shop', 'memory.limit_in_bytes'), 'utf8'),
+      String(256 * 1024 * 1024),
+    );
+    assert.equal(readFileSync(join(cpu, 'shop', 'cpu.cfs_quota_us'), 'utf8'), '200000');
+    assert.equal(readFileSync(join(cpu, 'shop', 'cpu.cfs_period_us'), 'utf8'), '100000');
+    assert.equal(events.length, 0);
+    writeFileSync(
+      join(memory, 'shop', 'memory.oom_control'),
+      'oom_kill_disable 0\nunder_oom 0\noom_kill 2\n',
+    );
+    limits.exited('shop', process.pid);
+    assert.deepEqual(events, [{ kind: 'limit.memory', application: 'shop', limitMb: 256, killed: 2 }]);
+  } finally {
+    limits.close();
+  }
+});
