@@ -3,13 +3,14 @@
 // machines run). The runtime is the stand-in at the spec's seam (test/helpers/cell-standin.ts).
 // While the disk is full a deploy is refused 503 store-unavailable naming the state directory,
 // logged, with nothing staged or recorded, and a process the node starts is missing from
-// processes.json; once space is freed the file is rewritten within a pass and a deploy goes
-// through.
+// processes.json; once space is freed the file is rewritten within a pass, a deploy goes
+// through, and a daemon killed after that adopts the process rather than starting a second.
 
 import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
+import { processAlive } from '../src/node/fleet/process-leftovers.ts';
 import { keys } from '../src/registry/keys.ts';
 import {
   assertProblem,
@@ -28,6 +29,7 @@ const SKIP = !canMount && 'mounting a small tmpfs needs root';
 const PASS_DEADLINE_MS = 30_000;
 
 let disk: SmallDisk | undefined;
+let sailFlags: string[];
 let bucket: Bucket;
 let node: SailProcess | undefined;
 let admin: Signer;
@@ -37,9 +39,13 @@ before(async () => {
   disk = mountSmallDisk(4);
   bucket = await openBucket();
   admin = await bucket.operator('op-admin', 'admin', ['*']);
-  node = await startSail(['--endpoint', bucket.endpoint, '--cell-bin', CELL_STANDIN], {
-    stateDir: disk.dir,
-  });
+  sailFlags = [
+    ...['--endpoint', bucket.endpoint, '--cell-bin', CELL_STANDIN],
+    // Its processes outlive a daemon crash, to be adopted, as the real runtime's do.
+    ...['--cell-env', 'STANDIN_SERVE_STAY_ORPHANED=1'],
+    ...['--port-range-start', '36500', '--port-range-end', '36599'],
+  ];
+  node = await startSail(sailFlags, { stateDir: disk.dir });
 });
 
 after(async () => {
@@ -70,7 +76,7 @@ async function runningPid(application: string): Promise<number | undefined> {
   return process?.pid;
 }
 
-test('a full state disk: the deploy is refused naming it, nothing is half-recorded, the process file catches up once space returns', {
+test('a full state disk: the deploy is refused naming it, nothing is half-recorded, the process file catches up once space returns, a crash then doubles nothing', {
   skip: SKIP,
 }, async () => {
   const stateDir = disk!.dir;
@@ -122,4 +128,16 @@ test('a full state disk: the deploy is refused naming it, nothing is half-record
   assert.equal(accepted.status, 202, JSON.stringify(accepted.body));
   const done = await settledDeploy(node!.url, accepted.body.id, admin);
   assert.equal(done.state, 'deployed', JSON.stringify(done));
+
+  // The daemon crashes now: the next run adopts the process started while the disk was full
+  // rather than starting a second one beside it.
+  await node!.stop('SIGKILL');
+  node = await startSail(sailFlags, { stateDir });
+  await waitFor(() => runningPid('late'), 'the restarted node to take late back', PASS_DEADLINE_MS);
+  assert.equal(
+    await runningPid('late'),
+    pid,
+    `the process started while full is adopted, not doubled: ${node!.log()}`,
+  );
+  assert.ok(processAlive(pid), 'and still runs');
 });

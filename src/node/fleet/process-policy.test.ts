@@ -99,3 +99,47 @@ test('fast exits count up to crashloop; a stable run starts over', () => {
   ]);
   assert.deepEqual(judgeExit(policy, fast, 5000), { fastExits: 0, delayMs: 100, crashloop: false });
 });
+
+test('a pool restored from a previous run gives each application its port back, quarantined from the rest', () => {
+  const pool = new PortPool([24000, 24003], 1000, {
+    restored: {
+      nowMs: 5000,
+      assignments: [
+        { port: 24000, application: 'b' },
+        { port: 24001, application: 'a', releasedAtMs: 4500 },
+        { port: 23999, application: 'z' },
+      ],
+    },
+  });
+  assert.equal(pool.take('c', 5000), 24002, 'both restored ports are kept from a third application');
+  assert.equal(pool.take('a', 5000), 24001, 'a takes back the port it had released');
+  assert.equal(pool.take('b', 5000), 24000, 'b takes back the port it held when the run ended');
+  assert.equal(pool.take('z', 5000), 24003, 'a port outside the range is not restored');
+});
+
+test('a restored held port is quarantined from the time it is restored, not from the last run', () => {
+  const pool = new PortPool([24000, 24001], 1000, {
+    restored: { nowMs: 100_000, assignments: [{ port: 24000, application: 'b' }] },
+  });
+  assert.equal(pool.take('c', 100_999), 24001);
+  assert.equal(pool.take('d', 100_999), null, 'still kept from d one ms before the end');
+  assert.equal(pool.take('d', 101_000), 24000);
+});
+
+test('every change is reported with all assignments', () => {
+  const seen: unknown[] = [];
+  const pool = new PortPool([24000, 24002], 1000, { onChange: (a) => seen.push(a) });
+  pool.take('a', 0);
+  pool.release(24000, 10);
+  pool.claim(24001, 'b');
+  pool.forget(24001);
+  assert.deepEqual(seen, [
+    [{ port: 24000, application: 'a' }],
+    [{ port: 24000, application: 'a', releasedAtMs: 10 }],
+    [
+      { port: 24000, application: 'a', releasedAtMs: 10 },
+      { port: 24001, application: 'b' },
+    ],
+    [{ port: 24000, application: 'a', releasedAtMs: 10 }],
+  ]);
+});

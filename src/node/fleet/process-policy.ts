@@ -2,6 +2,21 @@
 // `--port-range-end`, `--port-quarantine-ms`): which port a runtime process gets, and how long to
 // wait before restarting one that exited. Time is handed in, so both are tested without clocks.
 
+/** One port the pool knows of: held by an application, or released by it at `releasedAtMs`. */
+export interface PortAssignment {
+  port: number;
+  application: string;
+  releasedAtMs?: number;
+}
+
+/** What a pool starts from and whom it tells of changes (port-file.ts keeps them on disk). */
+export interface PortPoolMemory {
+  /** Assignments of a previous run, with the time they are restored at. */
+  restored?: { assignments: readonly PortAssignment[]; nowMs: number };
+  /** Called with every assignment after each change. */
+  onChange?: (assignments: PortAssignment[]) => void;
+}
+
 /**
  * Ports for runtime processes. An application keeps its port across restarts; a released port is
  * kept from every other application for the quarantine, so an ingress still holding the old
@@ -15,10 +30,38 @@ export class PortPool {
   readonly #held = new Map<number, string>();
   /** port -> who released it and when. */
   readonly #released = new Map<number, { application: string; atMs: number }>();
+  readonly #onChange: ((assignments: PortAssignment[]) => void) | undefined;
 
-  constructor(range: readonly [number, number], quarantineMs: number) {
+  /**
+   * `memory.restored` are the assignments a previous run left: a port held then counts as
+   * released by its application at `nowMs` (its process may be gone, and an ingress may still
+   * send that application's requests there), so it goes back to that application first and is
+   * quarantined from the others from now. Ports outside the range are dropped.
+   */
+  constructor(range: readonly [number, number], quarantineMs: number, memory: PortPoolMemory = {}) {
     [this.#start, this.#end] = range;
     this.#quarantineMs = quarantineMs;
+    this.#onChange = memory.onChange;
+    for (const a of memory.restored?.assignments ?? []) {
+      if (a.port < this.#start || a.port > this.#end) continue;
+      const atMs = a.releasedAtMs ?? memory.restored!.nowMs;
+      this.#released.set(a.port, { application: a.application, atMs });
+    }
+  }
+
+  /** Every port held or released, lowest first. */
+  assignments(): PortAssignment[] {
+    const held = [...this.#held].map(([port, application]) => ({ port, application }));
+    const released = [...this.#released].map(([port, r]) => ({
+      port,
+      application: r.application,
+      releasedAtMs: r.atMs,
+    }));
+    return [...held, ...released].sort((a, b) => a.port - b.port);
+  }
+
+  #changed(): void {
+    this.#onChange?.(this.assignments());
   }
 
   /**
@@ -34,6 +77,7 @@ export class PortPool {
     if (port === undefined) return null;
     this.#released.delete(port);
     this.#held.set(port, application);
+    this.#changed();
     return port;
   }
 
@@ -47,6 +91,7 @@ export class PortPool {
     if (holder !== undefined && holder !== application) return false;
     this.#released.delete(port);
     this.#held.set(port, application);
+    this.#changed();
     return true;
   }
 
@@ -56,11 +101,12 @@ export class PortPool {
     if (application === undefined) return;
     this.#held.delete(port);
     this.#released.set(port, { application, atMs: nowMs });
+    this.#changed();
   }
 
   /** Drops a hold without quarantine: the port was found bound by something not ours. */
   forget(port: number): void {
-    this.#held.delete(port);
+    if (this.#held.delete(port)) this.#changed();
   }
 
   /** True while the port is kept from `application` (held, or quarantined for someone else). */

@@ -339,6 +339,7 @@ function defaultSupervisor(
     observability: ctx.settings.observability.enabled,
     events: ctx.events,
     processFile: join(ctx.settings.node.stateDir, 'processes.json'),
+    portFile: join(ctx.settings.node.stateDir, 'ports.json'),
     onReadinessChange,
     secretsFile,
   });

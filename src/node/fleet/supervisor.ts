@@ -36,6 +36,7 @@ import {
   recordProcesses,
   stopLeftovers,
 } from './process-leftovers.ts';
+import { persistentPortPool } from './port-file.ts';
 import { DEFAULT_RESTART_POLICY, judgeExit, PortPool, type RestartPolicy } from './process-policy.ts';
 
 /**
@@ -99,6 +100,11 @@ export interface SupervisorOptions {
    * run stops what a killed daemon left behind before starting anything (process-leftovers.ts).
    */
   processFile?: string;
+  /**
+   * Where the port each application holds or last released is noted (in the node's state
+   * directory), so that the next run gives each application the same port (port-file.ts).
+   */
+  portFile?: string;
   /**
    * Called when a process turns ready or stops being ready, so the node can publish routing at
    * once rather than at its next pass (the targets in bench/RESULTS.md: first deploy).
@@ -192,7 +198,9 @@ export class Supervisor {
     this.#options = options;
     this.#retellFirstMs = options.retellFirstMs ?? RETELL_FIRST_MS;
     this.#policy = { ...DEFAULT_RESTART_POLICY, ...options.restart };
-    this.#ports = new PortPool(options.portRange, options.portQuarantineMs);
+    this.#ports = options.portFile
+      ? persistentPortPool(options.portFile, options.portRange, options.portQuarantineMs, options.log)
+      : new PortPool(options.portRange, options.portQuarantineMs);
   }
 
   /** Makes the running set what `desired` names: starts the missing, stops the rest. */
