@@ -139,5 +139,5 @@ test('a full state disk: the deploy is refused naming it, nothing is half-record
     pid,
     `the process started while full is adopted, not doubled: ${node!.log()}`,
   );
-  assert.ok(processAlive(pid), 'and still runs');
+  assert.ok(processAlive(pid!), 'and still runs');
 });

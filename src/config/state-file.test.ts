@@ -13,6 +13,7 @@ import {
   createStateFile,
   diskRefusal,
   diskUnavailable,
+  RetriedStateFile,
   readStateFile,
   replaceStateFile,
   replaceStateFileSync,
@@ -106,6 +107,39 @@ test('on a full disk the previous file stays whole, a new one is not made, nothi
     disk.free();
     replaceStateFileSync(file, big);
     assert.equal(readFileSync(file, 'utf8'), big);
+  } finally {
+    disk.unmount();
+  }
+});
+
+test('RetriedStateFile keeps a refused write, logs it once, and lands it on the first retry with room', {
+  skip: !canMount && 'mounting a small tmpfs needs root',
+}, async () => {
+  const disk = mountSmallDisk(1);
+  const lines: string[] = [];
+  const log = {
+    error: (_fields: object, message: string) => lines.push(`error ${message}`),
+    info: (_fields: object, message: string) => lines.push(`info ${message}`),
+  };
+  try {
+    const file = join(disk.dir, 'processes.json');
+    const note = new RetriedStateFile(file, log, 'runtime processes');
+    assert.equal(note.write('one'), true);
+    disk.fill();
+    const big = (n: number) => `${n}`.repeat(16 * 1024);
+    assert.equal(note.write(big(2)), false);
+    assert.equal(note.write(big(3)), false);
+    note.retry();
+    assert.equal(note.stale, true);
+    assert.equal(readFileSync(file, 'utf8'), 'one', 'the previous file stays whole');
+    assert.deepEqual(lines, ['error cannot note runtime processes; trying again every pass']);
+    disk.free();
+    note.retry();
+    assert.equal(note.stale, false);
+    assert.equal(readFileSync(file, 'utf8'), big(3), 'the last text lands');
+    assert.deepEqual(lines.slice(1), ['info runtime processes noted again']);
+    note.retry();
+    assert.equal(lines.length, 2, 'nothing more to do');
   } finally {
     disk.unmount();
   }

@@ -65,6 +65,61 @@ export function replaceStateFileSync(file: string, text: string): void {
   }
 }
 
+/** Where a state file's failures are told. */
+export interface StateFileLog {
+  error(fields: object, message: string): void;
+  info(fields: object, message: string): void;
+}
+
+/**
+ * A state file rewritten whole after each change of what it records. A write the disk refused
+ * is kept, logged once, and tried again by `retry` (called on every reconcile pass) until one
+ * lands, so the file catches up within a pass of space returning rather than at the next change.
+ */
+export class RetriedStateFile {
+  readonly file: string;
+  readonly #log: StateFileLog;
+  readonly #what: string;
+  /** The text of the last write, while it has not landed. */
+  #pending: string | null = null;
+
+  /** `what` names the content in log lines: `cannot note <what>`, `<what> noted again`. */
+  constructor(file: string, log: StateFileLog, what: string) {
+    this.file = file;
+    this.#log = log;
+    this.#what = what;
+  }
+
+  /** Writes `text` now; answers whether it landed (else it is tried again by `retry`). */
+  write(text: string): boolean {
+    try {
+      replaceStateFileSync(this.file, text);
+    } catch (err) {
+      if (this.#pending === null) {
+        this.#log.error(
+          { file: this.file, err: (err as Error).message },
+          `cannot note ${this.#what}; trying again every pass`,
+        );
+      }
+      this.#pending = text;
+      return false;
+    }
+    if (this.#pending !== null) this.#log.info({ file: this.file }, `${this.#what} noted again`);
+    this.#pending = null;
+    return true;
+  }
+
+  /** Writes the last text again when it has not landed yet. */
+  retry(): void {
+    if (this.#pending !== null) this.write(this.#pending);
+  }
+
+  /** Whether the file lags what was last written to it. */
+  get stale(): boolean {
+    return this.#pending !== null;
+  }
+}
+
 /** A name beside `file` no other writer takes (two daemons on one directory, two writes at once). */
 function temporaryName(file: string): string {
   return `${file}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`;

@@ -8,7 +8,6 @@
 
 import { EventEmitter } from 'node:events';
 import { readFileSync } from 'node:fs';
-import { replaceStateFileSync } from '../../config/state-file.ts';
 
 export interface LeftoverEntry {
   application: string;
@@ -18,12 +17,9 @@ export interface LeftoverEntry {
   port?: number;
 }
 
-/**
- * Rewrites the file with the groups running now (written aside, then renamed: a crash or a full
- * disk leaves the previous file whole). Throws when the disk refuses; the supervisor retries.
- */
-export function recordProcesses(file: string, entries: readonly LeftoverEntry[]): void {
-  replaceStateFileSync(file, `${JSON.stringify({ v: 1, processes: entries })}\n`);
+/** The process file's text for the groups running now (docs/supervisor.md "A full disk"). */
+export function processFileText(entries: readonly LeftoverEntry[]): string {
+  return `${JSON.stringify({ v: 1, processes: entries })}\n`;
 }
 
 /** The groups a previous run noted; none when there is no readable file. */

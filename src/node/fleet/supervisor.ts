@@ -15,6 +15,7 @@ import { createServer } from 'node:net';
 import { finished } from 'node:stream/promises';
 import { setTimeout as delay } from 'node:timers/promises';
 import type { Logger } from 'pino';
+import { RetriedStateFile } from '../../config/state-file.ts';
 import { type EventSink, eventTail } from '../../observability/events.ts';
 import { runtimeReportReader } from '../../observability/runtime-reports.ts';
 import type { ProcessStatus } from '../../registry/records.ts';
@@ -32,8 +33,8 @@ import {
   groupAlive,
   type LeftoverEntry,
   processAlive,
+  processFileText,
   readLeftovers,
-  recordProcesses,
   stopLeftovers,
 } from './process-leftovers.ts';
 import { persistentPortPool } from './port-file.ts';
@@ -189,8 +190,8 @@ export class Supervisor {
   #desired = new Set<string>();
   #closed = false;
   #sweptLeftovers = false;
-  /** The last write of the process file failed: it names other processes than those running. */
-  #processFileStale = false;
+  /** The process file (`processFile`), written aside and renamed, retried while the disk refuses. */
+  #processNote: RetriedStateFile | null;
   /** Calls of `apply` run one at a time, in order. */
   #applying: Promise<void> = Promise.resolve();
 
@@ -198,6 +199,9 @@ export class Supervisor {
     this.#options = options;
     this.#retellFirstMs = options.retellFirstMs ?? RETELL_FIRST_MS;
     this.#policy = { ...DEFAULT_RESTART_POLICY, ...options.restart };
+    this.#processNote = options.processFile
+      ? new RetriedStateFile(options.processFile, options.log, 'runtime processes')
+      : null;
     this.#ports = options.portFile
       ? persistentPortPool(options.portFile, options.portRange, options.portQuarantineMs, options.log)
       : new PortPool(options.portRange, options.portQuarantineMs);
@@ -209,7 +213,7 @@ export class Supervisor {
     this.#applying = this.#applying.then(async () => {
       this.#followDeployments(desired);
       await this.#apply(names);
-      if (this.#processFileStale) this.#noteProcesses();
+      this.#processNote?.retry();
       // A process started now reads the selector itself, and an adopted one was told to look
       // again: what it was started for is what it knows.
       for (const d of desired) {
@@ -402,29 +406,13 @@ export class Supervisor {
    * a daemon that crashed after the disk freed would otherwise miss what it started meanwhile.
    */
   #noteProcesses(): void {
-    const file = this.#options.processFile;
-    if (!file) return;
+    if (!this.#processNote) return;
     const running = [...this.#managed.values()].flatMap((m) =>
       m.child?.pid !== undefined && m.port !== null
         ? [{ application: m.application, pid: m.child.pid, port: m.port }]
         : [],
     );
-    try {
-      recordProcesses(file, running);
-    } catch (err) {
-      if (!this.#processFileStale) {
-        this.#options.log.error(
-          { file, err: (err as Error).message },
-          'cannot note runtime processes; trying again every pass',
-        );
-      }
-      this.#processFileStale = true;
-      return;
-    }
-    if (this.#processFileStale) {
-      this.#processFileStale = false;
-      this.#options.log.info({ file, processes: running.length }, 'runtime processes noted again');
-    }
+    this.#processNote.write(processFileText(running));
   }
 
   #adopt(application: string): Managed {
