@@ -4,8 +4,8 @@
 // `<stateDir>/ingress-token` (0600) for the ingress to read.
 
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
-import { chmod, rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { replaceStateFile } from '../config/state-file.ts';
 import { Problem } from '../problem.ts';
 
 export const INGRESS_TOKEN_FILE = 'ingress-token';
@@ -74,9 +74,6 @@ export async function establishIngressTokens(
 ): Promise<IngressTokens> {
   const tokens = configured.length > 0 ? checkIngressTokens(configured) : [mintIngressToken()];
   const file = join(stateDir, INGRESS_TOKEN_FILE);
-  const aside = `${file}.${process.pid}.tmp`;
-  await writeFile(aside, `${tokens[0]}\n`, { mode: 0o600 });
-  await chmod(aside, 0o600);
-  await rename(aside, file);
+  await replaceStateFile(file, `${tokens[0]}\n`);
   return new IngressTokens(tokens, configured.length === 0);
 }

@@ -2,8 +2,9 @@
 // state directory so a restart registers as the same node.
 
 import { randomBytes } from 'node:crypto';
-import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { mkdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { createStateFile } from '../config/state-file.ts';
 import { checkNodeId } from '../registry/names.ts';
 
 /** Answers the configured id, else the one kept in `<stateDir>/node-id`, else a new `node-<hex>` kept there. */
@@ -17,6 +18,7 @@ export async function ensureNodeId(stateDir: string, configured: string | undefi
   }
   const id = `node-${randomBytes(4).toString('hex')}`;
   await mkdir(stateDir, { recursive: true, mode: 0o700 });
-  await writeFile(file, `${id}\n`, { mode: 0o600, flag: 'wx' });
-  return id;
+  // Created whole or not at all (a full disk leaves no empty id), and never over another start's.
+  if (await createStateFile(file, `${id}\n`)) return id;
+  return checkNodeId((await readFile(file, 'utf8')).trim(), file);
 }

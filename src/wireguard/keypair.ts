@@ -3,8 +3,9 @@
 // owner-readable; only the public half ever reaches the bucket (src/wireguard/publication.ts).
 
 import { createPrivateKey, createPublicKey, generateKeyPairSync, type KeyObject } from 'node:crypto';
-import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { mkdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { createStateFile } from '../config/state-file.ts';
 import { Problem } from '../problem.ts';
 
 /** The private key file inside the state directory. */
@@ -77,14 +78,10 @@ export async function ensureKeypair(stateDir: string): Promise<WireguardKeypair>
   if (kept) return kept;
   const pair = generateKeypair();
   await mkdir(stateDir, { recursive: true, mode: 0o700 });
-  try {
-    // `wx`: two commands racing on a fresh state directory keep whichever key landed first.
-    await writeFile(join(stateDir, PRIVATE_KEY_FILE), `${pair.privateKey}\n`, { mode: 0o600, flag: 'wx' });
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
-    return (await readKeypair(stateDir)) as WireguardKeypair;
-  }
-  return pair;
+  // Two commands racing on a fresh state directory keep whichever key landed first; a full disk
+  // leaves no cut key (docs/supervisor.md "A full disk").
+  if (await createStateFile(join(stateDir, PRIVATE_KEY_FILE), `${pair.privateKey}\n`)) return pair;
+  return (await readKeypair(stateDir)) as WireguardKeypair;
 }
 
 /** The kept keypair; none is `invalid-input` (`svc wg peers` never makes one). */
