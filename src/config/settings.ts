@@ -112,7 +112,7 @@ export const settingSpecs: readonly SettingSpec[] = [
     'app-cpu-ms',
     'count',
     'runtime',
-    "How long an application's workerd may keep a core busy before it is restarted, in ms (0: no limit)",
+    'CPU time a workerd may run without once waiting before it is restarted, in ms (0: no limit)',
   ),
   s(
     'runtime.appCpus',

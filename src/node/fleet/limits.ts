@@ -1,7 +1,7 @@
 // Per-application limits (docs/supervisor.md "Limits"; docs/decisions.md "Application limits"):
 // each runtime process group (`cell serve` and the workerd processes it starts) is placed in a
-// cgroup of its own with a memory limit and a CPU quota, and a workerd that keeps one core busy
-// for the whole CPU-time limit is killed (its front starts it again). Every breach is an event
+// cgroup of its own with a memory limit and a CPU quota, and a workerd one of whose threads used
+// the CPU-time limit without once waiting is killed (its front starts it again). Every breach is an event
 // (`limit.memory`, `limit.cpu`) and a log line. Where the machine has no usable controller the
 // limit is not enforced and the daemon says so once at start; nothing here stops a process from
 // starting.
@@ -15,7 +15,7 @@ import type { EventSink } from '../../observability/events.ts';
 export interface LimitSettings {
   /** Memory of one application's process group, in MiB; 0: none. */
   memoryMb: number;
-  /** How long a workerd may keep one core busy without a pause, in ms; 0: no limit. */
+  /** CPU time a workerd thread may use without once waiting, in ms; 0: no limit. */
   cpuMs: number;
   /** Cores one application's process group may use at once; 0: all but one (at least one). */
   cpus: number;
@@ -23,10 +23,8 @@ export interface LimitSettings {
 
 /** USER_HZ: the unit of /proc/<pid>/stat CPU times, fixed at 100 by the kernel's ABI. */
 const TICKS_PER_SECOND = 100;
-/** How often the group's processes, CPU times and OOM counter are read. */
+/** How often the groups' processes, CPU times and OOM counters are read. */
 export const LIMIT_SAMPLE_MS = 1_000;
-/** A workerd is judged stuck when it used this share of one core across the CPU-time window. */
-const STUCK_SHARE = 0.9;
 const CFS_PERIOD_US = 100_000;
 
 /** One cgroup hierarchy the limits are written into. */
@@ -188,8 +186,8 @@ interface Watched {
   memoryDir: string | null;
   cpuDir: string | null;
   oomKills: number;
-  /** Per workerd pid: CPU ticks sampled, oldest first, with when. */
-  samples: Map<number, { atMs: number; ticks: number }[]>;
+  /** Per workerd pid, per thread: how long it has run without waiting. */
+  runs: Map<number, Map<number, ThreadRun>>;
 }
 
 /**
@@ -215,7 +213,7 @@ export class ApplicationLimits {
     this.#controllers = input.controllers;
     this.#log = input.log;
     this.#events = input.events;
-    this.#timer = setInterval(() => this.#sample(Date.now()), input.sampleMs ?? LIMIT_SAMPLE_MS);
+    this.#timer = setInterval(() => this.#sample(), input.sampleMs ?? LIMIT_SAMPLE_MS);
     this.#timer.unref();
     this.#announce();
   }
@@ -255,7 +253,7 @@ export class ApplicationLimits {
       memoryDir,
       cpuDir,
       oomKills: memoryDir === null ? 0 : this.#readOomKills(memoryDir),
-      samples: new Map(),
+      runs: new Map(),
     };
     this.#watched.set(application, w);
     this.#enter(w, processesByGroup().get(pgid) ?? []);
@@ -348,7 +346,7 @@ export class ApplicationLimits {
     return match ? Number(match[1]) : 0;
   }
 
-  #sample(nowMs: number): void {
+  #sample(): void {
     if (this.#watched.size === 0) return;
     const groups = processesByGroup();
     for (const [application, w] of this.#watched) {
@@ -356,7 +354,7 @@ export class ApplicationLimits {
       // A process the group started before it was placed (or an adopted group's workerd) joins now.
       this.#enter(w, group);
       this.#checkMemory(application, w);
-      if (this.#settings.cpuMs > 0) this.#checkCpu(application, w, group, nowMs);
+      if (this.#settings.cpuMs > 0) this.#checkCpu(application, w, group);
     }
   }
 
@@ -373,41 +371,93 @@ export class ApplicationLimits {
     this.#events?.emit({ kind: 'limit.memory', application, limitMb: this.#settings.memoryMb, killed });
   }
 
-  /** Kills a workerd that kept one core busy for the whole CPU-time limit. */
-  #checkCpu(application: string, w: Watched, group: readonly ProcessSample[], nowMs: number): void {
-    const windowMs = this.#settings.cpuMs;
+  /**
+   * Kills a workerd one of whose threads used more than the CPU-time limit without once waiting
+   * (no voluntary context switch: it never blocked, as a JavaScript loop that never yields).
+   */
+  #checkCpu(application: string, w: Watched, group: readonly ProcessSample[]): void {
+    const limitTicks = (this.#settings.cpuMs * TICKS_PER_SECOND) / 1000;
     const seen = new Set<number>();
     for (const p of group) {
       if (p.comm !== 'workerd') continue;
       seen.add(p.pid);
-      const samples = w.samples.get(p.pid) ?? [];
-      samples.push({ atMs: nowMs, ticks: p.ticks });
-      // Keep the newest sample at least a window old, and nothing older.
-      while (samples.length > 1 && nowMs - samples[1]!.atMs >= windowMs) samples.shift();
-      w.samples.set(p.pid, samples);
-      const first = samples[0]!;
-      const spanMs = nowMs - first.atMs;
-      const usedMs = ((p.ticks - first.ticks) * 1000) / TICKS_PER_SECOND;
-      if (spanMs < windowMs || usedMs < STUCK_SHARE * spanMs) continue;
+      const runs = w.runs.get(p.pid) ?? new Map<number, ThreadRun>();
+      w.runs.set(p.pid, runs);
+      const usedTicks = longestRun(p.pid, runs);
+      if (usedTicks < limitTicks) continue;
       try {
         process.kill(p.pid, 'SIGKILL');
       } catch {
         continue;
       }
-      w.samples.delete(p.pid);
+      w.runs.delete(p.pid);
+      const usedMs = Math.round((usedTicks * 1000) / TICKS_PER_SECOND);
       this.#log.warn(
-        { application, pid: p.pid, cpuMs: windowMs, usedMs: Math.round(usedMs) },
-        'application over its CPU-time limit: killed its workerd, which kept a core busy throughout',
+        { application, pid: p.pid, cpuMs: this.#settings.cpuMs, usedMs },
+        'application over its CPU-time limit: killed its workerd, which ran that long without waiting',
       );
       this.#events?.emit({
         kind: 'limit.cpu',
         application,
         pid: p.pid,
-        limitMs: windowMs,
-        usedMs: Math.round(usedMs),
-        windowMs: spanMs,
+        limitMs: this.#settings.cpuMs,
+        usedMs,
       });
     }
-    for (const pid of w.samples.keys()) if (!seen.has(pid)) w.samples.delete(pid);
+    for (const pid of w.runs.keys()) if (!seen.has(pid)) w.runs.delete(pid);
   }
+}
+
+/** One thread of a workerd: its CPU time and voluntary switches when last read, and since when it ran unbroken. */
+interface ThreadRun {
+  ticks: number;
+  voluntary: number;
+  /** Its CPU time at its last voluntary switch (or when first seen). */
+  sinceTicks: number;
+}
+
+function voluntarySwitches(pid: number, tid: number): number {
+  const status = readText(`/proc/${pid}/task/${tid}/status`) ?? '';
+  const match = /^voluntary_ctxt_switches:\s*(\d+)$/m.exec(status);
+  return match ? Number(match[1]) : 0;
+}
+
+/**
+ * Updates `runs` from /proc and answers the most CPU time (ticks) any thread of `pid` used since
+ * it last waited. Only a thread whose CPU time moved has its switches read.
+ */
+function longestRun(pid: number, runs: Map<number, ThreadRun>): number {
+  let tids: string[];
+  try {
+    tids = readdirSync(`/proc/${pid}/task`);
+  } catch {
+    return 0;
+  }
+  let longest = 0;
+  const alive = new Set<number>();
+  for (const entry of tids) {
+    const tid = Number(entry);
+    const stat = readText(`/proc/${pid}/task/${tid}/stat`);
+    if (stat === null) continue;
+    alive.add(tid);
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    const ticks = Number(fields[11]) + Number(fields[12]);
+    const run = runs.get(tid);
+    if (!run) {
+      runs.set(tid, { ticks, voluntary: voluntarySwitches(pid, tid), sinceTicks: ticks });
+      continue;
+    }
+    if (ticks !== run.ticks) {
+      const voluntary = voluntarySwitches(pid, tid);
+      if (voluntary !== run.voluntary) run.sinceTicks = ticks;
+      run.voluntary = voluntary;
+      run.ticks = ticks;
+    } else {
+      // It used nothing since the last look: whatever it did, it is not looping now.
+      run.sinceTicks = ticks;
+    }
+    longest = Math.max(longest, run.ticks - run.sinceTicks);
+  }
+  for (const tid of runs.keys()) if (!alive.has(tid)) runs.delete(tid);
+  return longest;
 }
