@@ -84,15 +84,15 @@ const doc = (routes: Route[], api?: { hosts: string[]; upstreams: Upstream[] }):
     : { v: 1, routes };
 
 const RETRY = { svc_retry: { retry: { attempts: 3 } } };
-const hostRouter = (host: string, entryPoints = ['web']) => ({
+const hostRouter = (host: string, application: string, entryPoints = ['web']) => ({
   entryPoints,
-  middlewares: ['svc_retry'],
+  middlewares: [`svc_app_${application}`, 'svc_retry'],
   rule: `Host(\`${host}\`)`,
   service: `svc_${host}`,
 });
-const wildRouter = (base: string, regex: string, entryPoints = ['web']) => ({
+const wildRouter = (base: string, regex: string, application: string, entryPoints = ['web']) => ({
   entryPoints,
-  middlewares: ['svc_retry'],
+  middlewares: [`svc_app_${application}`, 'svc_retry'],
   priority: 1,
   rule: `HostRegexp(\`${regex}\`)`,
   service: `svc_wild_${base}`,
@@ -129,9 +129,20 @@ const apiLb = (...addresses: string[]) => ({
   },
 });
 const failover = (key: string) => ({ failover: { fallback: `${key}_peers`, service: `${key}_local` } });
-const http = (routers: Record<string, unknown>, services: Record<string, unknown>) => ({
-  http: { middlewares: RETRY, routers, services },
-});
+// Every application a router names gets its headers middleware, in name order before svc_retry.
+const http = (
+  routers: Record<string, { rule: string; middlewares?: string[] }>,
+  services: Record<string, unknown>,
+) => {
+  const named = Object.values(routers)
+    .flatMap((r) => r.middlewares ?? [])
+    .filter((m) => m.startsWith('svc_app_'));
+  const middlewares: Record<string, unknown> = {};
+  for (const m of [...new Set(named)].sort()) {
+    middlewares[m] = { headers: { customRequestHeaders: { 'Svc-Application': m.slice('svc_app_'.length) } } };
+  }
+  return { http: { middlewares: { ...middlewares, ...RETRY }, routers, services } };
+};
 
 // ---- the cases ----
 
@@ -155,7 +166,7 @@ cases.push({
     {
       'svc_api_svc.test': apiRouter('svc.test'),
       'svc_apideny_svc.test': denyRouter('svc.test'),
-      'svc_hello.svc.test': hostRouter('hello.svc.test'),
+      'svc_hello.svc.test': hostRouter('hello.svc.test', 'hello'),
     },
     {
       'svc_api_svc.test': apiLb('10.0.0.1:7070'),
@@ -194,7 +205,7 @@ cases.push({
 {
   const d = (...ups: Upstream[]) => doc([route('hello.svc.test', 'hello', ...ups)]);
   const ep = ['web', 'websecure'];
-  const routers = { 'svc_hello.svc.test': hostRouter('hello.svc.test', ep) };
+  const routers = { 'svc_hello.svc.test': hostRouter('hello.svc.test', 'hello', ep) };
   const plain = http(routers, {
     'svc_hello.svc.test': cellLb('hello.svc.test', '10.0.0.1:8001', '10.0.0.2:8002'),
   });
@@ -244,8 +255,8 @@ cases.push({
       'svc_api_svc.test': apiRouter('svc.test'),
       'svc_apideny_apps.example.org': denyRouter('apps.example.org'),
       'svc_apideny_svc.test': denyRouter('svc.test'),
-      'svc_blog.apps.example.org': hostRouter('blog.apps.example.org'),
-      'svc_blog.svc.test': hostRouter('blog.svc.test'),
+      'svc_blog.apps.example.org': hostRouter('blog.apps.example.org', 'blog'),
+      'svc_blog.svc.test': hostRouter('blog.svc.test', 'blog'),
     },
     {
       'svc_api_apps.example.org': apiLb('10.0.0.1:7070'),
@@ -290,7 +301,7 @@ cases.push({
     {
       'svc_api_svc.test': apiRouter('svc.test'),
       'svc_apideny_svc.test': denyRouter('svc.test'),
-      'svc_web.svc.test': hostRouter('web.svc.test'),
+      'svc_web.svc.test': hostRouter('web.svc.test', 'web'),
     },
     {
       'svc_api_svc.test': apiLb('10.0.0.1:7070'),
@@ -449,13 +460,13 @@ cases.push({
   ]);
   const p = http(
     {
-      'svc_dev.shop.example': hostRouter('dev.shop.example'),
-      'svc_shop-dev.svc.test': hostRouter('shop-dev.svc.test'),
-      'svc_shop-staging.svc.test': hostRouter('shop-staging.svc.test'),
-      'svc_shop.example': hostRouter('shop.example'),
-      'svc_shop.svc.test': hostRouter('shop.svc.test'),
-      'svc_staging.shop.example': hostRouter('staging.shop.example'),
-      'svc_wild_shop.example': wildRouter('shop.example', '^[^.]+\\.shop\\.example$'),
+      'svc_dev.shop.example': hostRouter('dev.shop.example', 'shop-dev'),
+      'svc_shop-dev.svc.test': hostRouter('shop-dev.svc.test', 'shop-dev'),
+      'svc_shop-staging.svc.test': hostRouter('shop-staging.svc.test', 'shop-staging'),
+      'svc_shop.example': hostRouter('shop.example', 'shop'),
+      'svc_shop.svc.test': hostRouter('shop.svc.test', 'shop'),
+      'svc_staging.shop.example': hostRouter('staging.shop.example', 'shop-staging'),
+      'svc_wild_shop.example': wildRouter('shop.example', '^[^.]+\\.shop\\.example$', 'shop'),
     },
     {
       'svc_dev.shop.example': cellLb('dev.shop.example', '10.0.0.1:8002'),
@@ -597,12 +608,12 @@ cases.push({
   );
   const p = http(
     {
-      'svc_api.api.svc.test': hostRouter('api.api.svc.test'),
-      'svc_api.svc.test': hostRouter('api.svc.test'),
+      'svc_api.api.svc.test': hostRouter('api.api.svc.test', 'api'),
+      'svc_api.svc.test': hostRouter('api.svc.test', 'api'),
       'svc_api_svc.test': apiRouter('svc.test'),
       'svc_apideny_svc.test': denyRouter('svc.test'),
-      'svc_docs.api.svc.test': hostRouter('docs.api.svc.test'),
-      'svc_docs.svc.test': hostRouter('docs.svc.test'),
+      'svc_docs.api.svc.test': hostRouter('docs.api.svc.test', 'docs'),
+      'svc_docs.svc.test': hostRouter('docs.svc.test', 'docs'),
     },
     {
       'svc_api.api.svc.test': cellLb('api.api.svc.test', '10.0.0.1:8001'),
@@ -681,11 +692,11 @@ cases.push({
   const selfDoc = mk([a[2], a[0], a[1]], [c[1], c[0]], [daemons[2], daemons[0], daemons[1]]);
   const n2Doc = mk([a[1], a[0], a[2]], c, [daemons[1], daemons[0], daemons[2]]);
   const routers = {
-    'svc_a.svc.test': hostRouter('a.svc.test'),
+    'svc_a.svc.test': hostRouter('a.svc.test', 'a'),
     'svc_api_svc.test': apiRouter('svc.test'),
     'svc_apideny_svc.test': denyRouter('svc.test'),
-    'svc_b.svc.test': hostRouter('b.svc.test'),
-    'svc_c.svc.test': hostRouter('c.svc.test'),
+    'svc_b.svc.test': hostRouter('b.svc.test', 'b'),
+    'svc_c.svc.test': hostRouter('c.svc.test', 'c'),
   };
   const plain = http(routers, {
     'svc_a.svc.test': cellLb('a.svc.test', '10.0.0.1:8001', '10.0.0.2:8001', '10.0.0.3:8001'),
@@ -851,8 +862,8 @@ cases.push({
   ]);
   const p = http(
     {
-      'svc_my-shop.co.uk': hostRouter('my-shop.co.uk', ep),
-      'svc_wild_my-shop.co.uk': wildRouter('my-shop.co.uk', '^[^.]+\\.my-shop\\.co\\.uk$', ep),
+      'svc_my-shop.co.uk': hostRouter('my-shop.co.uk', 'store', ep),
+      'svc_wild_my-shop.co.uk': wildRouter('my-shop.co.uk', '^[^.]+\\.my-shop\\.co\\.uk$', 'store', ep),
     },
     {
       'svc_my-shop.co.uk': cellLb('my-shop.co.uk', '10.0.0.1:8001'),

@@ -74,7 +74,7 @@ async function processes(): Promise<Process[]> {
 
 /** Every application's process once all are ready and answer with their own greeting. */
 async function allServing(): Promise<Map<string, Process>> {
-  const ready = await waitFor(
+  const ready = (await waitFor(
     async () => {
       const now = await processes();
       const byName = new Map(now.filter((p) => p.ready).map((p) => [p.application, p]));
@@ -82,7 +82,7 @@ async function allServing(): Promise<Map<string, Process>> {
     },
     'every application ready',
     SERVE_DEADLINE_MS,
-  );
+  ))!;
   for (const [application, p] of ready) {
     if (p.pid) runtimePids.add(p.pid);
     await waitFor(

@@ -33,9 +33,16 @@ export type TraefikService =
   | { loadBalancer: { healthCheck: TraefikHealthCheck; servers: { url: string }[] } }
   | { failover: { fallback: string; service: string } };
 
+/** The header naming the application a request was routed to (docs/ingress.md "Misdirected requests"). */
+export const APPLICATION_HEADER = 'Svc-Application';
+
+export type TraefikMiddleware =
+  | { retry: { attempts: number } }
+  | { headers: { customRequestHeaders: Record<string, string> } };
+
 export interface ProxybConfig {
   http?: {
-    middlewares: Record<string, { retry: { attempts: number } }>;
+    middlewares: Record<string, TraefikMiddleware>;
     routers: Record<string, TraefikRouter>;
     services: Record<string, TraefikService>;
   };
@@ -74,6 +81,7 @@ export function renderProxybBytes(doc: FleetRouting, options: ProxybOptions): st
     upstreams: Upstream[],
     healthCheck: string,
     kind: number,
+    application?: string,
   ) => {
     let local = 0;
     if (prefer !== undefined) for (const u of upstreams) if (u.node === prefer) local++;
@@ -87,6 +95,7 @@ export function renderProxybBytes(doc: FleetRouting, options: ProxybOptions): st
       healthCheck,
       kind,
       failover,
+      ...(application !== undefined ? { application: inner(application) } : {}),
     });
   };
 
@@ -101,9 +110,25 @@ export function renderProxybBytes(doc: FleetRouting, options: ProxybOptions): st
     const healthCheck = `{"hostname":"${text}","interval":"10s","path":"${HEALTH_PATH}","timeout":"3s","unhealthyInterval":"1s"}`;
     if (wildcard) {
       const rule = JSON.stringify(`HostRegexp(\`^[^.]+\\.${escapeRegex(base)}$\`)`);
-      add(`svc_wild_${base}`, `svc_wild_${text}`, rule, route.upstreams, healthCheck, WILD_ROUTER);
+      add(
+        `svc_wild_${base}`,
+        `svc_wild_${text}`,
+        rule,
+        route.upstreams,
+        healthCheck,
+        WILD_ROUTER,
+        route.application,
+      );
     } else {
-      add(`svc_${base}`, `svc_${text}`, `"Host(\`${text}\`)"`, route.upstreams, healthCheck, HOST_ROUTER);
+      add(
+        `svc_${base}`,
+        `svc_${text}`,
+        `"Host(\`${text}\`)"`,
+        route.upstreams,
+        healthCheck,
+        HOST_ROUTER,
+        route.application,
+      );
     }
   }
 
@@ -125,7 +150,14 @@ export function renderProxybBytes(doc: FleetRouting, options: ProxybOptions): st
   if (sources.length === 0) return '{}';
 
   const out = new TextSink();
-  out.add('{"http":{"middlewares":{"svc_retry":{"retry":{"attempts":3}}},"routers":{');
+  // One headers middleware per application, naming it to the front (docs/ingress.md "Misdirected
+  // requests"); `svc_app_` sorts before `svc_retry`.
+  out.add('{"http":{"middlewares":{');
+  for (const application of applicationsInOrder(doc)) {
+    const text = inner(application);
+    out.add(`"svc_app_${text}":{"headers":{"customRequestHeaders":{"${APPLICATION_HEADER}":"${text}"}}},`);
+  }
+  out.add('"svc_retry":{"retry":{"attempts":3}}},"routers":{');
   for (let i = 0; i < sources.length; i++) {
     out.add(`${i === 0 ? '"' : ',"'}${sources[i].keyText}":${routerText(sources[i], entryPoints)}`);
   }
@@ -167,6 +199,11 @@ export function renderProxybBytes(doc: FleetRouting, options: ProxybOptions): st
   return out.finish();
 }
 
+/** The routed applications, each once, in code-unit order. */
+function applicationsInOrder(doc: FleetRouting): string[] {
+  return [...new Set(doc.routes.map((r) => r.application))].sort(compare);
+}
+
 // Sorting every name costs a comparison of long strings each; the host routers already come in
 // name order from a document renderRouting wrote (anything else is sorted), so only the wildcard
 // and API names are sorted and merged in.
@@ -203,6 +240,8 @@ interface Source {
   healthCheck: string;
   kind: number;
   failover: boolean;
+  /** The route's application as it appears inside a JSON string (host and wildcard routers). */
+  application?: string;
 }
 
 const HOST_ROUTER = 0;
@@ -229,14 +268,16 @@ function sortsBefore(prefix: string, suffix: string, name: string): boolean {
 
 // Keys in code-unit order: entryPoints, middlewares, priority, rule, service. Priorities: deny 3
 // above API 2, wildcard 1 below everything, host routers unset. Deny routers go without the retry
-// middleware: Traefik answers them itself.
+// middleware: Traefik answers them itself. An application's routers first name it in the request
+// (a client's own header is replaced), then retry.
 function routerText(source: Source, entryPoints: string): string {
   if (source.kind === DENY_ROUTER) {
     return `{"entryPoints":${entryPoints},"priority":3,"rule":${source.rule},"service":"noop@internal"}`;
   }
   const priority =
     source.kind === WILD_ROUTER ? ',"priority":1' : source.kind === API_ROUTER ? ',"priority":2' : '';
-  return `{"entryPoints":${entryPoints},"middlewares":["svc_retry"]${priority},"rule":${source.rule},"service":"${source.keyText}"}`;
+  const named = source.application !== undefined ? `"svc_app_${source.application}",` : '';
+  return `{"entryPoints":${entryPoints},"middlewares":[${named}"svc_retry"]${priority},"rule":${source.rule},"service":"${source.keyText}"}`;
 }
 
 // Traefik refuses a failover whose primary has no health check, so both halves carry the

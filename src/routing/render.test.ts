@@ -231,7 +231,20 @@ test('proxyb is consistent: sorted keys, every service exists, no empty server l
           assert.equal(router.middlewares, undefined);
           continue;
         }
-        assert.deepEqual(router.middlewares, ['svc_retry']);
+        if (router.priority === 2) assert.deepEqual(router.middlewares, ['svc_retry']);
+        else {
+          // An application's router names the application to the front, then retries.
+          const [named, retry] = router.middlewares!;
+          assert.equal(retry, 'svc_retry');
+          const application = named!.replace(/^svc_app_/, '');
+          assert.ok(
+            doc.routes.some((r) => r.application === application),
+            named,
+          );
+          assert.deepEqual(config.http.middlewares[named!], {
+            headers: { customRequestHeaders: { 'Svc-Application': application } },
+          });
+        }
         assert.ok(router.service in services, router.service);
       }
       for (const service of Object.values(services)) {
