@@ -13,8 +13,9 @@
 // Values are never logged: lines name applications, secrets and nodes only.
 
 import { mkdirSync } from 'node:fs';
-import { readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { readFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
+import { replaceStateFile } from '../config/state-file.ts';
 import { keys } from '../registry/keys.ts';
 import type { NodeRecord } from '../registry/records.ts';
 import type { Store } from '../store/store.ts';
@@ -154,8 +155,8 @@ export class SecretsKeeper {
 async function writeIfChanged(file: string, content: string): Promise<boolean> {
   const before = await readFile(file, 'utf8').catch(() => null);
   if (before === content) return false;
-  const temporary = `${file}.${process.pid}.tmp`;
-  await writeFile(temporary, content, { mode: 0o600 });
-  await rename(temporary, file);
+  // Written aside and renamed; a disk that refuses leaves the old file and nothing aside, and the
+  // application stays unseen, so the next pass writes it again.
+  await replaceStateFile(file, content);
   return true;
 }
