@@ -68,6 +68,14 @@ function notedProcesses(): NotedProcess[] {
   }
 }
 
+function notedPorts(): { application: string; port: number }[] {
+  try {
+    return JSON.parse(readFileSync(join(disk!.dir, 'ports.json'), 'utf8')).ports;
+  } catch {
+    return [];
+  }
+}
+
 async function runningPid(application: string): Promise<number | undefined> {
   const state = await call(node!.url, 'GET', '/v1/state', { signer: admin });
   const process = (state.body?.processes ?? []).find(
@@ -111,6 +119,10 @@ test('a full state disk: the deploy is refused naming it, nothing is half-record
     !notedProcesses().some((p) => p.application === 'late'),
     `processes.json cannot name late yet: ${JSON.stringify(notedProcesses())}`,
   );
+  assert.ok(
+    !notedPorts().some((p) => p.application === 'late'),
+    `ports.json cannot name late yet: ${JSON.stringify(notedPorts())}`,
+  );
   assert.deepEqual(
     readdirSync(stateDir).filter((name) => name.endsWith('.tmp')),
     [],
@@ -122,6 +134,12 @@ test('a full state disk: the deploy is refused naming it, nothing is half-record
   await waitFor(
     () => notedProcesses().some((p) => p.application === 'late' && p.pid === pid),
     'processes.json to name late once space returns',
+    PASS_DEADLINE_MS,
+  );
+  const latePort = notedProcesses().find((p) => p.application === 'late')!.port;
+  await waitFor(
+    () => notedPorts().some((p) => p.application === 'late' && p.port === latePort),
+    'ports.json to name late once space returns',
     PASS_DEADLINE_MS,
   );
   const accepted = await postDeploy(node!.url, 'shop', standinArtifact(), { signer: admin });

@@ -68,7 +68,7 @@ export function replaceStateFileSync(file: string, text: string): void {
 /** Where a state file's failures are told. */
 export interface StateFileLog {
   error(fields: object, message: string): void;
-  info(fields: object, message: string): void;
+  info?(fields: object, message: string): void;
 }
 
 /**
@@ -104,7 +104,7 @@ export class RetriedStateFile {
       this.#pending = text;
       return false;
     }
-    if (this.#pending !== null) this.#log.info({ file: this.file }, `${this.#what} noted again`);
+    if (this.#pending !== null) this.#log.info?.({ file: this.file }, `${this.#what} noted again`);
     this.#pending = null;
     return true;
   }

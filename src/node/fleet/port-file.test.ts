@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
@@ -64,13 +64,22 @@ test('a missing, malformed or foreign file restores nothing; bad entries are ski
   });
 });
 
-test('a write that fails is logged and the pool goes on', () => {
+test('a write that fails is logged once, the pool goes on, and a retry lands it once it can', () => {
   withDir((dir) => {
     const errors: string[] = [];
-    const pool = persistentPortPool(join(dir, 'gone', 'ports.json'), [24000, 24001], 1000, {
+    const file = join(dir, 'gone', 'ports.json');
+    const pool = persistentPortPool(file, [24000, 24001], 1000, {
       error: (_fields: unknown, message: string) => errors.push(message),
     } as never);
     assert.equal(pool.take('a', 0), 24000);
-    assert.deepEqual(errors, ['cannot note the runtime port assignments']);
+    assert.equal(pool.take('b', 0), 24001);
+    assert.deepEqual(errors, ['cannot note the runtime port assignments; trying again every pass']);
+    mkdirSync(join(dir, 'gone'));
+    pool.note.retry();
+    assert.equal(pool.note.stale, false);
+    assert.deepEqual(readPortFile(file), [
+      { port: 24000, application: 'a' },
+      { port: 24001, application: 'b' },
+    ]);
   });
 });

@@ -1,12 +1,11 @@
 // The node's port assignments on disk (docs/supervisor.md "Ports"): which application holds or
 // last released each runtime port, and when. Read when the supervisor is made, before any process
 // starts, so a restarted node gives each application the port it had and keeps the quarantine it
-// was in; rewritten whole after every change (replaceStateFileSync: a crash or a full disk leaves
-// the old file or the new one).
+// was in; rewritten whole after every change (RetriedStateFile: a crash or a full disk leaves
+// the old file or the new one, and a refused write is tried again every pass until it lands).
 
 import { readFileSync } from 'node:fs';
-import type { Logger } from 'pino';
-import { replaceStateFileSync } from '../../config/state-file.ts';
+import { RetriedStateFile, replaceStateFileSync, type StateFileLog } from '../../config/state-file.ts';
 import { type PortAssignment, PortPool } from './process-policy.ts';
 
 /** The assignments a previous run noted; none when there is no readable file. */
@@ -26,30 +25,31 @@ export function readPortFile(file: string): PortAssignment[] {
 }
 
 export function writePortFile(file: string, assignments: readonly PortAssignment[]): void {
-  replaceStateFileSync(file, `${JSON.stringify({ v: 1, ports: assignments })}\n`);
+  replaceStateFileSync(file, portFileText(assignments));
+}
+
+function portFileText(assignments: readonly PortAssignment[]): string {
+  return `${JSON.stringify({ v: 1, ports: assignments })}\n`;
 }
 
 /**
- * A port pool that starts from `file` and keeps it current. A write that fails is logged and the
- * pool goes on: the ports in memory stay right, and the next change writes the file again.
+ * A port pool that starts from `file` and keeps it current. A write that fails is logged once and
+ * the pool goes on: the ports in memory stay right, and `note.retry()` (the supervisor calls it
+ * every pass) writes the file again until it lands (docs/supervisor.md "A full disk").
  */
 export function persistentPortPool(
   file: string,
   range: readonly [number, number],
   quarantineMs: number,
-  log: Pick<Logger, 'error'>,
+  log: StateFileLog,
   nowMs = Date.now(),
-): PortPool {
-  return new PortPool(range, quarantineMs, {
+): PortPool & { note: RetriedStateFile } {
+  const note = new RetriedStateFile(file, log, 'the runtime port assignments');
+  const pool = new PortPool(range, quarantineMs, {
     restored: { assignments: readPortFile(file), nowMs },
-    onChange: (assignments) => {
-      try {
-        writePortFile(file, assignments);
-      } catch (err) {
-        log.error({ file, err: (err as Error).message }, 'cannot note the runtime port assignments');
-      }
-    },
+    onChange: (assignments) => note.write(portFileText(assignments)),
   });
+  return Object.assign(pool, { note });
 }
 
 function isPort(value: unknown): value is number {

@@ -192,6 +192,8 @@ export class Supervisor {
   #sweptLeftovers = false;
   /** The process file (`processFile`), written aside and renamed, retried while the disk refuses. */
   #processNote: RetriedStateFile | null;
+  /** The port file (`portFile`), retried likewise. */
+  #portNote: RetriedStateFile | null;
   /** Calls of `apply` run one at a time, in order. */
   #applying: Promise<void> = Promise.resolve();
 
@@ -202,9 +204,11 @@ export class Supervisor {
     this.#processNote = options.processFile
       ? new RetriedStateFile(options.processFile, options.log, 'runtime processes')
       : null;
-    this.#ports = options.portFile
+    const noted = options.portFile
       ? persistentPortPool(options.portFile, options.portRange, options.portQuarantineMs, options.log)
-      : new PortPool(options.portRange, options.portQuarantineMs);
+      : null;
+    this.#portNote = noted?.note ?? null;
+    this.#ports = noted ?? new PortPool(options.portRange, options.portQuarantineMs);
   }
 
   /** Makes the running set what `desired` names: starts the missing, stops the rest. */
@@ -214,6 +218,7 @@ export class Supervisor {
       this.#followDeployments(desired);
       await this.#apply(names);
       this.#processNote?.retry();
+      this.#portNote?.retry();
       // A process started now reads the selector itself, and an adopted one was told to look
       // again: what it was started for is what it knows.
       for (const d of desired) {
