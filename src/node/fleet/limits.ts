@@ -280,10 +280,18 @@ export class ApplicationLimits {
     clearInterval(this.#timer);
     for (const h of [this.#controllers.memory, this.#controllers.cpu]) {
       if (h === null) continue;
+      let entries: string[] = [];
       try {
-        rmdirSync(h.base);
-      } catch {
-        // Groups left serving (a restart that keeps its applications) keep their folders.
+        entries = readdirSync(h.base, { withFileTypes: true })
+          .filter((e) => e.isDirectory())
+          .map((e) => e.name);
+      } catch {}
+      // An application's folder whose group was still being reaped at its exit goes now; groups
+      // left serving (a restart that keeps its applications) keep theirs, and so the node's.
+      for (const dir of [...entries.map((e) => join(h.base, e)), h.base]) {
+        try {
+          rmdirSync(dir);
+        } catch {}
       }
     }
   }
