@@ -27,7 +27,11 @@ export async function createStateFile(file: string, text: string): Promise<boole
   const temporary = temporaryName(file);
   try {
     await writeFile(temporary, text, { mode: 0o600, flag: 'wx' });
-    await link(temporary, file);
+    await link(temporary, file).catch(async (err: NodeJS.ErrnoException) => {
+      // A filesystem without hard links: create in place, as exclusive, if not as whole.
+      if (!NO_LINKS.has(err.code ?? '')) throw err;
+      await writeFile(file, text, { mode: 0o600, flag: 'wx' });
+    });
     return true;
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === 'EEXIST') return false;
@@ -36,6 +40,9 @@ export async function createStateFile(file: string, text: string): Promise<boole
     await rm(temporary, { force: true }).catch(() => {});
   }
 }
+
+/** What `link` answers on a filesystem that has no hard links. */
+const NO_LINKS = new Set(['EPERM', 'ENOTSUP', 'EOPNOTSUPP', 'ENOSYS']);
 
 /** Replaces the file (0600) with `text` whole: written aside, then renamed over it. */
 export async function replaceStateFile(file: string, text: string): Promise<void> {
