@@ -87,3 +87,28 @@ test('a started group gets its limits and its processes; a counted OOM kill is o
     limits.close();
   }
 });
+
+test('without controllers the node says once at start what is not enforced, and why', () => {
+  const warnings: { obj: object; msg: string }[] = [];
+  const limits = new ApplicationLimits({
+    settings: { memoryMb: 512, cpuMs: 30_000, cpus: 0 },
+    controllers: detectControllers('n1', { mounts: '', selfCgroup: '' }),
+    log: { info() {}, warn: (obj: object, msg: string) => warnings.push({ obj, msg }) },
+    sampleMs: 60_000,
+  });
+  try {
+    // A process group still starts and is watched: nothing refuses it.
+    limits.started('shop', process.pid);
+    limits.exited('shop', process.pid);
+    assert.equal(warnings.length, 1);
+    assert.equal(
+      warnings[0]?.msg,
+      'application limits not enforced on this machine: memory, cpu (docs/supervisor.md "Limits")',
+    );
+    assert.deepEqual(warnings[0]?.obj, {
+      missing: ['memory: no cgroup controller mounted', 'cpu: no cgroup controller mounted'],
+    });
+  } finally {
+    limits.close();
+  }
+});
