@@ -93,7 +93,7 @@ test('without controllers the node says once at start what is not enforced, and 
   const limits = new ApplicationLimits({
     settings: { memoryMb: 512, cpuMs: 30_000, cpus: 0 },
     controllers: detectControllers('n1', { mounts: '', selfCgroup: '' }),
-    log: { info() {}, warn: (obj: object, msg: string) => warnings.push({ obj, msg }) },
+    log: { info() {}, warn: (obj: object, msg: string) => void warnings.push({ obj, msg }) },
     sampleMs: 60_000,
   });
   try {

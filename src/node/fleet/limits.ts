@@ -9,8 +9,13 @@
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
-import type { Logger } from 'pino';
 import type { EventSink } from '../../observability/events.ts';
+
+/** The node's log, as far as the limits use it. */
+interface LimitsLog {
+  info(obj: object, msg: string): void;
+  warn(obj: object, msg: string): void;
+}
 
 export interface LimitSettings {
   /** Memory of one application's process group, in MiB; 0: none. */
@@ -197,7 +202,7 @@ interface Watched {
 export class ApplicationLimits {
   readonly #settings: LimitSettings;
   readonly #controllers: Controllers;
-  readonly #log: Pick<Logger, 'info' | 'warn'>;
+  readonly #log: LimitsLog;
   readonly #events: EventSink | undefined;
   readonly #watched = new Map<string, Watched>();
   readonly #timer: NodeJS.Timeout;
@@ -205,7 +210,7 @@ export class ApplicationLimits {
   constructor(input: {
     settings: LimitSettings;
     controllers: Controllers;
-    log: Pick<Logger, 'info' | 'warn'>;
+    log: LimitsLog;
     events?: EventSink;
     sampleMs?: number;
   }) {
