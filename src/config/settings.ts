@@ -119,7 +119,7 @@ export const settingSpecs: readonly SettingSpec[] = [
     'app-cpus',
     'count',
     'runtime',
-    "Cores one application's runtime processes may use at once (cgroup; 0: all but one)",
+    "Cores one application's runtime processes may use at once (cgroup quota; 0: none, equal weights)",
   ),
   s(
     'runtime.egressAllow',

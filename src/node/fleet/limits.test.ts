@@ -5,11 +5,11 @@
 
 import assert from 'node:assert/strict';
 import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import type { EventInput } from '../../observability/events.ts';
-import { ApplicationLimits, detectControllers, effectiveCpus } from './limits.ts';
+import { ApplicationLimits, detectControllers } from './limits.ts';
 
 const quietLog = { info() {}, warn() {} };
 
@@ -51,12 +51,6 @@ test("cgroup v1: the node's folder goes inside the daemon's own cgroup", () => {
   assert.deepEqual(found.cpu, { version: 1, base: join(cpu, 'svc-node_1') });
 });
 
-test('all cores but one by default, at least one', () => {
-  assert.equal(effectiveCpus({ memoryMb: 0, cpuMs: 0, cpus: 0 }, 8), 7);
-  assert.equal(effectiveCpus({ memoryMb: 0, cpuMs: 0, cpus: 0 }, 1), 1);
-  assert.equal(effectiveCpus({ memoryMb: 0, cpuMs: 0, cpus: 3 }, 8), 3);
-});
-
 test('a started group gets its limits and its processes; a counted OOM kill is one limit.memory event', () => {
   const memory = mkdtempSync(join(tmpdir(), 'svc-cg1-'));
   const cpu = mkdtempSync(join(tmpdir(), 'svc-cg1-'));
@@ -76,6 +70,7 @@ test('a started group gets its limits and its processes; a counted OOM kill is o
     );
     assert.equal(readFileSync(join(cpu, 'shop', 'cpu.cfs_quota_us'), 'utf8'), '200000');
     assert.equal(readFileSync(join(cpu, 'shop', 'cpu.cfs_period_us'), 'utf8'), '100000');
+    assert.equal(readFileSync(join(cpu, 'cpu.shares'), 'utf8'), String(1024 * availableParallelism()));
     assert.equal(events.length, 0);
     writeFileSync(
       join(memory, 'shop', 'memory.oom_control'),
@@ -86,6 +81,30 @@ test('a started group gets its limits and its processes; a counted OOM kill is o
   } finally {
     limits.close();
   }
+});
+
+test('no quota unless one is set: cfs_quota_us -1 on cgroup v1, max on v2', () => {
+  const v1 = mkdtempSync(join(tmpdir(), 'svc-cg1-'));
+  const v2 = mkdtempSync(join(tmpdir(), 'svc-cg2-'));
+  for (const [version, base] of [
+    [1, v1],
+    [2, v2],
+  ] as const) {
+    const limits = new ApplicationLimits({
+      settings: { memoryMb: 512, cpuMs: 0, cpus: 0 },
+      controllers: { memory: null, cpu: { version, base }, missing: [] },
+      log: quietLog,
+      sampleMs: 60_000,
+    });
+    limits.started('shop', process.pid);
+    limits.close();
+  }
+  assert.equal(readFileSync(join(v1, 'shop', 'cpu.cfs_quota_us'), 'utf8'), '-1');
+  assert.equal(readFileSync(join(v2, 'shop', 'cpu.max'), 'utf8'), 'max 100000');
+  assert.equal(
+    readFileSync(join(v2, 'cpu.weight'), 'utf8'),
+    String(Math.min(10_000, 100 * availableParallelism())),
+  );
 });
 
 test('without controllers the node says once at start what is not enforced, and why', () => {

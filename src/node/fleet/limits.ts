@@ -22,7 +22,7 @@ export interface LimitSettings {
   memoryMb: number;
   /** CPU time a workerd thread may use without once waiting, in ms; 0: no limit. */
   cpuMs: number;
-  /** Cores one application's process group may use at once; 0: all but one (at least one). */
+  /** Cores one application's process group may use at once; 0: no quota (equal weights only). */
   cpus: number;
 }
 
@@ -180,11 +180,6 @@ export function processesByGroup(): Map<number, ProcessSample[]> {
   return groups;
 }
 
-/** The cores one application may use when the setting leaves it to the machine. */
-export function effectiveCpus(settings: LimitSettings, cores = availableParallelism()): number {
-  return settings.cpus > 0 ? settings.cpus : Math.max(1, cores - 1);
-}
-
 /** One supervised application: its process group and what was last read of it. */
 interface Watched {
   pgid: number;
@@ -220,7 +215,20 @@ export class ApplicationLimits {
     this.#events = input.events;
     this.#timer = setInterval(() => this.#sample(), input.sampleMs ?? LIMIT_SAMPLE_MS);
     this.#timer.unref();
+    this.#weighNode();
     this.#announce();
+  }
+
+  /**
+   * The node's folder competes for CPU with every other process beside it as one: it weighs as
+   * much as one busy process per core, so the applications together are not worth one process.
+   */
+  #weighNode(): void {
+    const cpu = this.#controllers.cpu;
+    if (cpu === null) return;
+    const cores = availableParallelism();
+    if (cpu.version === 1) tryWrite(join(cpu.base, 'cpu.shares'), String(1024 * cores));
+    else tryWrite(join(cpu.base, 'cpu.weight'), String(Math.min(10_000, 100 * cores)));
   }
 
   /** One line at start saying what is enforced, and one warning naming what is not and why. */
@@ -229,7 +237,7 @@ export class ApplicationLimits {
     this.#log.info(
       {
         memoryMb: this.#settings.memoryMb,
-        cpus: effectiveCpus(this.#settings),
+        cpus: this.#settings.cpus,
         cpuMs: this.#settings.cpuMs,
         memoryCgroup: memory ? `v${memory.version} ${memory.base}` : null,
         cpuCgroup: cpu ? `v${cpu.version} ${cpu.base}` : null,
@@ -330,13 +338,14 @@ export class ApplicationLimits {
     }
   }
 
+  /** Every application weighs the same (the default weight); a quota only when one is set. */
   #limitCpu(dir: string, version: 1 | 2): void {
-    const quota = Math.round(effectiveCpus(this.#settings) * CFS_PERIOD_US);
+    const quota = this.#settings.cpus > 0 ? Math.round(this.#settings.cpus * CFS_PERIOD_US) : null;
     if (version === 1) {
       writeFileSync(join(dir, 'cpu.cfs_period_us'), String(CFS_PERIOD_US));
-      writeFileSync(join(dir, 'cpu.cfs_quota_us'), String(quota));
+      writeFileSync(join(dir, 'cpu.cfs_quota_us'), quota === null ? '-1' : String(quota));
     } else {
-      writeFileSync(join(dir, 'cpu.max'), `${quota} ${CFS_PERIOD_US}`);
+      writeFileSync(join(dir, 'cpu.max'), `${quota ?? 'max'} ${CFS_PERIOD_US}`);
     }
   }
 
