@@ -2,12 +2,14 @@
 // another's latency unchanged (docs/supervisor.md "Limits"). Real parts: a `svc sail` node with
 // the real runtime on a local-directory bucket, examples/hello deployed as `quiet` and a hostile
 // worker that loops forever on /loop and allocates without bound on /leak, both with `svc deploy`.
-// Two keep-alive GET loops ask `quiet` for its page throughout; each phase lasts PHASE_MS:
+// Two keep-alive GET loops ask `quiet` for its page throughout; after a warm-up phase that is not
+// reported, each phase lasts PHASE_MS:
 //   idle  — the hostile application serves nothing;
 //   loop  — one /loop request at a time to the hostile application, sent again when it dies;
 //   leak  — the same with /leak (only with limits on: without them it would take the machine's memory).
 // Run with the limits on (default settings, but --app-cpu-ms 5000 so that several kills fall in a
-// phase) and off (--app-memory-mb 0 --app-cpu-ms 0 --app-cpus 64). Also reports the most memory
+// phase), the same with a quota of one core per application (--app-cpus 1), and off
+// (--app-memory-mb 0 --app-cpu-ms 0). Also reports the most memory
 // each application's cgroup held (memory.max_usage_in_bytes, cgroup v1) under the quiet load.
 // Run: scripts/with-node node bench/app-limits.bench.ts [phaseSeconds=15]
 
@@ -19,6 +21,7 @@ import { detectControllers } from '../src/node/fleet/limits.ts';
 import { type Bucket, call, keyArg, openBucket, type Signer } from '../test/helpers/applications.ts';
 import { CELL_BIN, EXAMPLES } from '../test/helpers/cell.ts';
 import { runSvc, type SailProcess, tempDir, waitFor } from '../test/helpers/svc.ts';
+import { wrkRequestsPerSecond } from './wrk.ts';
 
 const PHASE_MS = Number(process.argv[2] ?? 15) * 1000;
 const LOOPS = 2;
@@ -77,11 +80,24 @@ function percentile(sorted: number[], p: number): number {
 
 /** The most memory the application's cgroup held since it was made, in MiB, where readable. */
 function peakMb(nodeId: string, application: string): string {
+  return cgroupMb(nodeId, application, (dir) =>
+    Number(readFileSync(join(dir, 'memory.max_usage_in_bytes'), 'utf8')),
+  );
+}
+
+/** What the application's cgroup holds now that is not page cache (total_rss), in MiB. */
+function rssMb(nodeId: string, application: string): string {
+  return cgroupMb(nodeId, application, (dir) => {
+    const stat = readFileSync(join(dir, 'memory.stat'), 'utf8');
+    return Number(/^total_rss (\d+)$/m.exec(stat)?.[1] ?? Number.NaN);
+  });
+}
+
+function cgroupMb(nodeId: string, application: string, read: (dir: string) => number): string {
   const memory = detectControllers(nodeId).memory;
   if (!memory) return 'n/a';
   try {
-    const bytes = Number(readFileSync(join(memory.base, application, 'memory.max_usage_in_bytes'), 'utf8'));
-    return (bytes / 1024 / 1024).toFixed(0);
+    return (read(join(memory.base, application)) / 1024 / 1024).toFixed(0);
   } catch {
     return 'n/a';
   }
@@ -148,9 +164,19 @@ async function run(label: string, flags: string[], phases: string[]): Promise<vo
     const quiet = `http://127.0.0.1:${await portOf(node, admin, 'quiet')}/`;
     const hostilePort = await portOf(node, admin, 'hostile');
     console.log(`limits ${label} (${flags.join(' ')}):`);
+    // The first seconds of load are the runtime warming up (JIT, connections), not the limits.
+    await phase('warm', quiet, null);
     for (const name of phases) {
       const hostile = name === 'idle' ? null : `http://127.0.0.1:${hostilePort}/${name}`;
       console.log((await phase(name, quiet, hostile)).line);
+    }
+    if (label !== 'off') {
+      // A busy quiet application: does it stay inside the default memory limit?
+      const rps = await wrkRequestsPerSecond(quiet, { seconds: PHASE_MS / 1000, connections: 64 });
+      console.log(
+        `  busy  quiet under wrk -c64: ${rps.toFixed(0)} requests/s; its cgroup now holds ${rssMb(nodeId, 'quiet')} MiB ` +
+          `not page cache, peak ${peakMb(nodeId, 'quiet')} MiB with page cache`,
+      );
     }
     const breaches = node
       .log()
@@ -158,7 +184,8 @@ async function run(label: string, flags: string[], phases: string[]): Promise<vo
       .filter((l) => l.includes('over its'));
     console.log(
       `  breaches logged: ${breaches.filter((l) => l.includes('CPU-time')).length} cpu, ` +
-        `${breaches.filter((l) => l.includes('memory limit')).length} memory; ` +
+        `${breaches.filter((l) => l.includes('memory limit')).length} memory ` +
+        `(${breaches.filter((l) => l.includes('"application":"quiet"')).length} of them quiet's); ` +
         `peak cgroup memory: quiet ${peakMb(nodeId, 'quiet')} MiB, hostile ${peakMb(nodeId, 'hostile')} MiB`,
     );
   } finally {
@@ -174,11 +201,8 @@ async function main(): Promise<void> {
       `${(totalmem() / 1024 ** 3).toFixed(1)} GiB`,
   );
   await run('on', ['--app-cpu-ms', '5000'], ['idle', 'loop', 'leak', 'idle']);
-  await run(
-    'off',
-    ['--app-memory-mb', '0', '--app-cpu-ms', '0', '--app-cpus', '64'],
-    ['idle', 'loop', 'idle'],
-  );
+  await run('quota', ['--app-cpu-ms', '5000', '--app-cpus', '1'], ['idle', 'loop', 'leak', 'idle']);
+  await run('off', ['--app-memory-mb', '0', '--app-cpu-ms', '0'], ['idle', 'loop', 'idle']);
 }
 
 await main();
