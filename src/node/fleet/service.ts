@@ -342,13 +342,13 @@ function defaultSupervisor(
     portFile: join(ctx.settings.node.stateDir, 'ports.json'),
     onReadinessChange,
     secretsFile,
-  });
     limits: new ApplicationLimits({
       settings: { memoryMb: runtime.appMemoryMb, cpuMs: runtime.appCpuMs, cpus: runtime.appCpus },
       controllers: detectControllers(ctx.nodeId),
       log: ctx.log,
       events: ctx.events,
     }),
+  });
 }
 
 /** Repeating background work: each run starts `ms` after the previous one started (or ended, if later). */

@@ -113,14 +113,14 @@ export interface SupervisorOptions {
   onReadinessChange?: (application: string, ready: boolean) => void;
   /** Where each application's secrets file is (src/secrets/keeper.ts); handed over as a path only. */
   secretsFile?: (application: string) => string;
+  /** Puts each process group under the application limits and watches it (limits.ts). */
+  limits?: Pick<ApplicationLimits, 'started' | 'exited' | 'close'>;
 }
 
 export interface DesiredProcess {
   application: string;
   /**
    * The deployment the registry says is selected, when known. A change is told to the running
-  /** Puts each process group under the application limits and watches it (limits.ts). */
-  limits?: Pick<ApplicationLimits, 'started' | 'exited' | 'close'>;
    * process (`notify`), so a deploy made through another node is picked up without the runtime
    * polling the bucket.
    */
@@ -303,6 +303,7 @@ export class Supervisor {
     this.#desired = new Set();
     await this.#applying;
     await Promise.all([...this.#managed.values()].map((m) => this.#retire(m)));
+    this.#options.limits?.close();
   }
 
   async #apply(names: Set<string>): Promise<void> {
@@ -314,7 +315,6 @@ export class Supervisor {
     }
     const starting: Promise<void>[] = [];
     for (const application of [...names].sort()) {
-    this.#options.limits?.close();
       if (!this.#managed.has(application)) starting.push(this.#launch(this.#adopt(application)));
     }
     await Promise.all(starting);
@@ -358,6 +358,7 @@ export class Supervisor {
     m.port = e.port;
     m.runtimeVersion = (await this.#probe.version(this.#options.cellBin)) ?? '';
     const adopted = new AdoptedProcess(e.pid);
+    this.#options.limits?.started(e.application, e.pid);
     this.#attach(m, adopted);
     m.answered = true;
     // The selector may have moved while no daemon was there to say so: it looks now, not at its
@@ -369,7 +370,6 @@ export class Supervisor {
       ),
     );
     this.#options.log.info(
-    this.#options.limits?.started(e.application, e.pid);
       { application: e.application, port: e.port, pid: e.pid },
       'adopted a runtime process a previous run of the daemon left running',
     );
@@ -389,6 +389,7 @@ export class Supervisor {
   async detach(): Promise<void> {
     this.#closed = true;
     await this.#applying;
+    this.#options.limits?.close();
     this.#noteProcesses();
     for (const m of this.#managed.values()) {
       if (m.timer) clearTimeout(m.timer);
@@ -400,7 +401,6 @@ export class Supervisor {
         (child as ChildProcess).stdout?.destroy();
         (child as ChildProcess).stderr?.destroy();
         (child as ChildProcess).unref();
-    this.#options.limits?.close();
       }
     }
   }
@@ -492,6 +492,8 @@ export class Supervisor {
     } catch (err) {
       return this.#failedStart(m, `${cellBin}: ${(err as Error).message}`);
     }
+    // At once: the runtime starts its workerd only after it loaded, which takes far longer.
+    if (child.pid !== undefined) this.#options.limits?.started(m.application, child.pid);
     const failed = this.#attach(m, child);
     child.once('error', (err) => {
       // A failed spawn has no pid and emits no exit.
@@ -518,8 +520,6 @@ export class Supervisor {
     m.retold = 0;
     m.retellAtMs = Date.now() + this.#retellFirstMs;
     if (m.state !== 'crashloop') m.state = 'starting';
-    // At once: the runtime starts its workerd only after it loaded, which takes far longer.
-    if (child.pid !== undefined) this.#options.limits?.started(m.application, child.pid);
     child.stdout?.on('data', (chunk: Buffer) => m.tail.push(chunk));
     // The front's stdout is its own (spans, cron run reports): a worker's output is on stderr.
     child.stdout?.on('data', runtimeReportReader(m.application, this.#options.events, this.#options.log));
@@ -613,6 +613,7 @@ export class Supervisor {
   #exited(m: Managed, child: RuntimeChild, why: string): void {
     // Whatever it left behind goes with it.
     killGroup(child, 'SIGKILL');
+    if (child.pid !== undefined) this.#options.limits?.exited(m.application, child.pid);
     if (m.child !== child) return;
     m.child = null;
     m.ready = false;
@@ -639,7 +640,6 @@ export class Supervisor {
         why,
         restarts: m.restarts,
         fastExits: judged.fastExits,
-    if (child.pid !== undefined) this.#options.limits?.exited(m.application, child.pid);
         delayMs: judged.delayMs,
       },
       judged.crashloop ? 'runtime process crash-looping' : 'runtime process exited; restarting',
