@@ -27,7 +27,8 @@ describe('the shared worker config parser', () => {
   });
 
   it('places a refused key at the key itself', () => {
-    const text = '{\n  "main": "a.js",\n  "compatibility_date": "2025-01-01",\n    "kv_namespaces": [{ "binding": "C" }]\n}';
+    const text =
+      '{\n  "main": "a.js",\n  "compatibility_date": "2025-01-01",\n    "kv_namespaces": [{ "binding": "C" }]\n}';
     assert.match(refusal(text).message, /^cell\.jsonc:4:5: "kv_namespaces" declares bindings/);
     const nested =
       '{\n  "main": "a.js",\n  "compatibility_date": "2025-01-01",\n  "vars": {\n    "1X": "a"\n  }\n}';

@@ -758,4 +758,3 @@ describe('deploy intake in process', () => {
     assert.equal(app.deployment, '0ccc');
   });
 });
-

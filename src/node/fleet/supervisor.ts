@@ -28,6 +28,7 @@ import {
 } from '../../runtime-contract/environment.ts';
 import { OutputTail, RuntimeProbe } from '../deploys/runner.ts';
 import type { ApplicationLimits } from './limits.ts';
+import { persistentPortPool } from './port-file.ts';
 import {
   AdoptedProcess,
   groupAlive,
@@ -37,7 +38,6 @@ import {
   readLeftovers,
   stopLeftovers,
 } from './process-leftovers.ts';
-import { persistentPortPool } from './port-file.ts';
 import { DEFAULT_RESTART_POLICY, judgeExit, PortPool, type RestartPolicy } from './process-policy.ts';
 
 /**
