@@ -1,4 +1,4 @@
-// The node's port assignments on disk (docs/supervisor.md "Ports"): which application holds or
+// The node's port assignments on disk (docs/supervisor.md "The supervisor"): which application holds or
 // last released each runtime port, and when. Read when the supervisor is made, before any process
 // starts, so a restarted node gives each application the port it had and keeps the quarantine it
 // was in; rewritten whole after every change (RetriedStateFile: a crash or a full disk leaves
