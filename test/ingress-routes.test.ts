@@ -159,7 +159,12 @@ test('once a pass completes: the serving application, the API host, and proxyb f
   assert.deepEqual(services['svc_shop.svc.test'].loadBalancer.servers, [
     { url: `http://${route.upstreams[0].address}` },
   ]);
-  assert.deepEqual(middlewares, { svc_retry: { retry: { attempts: 3 } } });
+  // The application's router names it to the front (docs/ingress.md "Misdirected requests").
+  assert.deepEqual(middlewares, {
+    svc_app_shop: { headers: { customRequestHeaders: { 'Svc-Application': 'shop' } } },
+    svc_retry: { retry: { attempts: 3 } },
+  });
+  assert.deepEqual(routers['svc_shop.svc.test'].middlewares, ['svc_app_shop', 'svc_retry']);
   // One node: prefer=self matches it, but nobody else can take over, so no failover.
   assert.equal((await get('/v1/ingress/routes/proxyb?prefer=self')).text, proxyb.text);
 });
