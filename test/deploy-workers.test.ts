@@ -10,39 +10,26 @@ import { randomBytes } from 'node:crypto';
 import { cpSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { keys } from '../src/registry/keys.ts';
-import type { NodeRecord } from '../src/registry/records.ts';
-import { getJson } from '../src/store/store.ts';
-import { type Bucket, keyArg, openBucket, type Signer } from './helpers/applications.ts';
+import type { Bucket } from './helpers/applications.ts';
 import { projectDir } from './helpers/artifacts.ts';
-import { CELL_REAL } from './helpers/deploys.ts';
-import { runSvc, type SailProcess, startSail, tempDir, waitFor } from './helpers/svc.ts';
+import { type DeployNode, SERVE_DEADLINE_MS, startDeployNode } from './helpers/deploy-node.ts';
+import { type SailProcess, tempDir, waitFor } from './helpers/svc.ts';
 
 const EXAMPLES = resolve(import.meta.dirname, '..', 'examples');
-const SERVE_DEADLINE_MS = 60_000;
-
+let target: DeployNode;
 let bucket: Bucket;
 let node: SailProcess;
-let admin: Signer;
-let home: string;
 
 before(async () => {
-  bucket = await openBucket();
-  admin = await bucket.operator('op-admin', 'admin', ['*']);
-  node = await startSail(['--endpoint', bucket.endpoint, '--cell-bin', CELL_REAL]);
-  home = tempDir('svc-home-');
+  target = await startDeployNode();
+  ({ bucket, node } = target);
 });
 after(async () => {
-  await node?.stop();
-  await bucket?.close();
+  await target?.stop();
 });
 
-function deploy(dir: string, extra: string[] = []) {
-  return runSvc(['deploy', dir, '--node', node.url, '--key', keyArg(admin), ...extra], {
-    env: { SVC_HOME: home, SVC_OPERATOR_KEY: undefined, SVC_REMOTE: undefined },
-    timeoutMs: 120_000,
-  });
-}
+const deploy = (dir: string, extra: string[] = []) => target.deploy(dir, extra);
+const portOf = (application: string) => target.portOf(application);
 
 /** The body the application answers on its node for `path`, once its process is ready. */
 async function served(application: string, path = '/'): Promise<string> {
@@ -55,19 +42,6 @@ async function served(application: string, path = '/'): Promise<string> {
     `${application} to serve ${path}\n${node.log().slice(-3000)}`,
     SERVE_DEADLINE_MS,
   ) as Promise<string>;
-}
-
-/** The port of the application's ready process on the node. */
-async function portOf(application: string): Promise<number> {
-  return waitFor(
-    async () => {
-      const record = await getJson<NodeRecord>(bucket.store, keys.nodeRecord(node.nodeId));
-      const process = record?.value.processes?.find((p) => p.application === application && p.ready);
-      return process?.port ?? null;
-    },
-    `${application} to be ready\n${node.log().slice(-3000)}`,
-    SERVE_DEADLINE_MS,
-  ) as Promise<number>;
 }
 
 describe('svc deploy of the other examples', () => {

@@ -12,14 +12,7 @@ import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { after, before, test } from 'node:test';
-import { keys } from '../src/registry/keys.ts';
-import type { NodeRecord } from '../src/registry/records.ts';
-import { getJson } from '../src/store/store.ts';
-import { type Bucket, keyArg, openBucket, type Signer } from './helpers/applications.ts';
-import { CELL_REAL } from './helpers/deploys.ts';
-import { runSvc, type SailProcess, startSail, tempDir, waitFor } from './helpers/svc.ts';
-
-const SERVE_DEADLINE_MS = 60_000;
+import { type DeployNode, startDeployNode } from './helpers/deploy-node.ts';
 
 /** The template's files, with its dependencies pinned (React Router's default app, trimmed of Tailwind). */
 const PROJECT: Record<string, string> = {
@@ -119,10 +112,7 @@ export default function Home() {
 const key = createHash('sha256').update(JSON.stringify(PROJECT)).digest('hex').slice(0, 12);
 const DIR = resolve(import.meta.dirname, '..', '.tools', 'framework-builds', `react-router-${key}`);
 
-let bucket: Bucket;
-let node: SailProcess;
-let admin: Signer;
-let home: string;
+let target: DeployNode | undefined;
 let installProblem: string | null = null;
 
 /** The project, written and installed once into the cache; null when it is installed. */
@@ -148,27 +138,11 @@ function install(): string | null {
 before(async () => {
   installProblem = install();
   if (installProblem) return;
-  bucket = await openBucket();
-  admin = await bucket.operator('op-admin', 'admin', ['*']);
-  node = await startSail(['--endpoint', bucket.endpoint, '--cell-bin', CELL_REAL]);
-  home = tempDir('svc-home-');
+  target = await startDeployNode();
 });
 after(async () => {
-  await node?.stop();
-  await bucket?.close();
+  await target?.stop();
 });
-
-async function portOf(application: string): Promise<number> {
-  return waitFor(
-    async () => {
-      const record = await getJson<NodeRecord>(bucket.store, keys.nodeRecord(node.nodeId));
-      const process = record?.value.processes?.find((p) => p.application === application && p.ready);
-      return process?.port ?? null;
-    },
-    `${application} to be ready\n${node.log().slice(-3000)}`,
-    SERVE_DEADLINE_MS,
-  ) as Promise<number>;
-}
 
 test('React Router with @cloudflare/vite-plugin: built with its own vite, deployed unchanged, pages and assets served', async (t) => {
   if (installProblem) {
@@ -184,13 +158,11 @@ test('React Router with @cloudflare/vite-plugin: built with its own vite, deploy
     'the build writes the deploy redirect',
   );
 
-  const deployed = await runSvc(['deploy', DIR, '--node', node.url, '--key', keyArg(admin)], {
-    env: { SVC_HOME: home, SVC_OPERATOR_KEY: undefined, SVC_REMOTE: undefined },
-    timeoutMs: 180_000,
-  });
+  const node = target as DeployNode;
+  const deployed = await node.deploy(DIR);
   assert.equal(deployed.code, 0, deployed.stderr);
   assert.match(deployed.stderr, /named by \.wrangler\/deploy\/config\.json/);
-  const port = await portOf('rr-svc');
+  const port = await node.portOf('rr-svc');
 
   const page = await fetch(`http://127.0.0.1:${port}/`);
   assert.equal(page.status, 200);

@@ -9,51 +9,20 @@
 
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { keys } from '../src/registry/keys.ts';
-import type { NodeRecord } from '../src/registry/records.ts';
-import { getJson } from '../src/store/store.ts';
-import { type Bucket, keyArg, openBucket, type Signer } from './helpers/applications.ts';
 import { projectDir } from './helpers/artifacts.ts';
-import { CELL_REAL } from './helpers/deploys.ts';
-import { runSvc, type SailProcess, startSail, tempDir, waitFor } from './helpers/svc.ts';
+import { type DeployNode, startDeployNode } from './helpers/deploy-node.ts';
 
-const SERVE_DEADLINE_MS = 60_000;
-
-let bucket: Bucket;
-let node: SailProcess;
-let admin: Signer;
-let home: string;
+let target: DeployNode;
 
 before(async () => {
-  bucket = await openBucket();
-  admin = await bucket.operator('op-admin', 'admin', ['*']);
-  node = await startSail(['--endpoint', bucket.endpoint, '--cell-bin', CELL_REAL]);
-  home = tempDir('svc-home-');
+  target = await startDeployNode();
 });
 after(async () => {
-  await node?.stop();
-  await bucket?.close();
+  await target?.stop();
 });
 
-function deploy(dir: string, extra: string[] = []) {
-  return runSvc(['deploy', dir, '--node', node.url, '--key', keyArg(admin), ...extra], {
-    env: { SVC_HOME: home, SVC_OPERATOR_KEY: undefined, SVC_REMOTE: undefined },
-    timeoutMs: 120_000,
-  });
-}
-
-/** The port of the application's ready process on the node. */
-async function portOf(application: string): Promise<number> {
-  return waitFor(
-    async () => {
-      const record = await getJson<NodeRecord>(bucket.store, keys.nodeRecord(node.nodeId));
-      const process = record?.value.processes?.find((p) => p.application === application && p.ready);
-      return process?.port ?? null;
-    },
-    `${application} to be ready\n${node.log().slice(-3000)}`,
-    SERVE_DEADLINE_MS,
-  ) as Promise<number>;
-}
+const deploy = (dir: string, extra: string[] = []) => target.deploy(dir, extra);
+const portOf = (application: string) => target.portOf(application);
 
 /** The answer of the application's ready process for `path`. */
 async function get(application: string, path: string): Promise<Response> {
