@@ -17,7 +17,14 @@ export const SCHEMA_VERSION = 1;
 export const KNOWN_FEATURES: readonly string[] = ['modules', 'assets', 'containers', 'asset-rules'];
 
 /** Runtime releases the storage tools (prune, lease) were verified against (docs/cli.md). */
-export const VERIFIED_RUNTIME_RELEASES: readonly string[] = ['0.5.0', '0.5.1', '0.6.0', '0.6.1', '0.6.2', '0.7.0'];
+export const VERIFIED_RUNTIME_RELEASES: readonly string[] = [
+  '0.5.0',
+  '0.5.1',
+  '0.6.0',
+  '0.6.1',
+  '0.6.2',
+  '0.7.0',
+];
 
 /** A deployment version: lowercase hex, as `cell publish` writes it. */
 export const VERSION_PATTERN = /^[0-9a-f]{1,64}$/;
