@@ -222,6 +222,13 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, failed *Instance
 		h["Content-Type"] = nil // no sniffed type: the client sees what the worker sent
 	}
 	announced := announceTrailers(h, answer.Trailer)
+	if body.unfinished() {
+		// The worker answered before the client's body ended (a 405, a redirect, an echo). In
+		// full-duplex mode Go's server closes the connection after such an exchange if the body is
+		// still unread then, without saying so, which cuts off a client already sending its next
+		// request on it: say so, as Go's server does itself for a body it will not read.
+		h.Set("Connection", "close")
+	}
 	w.WriteHeader(answer.StatusCode)
 	if err := copyBody(w, answer); err != nil && r.Context().Err() == nil {
 		panic(http.ErrAbortHandler) // the answer broke off: so does the client's
@@ -254,19 +261,25 @@ func mayResend(r *http.Request, body *requestBody, err error) bool {
 // failed dial leaves the body whole for the second try; the server closes it when the request
 // ends.
 type requestBody struct {
-	body io.ReadCloser
-	read atomic.Bool
-	bad  atomic.Pointer[error]
+	body  io.ReadCloser
+	read  atomic.Bool
+	ended atomic.Bool
+	bad   atomic.Pointer[error]
 }
 
 func (b *requestBody) Read(p []byte) (int, error) {
 	b.read.Store(true)
 	n, err := b.body.Read(p)
-	if err != nil && !errors.Is(err, io.EOF) {
+	if errors.Is(err, io.EOF) {
+		b.ended.Store(true)
+	} else if err != nil {
 		b.bad.Store(&err)
 	}
 	return n, err
 }
+
+// unfinished says whether the client's body has not been read to its end yet.
+func (b *requestBody) unfinished() bool { return b != nil && !b.ended.Load() }
 
 func (b *requestBody) Close() error { return nil }
 

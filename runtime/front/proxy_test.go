@@ -454,3 +454,41 @@ func TestAnUpgradeMeantForAnotherApplicationIsRefused(t *testing.T) {
 		t.Fatalf("got %d, want 421 with %s", res.StatusCode, MisdirectedHeader)
 	}
 }
+
+// A worker that answers before the client's body ended leaves the rest unread; the client is told
+// the connection closes after this answer, so it never sends its next request into a closing one.
+func TestAnAnswerBeforeTheBodyEndedSaysTheConnectionCloses(t *testing.T) {
+	socket := standInWorkerd(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = http.NewResponseController(w).EnableFullDuplex() // answers at once, as workerd does
+		w.WriteHeader(http.StatusMethodNotAllowed)
+	}))
+	addr, _ := frontServing(t, dialUnix(socket))
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+	// The headers only: the one byte of body is never sent before the answer is read.
+	if _, err := io.WriteString(conn, "POST /form HTTP/1.1\r\nHost: app\r\nContent-Length: 1\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusMethodNotAllowed || !res.Close {
+		t.Fatalf("%d, Connection: %q", res.StatusCode, res.Header.Get("Connection"))
+	}
+
+	// A body the worker read to its end keeps the connection.
+	reader := standInWorkerd(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+	}))
+	addr, _ = frontServing(t, dialUnix(reader))
+	res, _ = exchange(t, addr, "POST /form HTTP/1.1\r\nHost: app\r\nContent-Length: 1\r\n\r\nx")
+	if res.StatusCode != http.StatusOK || res.Close {
+		t.Fatalf("%d, Connection: %q", res.StatusCode, res.Header.Get("Connection"))
+	}
+}
