@@ -7,7 +7,7 @@ import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } f
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { canMount, mountSmallDisk } from '../../test/helpers/small-disk.ts';
+import { mountSmallDisk } from '../../test/helpers/small-disk.ts';
 import { Problem } from '../problem.ts';
 import {
   createStateFile,
@@ -83,9 +83,7 @@ test('createStateFile never overwrites, and leaves no temporary file', async () 
   rmSync(dir, { recursive: true });
 });
 
-test('on a full disk the previous file stays whole, a new one is not made, nothing is left aside', {
-  skip: !canMount && 'mounting a small tmpfs needs root',
-}, async () => {
+test('on a full disk the previous file stays whole, a new one is not made, nothing is left aside', {}, async () => {
   const disk = mountSmallDisk(1);
   try {
     const file = join(disk.dir, 'processes.json');
@@ -112,9 +110,7 @@ test('on a full disk the previous file stays whole, a new one is not made, nothi
   }
 });
 
-test('RetriedStateFile keeps a refused write, logs it once, and lands it on the first retry with room', {
-  skip: !canMount && 'mounting a small tmpfs needs root',
-}, async () => {
+test('RetriedStateFile keeps a refused write, logs it once, and lands it on the first retry with room', {}, async () => {
   const disk = mountSmallDisk(1);
   const lines: string[] = [];
   const log = {
