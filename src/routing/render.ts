@@ -1,6 +1,7 @@
 // docs/ingress.md "The routing document", its rules, hosts and `prefer`. Refinements the spec leaves open are
 // in docs/routing-vectors.md.
-import type { ApiRouting, FleetRouting, Route, RoutingInput, Upstream } from './types.ts';
+import { endsRun, inner, joinRuns, type Run } from './text.ts';
+import type { ApiRouting, FleetRouting, Route, RoutingClaim, RoutingInput, Upstream } from './types.ts';
 
 /** Path prefixes an ingress answers itself on an API host (docs/ingress.md "The routing document"). */
 export const DENIED_PREFIXES: readonly string[] = ['/v1/storage', '/v1/ingress/routes'];
@@ -9,52 +10,224 @@ export const DENIED_PREFIXES: readonly string[] = ['/v1/storage', '/v1/ingress/r
  * Renders the fleet's routing document. Pure and deterministic: the same input, in any array
  * order, gives the same document. `prefer` is the query value: absent or empty keeps the fleet
  * order, `self` means `input.selfNodeId`, anything else is a node id taken verbatim.
+ *
+ * The document is frozen, and so is everything in it: an upstream, an application's upstream
+ * list and a route that are unchanged since an earlier rendering are that rendering's very objects
+ * (see "Kept between renderings" below), so serializeRouting and renderProxybBytes can keep the
+ * text they wrote for them and an unchanged application costs a lookup, not a rewrite.
  */
 export function renderRouting(input: RoutingInput, prefer?: string): FleetRouting {
   const preferNode = resolvePrefer(prefer, input.selfNodeId);
-  const upstreams = servingUpstreams(input, preferNode);
+  const kept = keptFor(preferNode);
+  const upstreams = servingUpstreams(input, preferNode, kept);
   // Array#sort without a comparator orders strings by UTF-16 code unit, like compare(), only faster.
   const serving = [...upstreams.keys()].sort();
   const platform = [...new Set(input.platformDomains.filter((d) => d !== ''))].sort();
-  const owner = new Map<string, string>();
+  const claims = input.claims
+    .filter((c) => upstreams.has(c.application) && !atOrUnder(c.host, platform))
+    .sort((a, b) => compare(a.application, b.application) || compare(a.host, b.host));
+  // Which application answers which host depends on these three alone; while they stay the same,
+  // as they do from one pass to the next unless an application starts or stops serving or a
+  // claim changes, the hosts need neither writing out nor sorting again.
+  const last = kept.layout;
+  const same =
+    last !== undefined &&
+    sameStrings(last.serving, serving) &&
+    sameStrings(last.platform, platform) &&
+    sameClaims(last.claims, claims);
+  const layout = same ? last : hostLayout(serving, platform, claims);
+  kept.layout = layout;
 
+  // The hosts of one application share its upstream array.
+  const routes: Route[] = [];
+  for (let i = 0; i < layout.hosts.length; i++) {
+    const application = layout.owners[i];
+    const list = upstreams.get(application)!;
+    const before = same ? layout.routes[i] : undefined;
+    routes.push(
+      before !== undefined && before.upstreams === list
+        ? before
+        : keptRoute(kept, layout.hosts[i], application, list),
+    );
+  }
+  layout.routes = routes;
+  layoutOf.set(routes, layout);
+  forgetUnused(kept, routes, upstreams);
+  const doc: FleetRouting = { v: 1, routes: Object.freeze(routes) as Route[] };
+  const api = renderApi(input, platform, layout.owner, preferNode);
+  if (api) doc.api = api;
+  renderedDocuments.add(Object.freeze(doc));
+  return doc;
+}
+
+/** Which application answers each host, and the routes last rendered from it, by host. */
+interface Layout {
+  serving: string[];
+  platform: string[];
+  claims: RoutingClaim[];
+  /** Every routed host, sorted, and the application answering each. */
+  hosts: string[];
+  owners: string[];
+  owner: Map<string, string>;
+  routes: Route[];
+  /** The distinct owners, sorted, once asked for. */
+  applications?: readonly string[];
+}
+
+function hostLayout(serving: string[], platform: string[], claims: RoutingClaim[]): Layout {
+  const owner = new Map<string, string>();
   // First writer wins, so the order of these passes is the precedence of rule 4: platform hosts,
   // then exact claims, then env hosts, then wildcard keys; inside a pass, the smaller name first.
   const write = (host: string, application: string): void => {
     if (!owner.has(host)) owner.set(host, application);
   };
-
   for (const name of serving) {
     for (const domain of platform) write(`${name}.${domain}`, name);
   }
-
-  const claims = input.claims
-    .filter((c) => upstreams.has(c.application) && !atOrUnder(c.host, platform))
-    .sort((a, b) => compare(a.application, b.application) || compare(a.host, b.host));
   for (const claim of claims) write(claim.host, claim.application);
-
   const wildcards = uniqueWildcards(claims);
   for (const { host: base, application: holder } of wildcards) {
     for (const name of withPrefix(serving, `${holder}-`))
       write(`${name.slice(holder.length + 1)}.${base}`, name);
   }
   for (const { host: base, application: holder } of wildcards) write(`*.${base}`, holder);
-
-  // The hosts of one application share its upstream array: the document is read-only data.
-  const routes: Route[] = [];
-  for (const host of [...owner.keys()].sort()) {
-    const application = owner.get(host)!;
-    routes.push({ host, application, upstreams: upstreams.get(application)! });
-  }
-  const doc: FleetRouting = { v: 1, routes };
-  const api = renderApi(input, platform, owner, preferNode);
-  if (api) doc.api = api;
-  return doc;
+  // Array#sort without a comparator orders strings by UTF-16 code unit, like compare(), only faster.
+  const hosts = [...owner.keys()].sort();
+  const owners = hosts.map((host) => owner.get(host)!);
+  // Copies: the next rendering compares its claims with these, and the input's may be changed.
+  const copies = claims.map(({ host, application, wildcard }) => ({ host, application, wildcard }));
+  return { serving, platform, claims: copies, hosts, owners, owner, routes: [] };
 }
 
-/** The served bytes. Key order is fixed by construction in renderRouting, so this is stable. */
+function sameStrings(a: string[], b: string[]): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
+}
+
+function sameClaims(a: RoutingClaim[], b: RoutingClaim[]): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) {
+    if (a[i].host !== b[i].host || a[i].application !== b[i].application || a[i].wildcard !== b[i].wildcard)
+      return false;
+  }
+  return true;
+}
+
+/**
+ * The served bytes: `JSON.stringify(doc)`. A document renderRouting returned is written from the
+ * text kept for each of its routes (frozen, so the text cannot go stale); any other is stringified.
+ */
 export function serializeRouting(doc: FleetRouting): string {
-  return JSON.stringify(doc);
+  if (!renderedDocuments.has(doc)) return JSON.stringify(doc);
+  const api = doc.api === undefined ? '' : `,"api":${JSON.stringify(doc.api)}`;
+  if (doc.routes.length === 0) return `{"v":1,"routes":[]${api}}`;
+  // Every route's text starts with the comma that separates it from the one before; the first
+  // drops it. One join makes one flat string.
+  const parts = ['{"v":1,"routes":['];
+  joinRuns(doc.routes, (route) => endsRun(route.host), routeText, routeRuns, parts);
+  parts[1] = parts[1].slice(1);
+  parts.push(`]${api}}`);
+  return parts.join('');
+}
+
+/** The routed applications of a document renderRouting made, each once, in code-unit order. */
+export function routedApplications(doc: FleetRouting): readonly string[] | undefined {
+  const layout = renderedDocuments.has(doc) ? layoutOf.get(doc.routes) : undefined;
+  if (layout === undefined) return undefined;
+  // Array#sort without a comparator orders strings by UTF-16 code unit, like compare(), only faster.
+  layout.applications ??= Object.freeze([...new Set(layout.owners)].sort());
+  return layout.applications;
+}
+
+/** Whether `route` is one renderRouting made: frozen, with a frozen upstream list. */
+export function isRenderedRoute(route: Route): boolean {
+  return keptRoutes.has(route);
+}
+
+// Kept between renderings. The node renders the whole fleet every reconcile pass although from one
+// pass to the next few applications change, so a rendering reuses the upstreams, upstream lists
+// and routes of the last ones when they are equal, and the writers key the text they wrote on
+// those objects (WeakMaps: text lives exactly as long as its object). Upstreams depend on nothing
+// but the node and the port; lists and routes also on `prefer`, so those are kept per resolved
+// `prefer`, for the few most recently rendered. What a rendering no longer uses is dropped once it
+// outnumbers what it uses, so the memory kept is at most about twice that of one rendering per
+// kept `prefer` (see bench/RESULTS.md, Routing render).
+
+/** Resolved `prefer` values whose lists and routes are kept; others render from scratch. */
+const KEPT_PREFERS = 4;
+
+interface Kept {
+  layout?: Layout;
+  /** Application name to its sorted, prefer-ordered, frozen upstream list. */
+  lists: Map<string, Upstream[]>;
+  /** Host to its frozen route. */
+  routes: Map<string, Route>;
+}
+
+const keptByPrefer = new Map<string | undefined, Kept>();
+interface KeptNode {
+  /** The node's address host and `:`, which every upstream address of it starts with. */
+  prefix: string;
+  /** The frozen upstream of each port seen on the node. */
+  ports: Map<number, Upstream>;
+}
+
+const upstreamsByNode = new Map<string, KeptNode>();
+const keptRoutes = new WeakSet<Route>();
+const renderedDocuments = new WeakSet<FleetRouting>();
+const routeRuns = new WeakMap<Route, Run<Route>>();
+const layoutOf = new WeakMap<Route[], Layout>();
+const listTexts = new WeakMap<Upstream[], string>();
+
+function keptFor(preferNode: string | undefined): Kept {
+  let kept = keptByPrefer.get(preferNode);
+  if (kept === undefined) kept = { lists: new Map(), routes: new Map() };
+  keptByPrefer.delete(preferNode); // re-inserted last: the most recently used
+  keptByPrefer.set(preferNode, kept);
+  if (keptByPrefer.size > KEPT_PREFERS) keptByPrefer.delete(keptByPrefer.keys().next().value);
+  return kept;
+}
+
+function keptList(kept: Kept, application: string, list: Upstream[]): Upstream[] {
+  const old = kept.lists.get(application);
+  if (old !== undefined && old.length === list.length) {
+    let i = 0;
+    while (i < list.length && old[i] === list[i]) i++;
+    if (i === list.length) return old;
+  }
+  kept.lists.set(application, Object.freeze(list) as Upstream[]);
+  return list;
+}
+
+function keptRoute(kept: Kept, host: string, application: string, upstreams: Upstream[]): Route {
+  const old = kept.routes.get(host);
+  if (old !== undefined && old.application === application && old.upstreams === upstreams) return old;
+  const route = Object.freeze({ host, application, upstreams });
+  kept.routes.set(host, route);
+  keptRoutes.add(route);
+  return route;
+}
+
+// Entries this rendering did not use are dropped once they outnumber those it used: an occasional
+// rebuild of the maps instead of one every rendering.
+function forgetUnused(kept: Kept, routes: Route[], lists: Map<string, Upstream[]>): void {
+  if (kept.routes.size > 2 * routes.length + 64) kept.routes = new Map(routes.map((r) => [r.host, r]));
+  if (kept.lists.size > 2 * lists.size + 64) kept.lists = new Map(lists);
+}
+
+// Only called for the routes of a rendered document, which are frozen.
+function routeText(route: Route): string {
+  let list = listTexts.get(route.upstreams);
+  if (list === undefined) {
+    list = '';
+    for (const u of route.upstreams) {
+      list += `${list === '' ? '' : ','}{"node":"${inner(u.node)}","address":"${inner(u.address)}"}`;
+    }
+    list = `[${list}]`;
+    listTexts.set(route.upstreams, list);
+  }
+  return `,{"host":"${inner(route.host)}","application":"${inner(route.application)}","upstreams":${list}}`;
 }
 
 /** What a `prefer` query value means: undefined for the fleet's own order. */
@@ -71,7 +244,11 @@ export function compare(a: string, b: string): number {
 // Rule 3 and docs/api.md: only live, non-draining nodes count, only ready processes, and never a blocked
 // or retired application. A process for an application the registry does not know is an orphan
 // about to be reaped, not something to route to.
-function servingUpstreams(input: RoutingInput, preferNode: string | undefined): Map<string, Upstream[]> {
+function servingUpstreams(
+  input: RoutingInput,
+  preferNode: string | undefined,
+  kept: Kept,
+): Map<string, Upstream[]> {
   // One lookup per process: a routable application maps to its list, any other to null.
   const lists = new Map<string, Upstream[] | null>();
   for (const app of input.applications) {
@@ -81,19 +258,42 @@ function servingUpstreams(input: RoutingInput, preferNode: string | undefined): 
   // Visiting nodes in id order leaves most lists already sorted.
   for (const node of [...input.nodes].sort((a, b) => compare(a.id, b.id))) {
     if (!node.live || node.state === 'draining') continue;
-    const prefix = `${addressHost(node.address)}:`;
+    const { prefix, ports } = nodeUpstreams(node.id, node.address, node.processes.length);
     for (const proc of node.processes) {
       if (!proc.ready) continue;
-      lists.get(proc.application)?.push({ node: node.id, address: prefix + proc.port });
+      const list = lists.get(proc.application);
+      if (!list) continue;
+      let upstream = ports.get(proc.port);
+      if (upstream === undefined) {
+        upstream = Object.freeze({ node: node.id, address: prefix + proc.port });
+        ports.set(proc.port, upstream);
+      }
+      list.push(upstream);
     }
+  }
+  if (upstreamsByNode.size > 2 * input.nodes.length + 16) {
+    const ids = new Set(input.nodes.map((n) => n.id));
+    for (const id of upstreamsByNode.keys()) if (!ids.has(id)) upstreamsByNode.delete(id);
   }
   // The same map, left with only the applications that have upstreams (a second map of ten
   // thousand entries is garbage collection work the render can do without).
   for (const [name, list] of lists) {
     if (list === null || list.length === 0) lists.delete(name);
-    else lists.set(name, preferFirst(sortUpstreams(list), preferNode));
+    else lists.set(name, keptList(kept, name, preferFirst(sortUpstreams(list), preferNode)));
   }
   return lists as Map<string, Upstream[]>;
+}
+
+/** A node's kept upstreams by port; forgotten when its address changes or unused ports pile up. */
+function nodeUpstreams(id: string, address: string, processes: number): KeptNode {
+  const prefix = `${addressHost(address)}:`;
+  const known = upstreamsByNode.get(id);
+  if (known !== undefined && known.prefix === prefix && known.ports.size <= 2 * processes + 64) {
+    return known;
+  }
+  const fresh: KeptNode = { prefix, ports: new Map() };
+  upstreamsByNode.set(id, fresh);
+  return fresh;
 }
 
 function sortUpstreams(list: Upstream[]): Upstream[] {
@@ -169,7 +369,12 @@ function renderApi(
     .map((n) => ({ node: n.id, address: n.address }));
   const upstreams = sortUpstreams(daemons);
   if (hosts.length === 0 || upstreams.length === 0) return undefined;
-  return { hosts, upstreams: preferFirst(upstreams, preferNode), denied: [...DENIED_PREFIXES] };
+  const ordered = preferFirst(upstreams, preferNode).map((u) => Object.freeze(u));
+  return Object.freeze({
+    hosts: Object.freeze(hosts) as string[],
+    upstreams: Object.freeze(ordered) as Upstream[],
+    denied: Object.freeze([...DENIED_PREFIXES]) as string[],
+  });
 }
 
 // The preferred node's upstreams first, each part in its order. Runs once per application, so it

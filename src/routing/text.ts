@@ -1,42 +1,4 @@
-// Writing large JSON texts (docs/ingress.md routing document and proxyb) without keeping every piece alive.
-
-// Collects the text in one buffer, kept from one rendering to the next: the pieces die young
-// (keeping tens of thousands of small strings alive until one final join made garbage collection
-// the largest cost), and neither fresh chunks nor a final concatenation of them cost memory that
-// has to be mapped and collected on every render (see bench/RESULTS.md, Routing render).
-// Rendering is synchronous, so one buffer per process is never written by two renderings at once.
-// It grows to the largest text rendered (doubling from 1 MB: 16 MB for 10,000 applications on three
-// nodes with `prefer`) and stays that size.
-let scratch = Buffer.alloc(0);
-
-export class TextSink {
-  length = 0;
-  chunk = '';
-  /** Every character so far was ASCII, so the bytes decode as latin1, which is cheaper. */
-  ascii = true;
-
-  add(text: string): void {
-    this.chunk += text;
-    if (this.chunk.length >= 1 << 15) this.flush();
-  }
-
-  finish(): string {
-    this.flush();
-    return scratch.toString(this.ascii ? 'latin1' : 'utf8', 0, this.length);
-  }
-
-  private flush(): void {
-    const size = Buffer.byteLength(this.chunk);
-    if (size !== this.chunk.length) this.ascii = false;
-    if (this.length + size > scratch.length) {
-      const grown = Buffer.allocUnsafe(Math.max(2 * scratch.length, this.length + size, 1 << 20));
-      scratch.copy(grown, 0, 0, this.length);
-      scratch = grown;
-    }
-    this.length += scratch.write(this.chunk, this.length);
-    this.chunk = '';
-  }
-}
+// Writing large JSON texts (docs/ingress.md routing document and proxyb) from kept pieces.
 
 /** `text` as it appears inside a JSON string; valid hosts and addresses come back unchanged. */
 export function inner(text: string): string {
@@ -46,4 +8,64 @@ export function inner(text: string): string {
       return JSON.stringify(text).slice(1, -1);
   }
   return text;
+}
+
+/** Consecutive items (routes, routers) and their text, kept to be joined into later renderings. */
+export interface Run<T> {
+  items: T[];
+  text: string;
+}
+
+/**
+ * Whether a run ends after the item of this name: about one name in 32, by a hash of the name
+ * alone, so that adding or removing an item changes its own run and no other.
+ */
+export function endsRun(name: string): boolean {
+  let hash = 0x811c9dc5; // FNV-1a
+  for (let i = 0; i < name.length; i++) hash = Math.imul(hash ^ name.charCodeAt(i), 0x01000193);
+  return hash >>> 27 === 0;
+}
+
+/** Where the run that starts at `start` ends (exclusive). */
+export function runEnd<T>(items: readonly T[], start: number, ends: (item: T) => boolean): number {
+  let end = start + 1;
+  while (end < items.length && !ends(items[end - 1])) end++;
+  return end;
+}
+
+/** Whether `items[start, end)` are, one for one, the very items of `run`. */
+export function sameRun<T>(
+  run: Run<T> | undefined,
+  items: readonly T[],
+  start: number,
+  end: number,
+): boolean {
+  if (run === undefined || run.items.length !== end - start) return false;
+  for (let i = start; i < end; i++) if (run.items[i - start] !== items[i]) return false;
+  return true;
+}
+
+/**
+ * Pushes the text of every item onto `out`, one piece per run: a run made of the very items of a
+ * kept run (items are frozen or otherwise never change) is that run's text; any other is written
+ * with `text` and kept, keyed on its first item (a WeakMap, so it goes with its items).
+ */
+export function joinRuns<T extends object>(
+  items: readonly T[],
+  ends: (item: T) => boolean,
+  text: (item: T) => string,
+  runs: WeakMap<T, Run<T>>,
+  out: string[],
+): void {
+  for (let start = 0; start < items.length; ) {
+    const end = runEnd(items, start, ends);
+    let run = runs.get(items[start]);
+    if (!sameRun(run, items, start, end)) {
+      const slice = items.slice(start, end);
+      run = { items: slice, text: slice.map(text).join('') };
+      runs.set(items[start], run);
+    }
+    out.push(run!.text);
+    start = end;
+  }
 }
