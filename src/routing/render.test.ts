@@ -5,6 +5,7 @@ import { test } from 'node:test';
 import fc from 'fast-check';
 import { renderProxyb, renderProxybBytes, serializeProxyb } from './proxyb.ts';
 import { compare, renderRouting, resolvePrefer, serializeRouting } from './render.ts';
+import { endsRun } from './text.ts';
 import type { FleetRouting, RoutingInput, Upstream } from './types.ts';
 
 const APPS = ['a', 'b', 'a-b', 'a-x', 'b-x', 'shop', 'shop-dev', 'shop-dev-x', 'api', 'x', 'x-apps'];
@@ -357,5 +358,138 @@ test('text that needs escaping or is not ASCII comes out as JSON.stringify write
     );
     assert.ok(`svc_lone\ud800.example` in services);
     assert.equal(renderProxybBytes(doc, { entryPoints: ['wéb'], preferNode }), JSON.stringify(config));
+  }
+});
+
+// What renderRouting keeps between renderings (upstreams, lists, routes, the hosts' layout) and the
+// text the writers keep for them must never show in the output. Two references that keep nothing:
+// a `prefer` naming no node changes nothing in the document and starts with nothing kept, so it
+// renders the fleet as a first rendering; and a copy of a document is no document renderRouting
+// made, so both writers write it from scratch.
+let ghosts = 0;
+
+function assertAsFromScratch(input: RoutingInput, prefer: string | undefined): void {
+  const doc = renderRouting(input, prefer);
+  assert.ok(Object.isFrozen(doc) && Object.isFrozen(doc.routes), 'a rendered document is frozen');
+  const copy = structuredClone(doc);
+  assert.equal(serializeRouting(doc), JSON.stringify(copy));
+  if (prefer === undefined) {
+    const first = renderRouting(input, `ghost-${ghosts++}`);
+    assert.deepEqual(doc, first);
+    assert.equal(serializeRouting(doc), serializeRouting(first));
+  }
+  for (const preferNode of [undefined, resolvePrefer(prefer, input.selfNodeId), 'n1']) {
+    for (const entryPoints of [['web'], ['web', 'websecure']]) {
+      const options = { entryPoints, preferNode };
+      assert.equal(renderProxybBytes(doc, options), renderProxybBytes(copy, options));
+    }
+  }
+}
+
+test('a fleet rendered after other fleets gives what a first rendering gives, in both formats', () => {
+  fc.assert(
+    fc.property(fc.array(fc.tuple(inputArb, preferArb), { minLength: 2, maxLength: 8 }), (steps) => {
+      for (const [input, prefer] of steps) {
+        assertAsFromScratch(input, undefined);
+        assertAsFromScratch(input, prefer);
+      }
+    }),
+  );
+});
+
+test('a large fleet changing a little at a time renders as from scratch at every step', () => {
+  // Large enough for many runs of kept text (about one host in 32 ends one); each step changes a
+  // few processes, claims, states or addresses, in place or in a copy, as passes do.
+  let seed = 7;
+  const random = (n: number) => {
+    seed = (Math.imul(seed, 1664525) + 1013904223) >>> 0;
+    return seed % n;
+  };
+  const names = Array.from({ length: 400 }, (_, i) => `app-${i}${i % 50 === 0 ? '-x' : ''}`);
+  names.push('app-0-dev', 'app-0-x-dev', 'app-1-staging');
+  let input: RoutingInput = {
+    nodes: ['n1', 'n2', 'n3'].map((id, k) => ({
+      id,
+      address: `10.0.0.${k + 1}:7070`,
+      state: 'ready' as const,
+      live: true,
+      processes: names.map((application, i) => ({ application, port: 20_000 + i, ready: true })),
+    })),
+    applications: names.map((name) => ({ name, blocked: false, retired: false })),
+    claims: [
+      { host: 'shop.example', application: 'app-0', wildcard: true },
+      { host: 'app-7.example', application: 'app-7', wildcard: false },
+    ],
+    platformDomains: ['svc.test'],
+    apiPublic: true,
+    selfNodeId: 'n2',
+  };
+  for (let step = 0; step < 60; step++) {
+    if (random(3) === 0) input = structuredClone(input);
+    for (let change = random(4); change >= 0; change--) {
+      const node = input.nodes[random(input.nodes.length)];
+      const proc = node.processes[random(node.processes.length)];
+      const app = input.applications[random(input.applications.length)];
+      switch (random(8)) {
+        case 0:
+          proc.port += 1_000;
+          break;
+        case 1:
+          proc.ready = !proc.ready;
+          break;
+        case 2:
+          app.blocked = !app.blocked;
+          break;
+        case 3:
+          node.state = node.state === 'draining' ? 'ready' : 'draining';
+          break;
+        case 4:
+          node.address = node.address.startsWith('[') ? '10.9.0.1:7070' : '[fd00::9]:7070';
+          break;
+        case 5:
+          input.claims.push({
+            host: `${app.name}.example`,
+            application: app.name,
+            wildcard: random(2) === 0,
+          });
+          break;
+        case 6:
+          input.claims.splice(random(input.claims.length + 1), 1);
+          break;
+        default:
+          input.platformDomains = random(2) === 0 ? ['svc.test'] : ['svc.test', 'apps.example'];
+      }
+    }
+    for (const prefer of [undefined, 'self', 'n3']) assertAsFromScratch(input, prefer);
+  }
+});
+
+test('a run of kept services is written again when a new name comes between a failover and its halves', () => {
+  // `svc_<x>.svc.test` ends a run and is a failover; once `<x>.svc.test-b` is routed as well, its
+  // names come before `svc_<x>.svc.test_local` ("-" sorts below "_"), so the run's kept text,
+  // which ends with those halves, no longer fits.
+  let i = 0;
+  while (!endsRun(`svc_a${i}.svc.test`)) i++;
+  const input = (platformDomains: string[]): RoutingInput => ({
+    nodes: ['n1', 'n2'].map((id, k) => ({
+      id,
+      address: `10.0.0.${k + 1}:7070`,
+      state: 'ready' as const,
+      live: true,
+      processes: [`a${i}`, 'zz'].map((application, p) => ({ application, port: 8000 + p, ready: true })),
+    })),
+    applications: [`a${i}`, 'zz'].map((name) => ({ name, blocked: false, retired: false })),
+    claims: [],
+    platformDomains,
+    apiPublic: false,
+    selfNodeId: 'n1',
+  });
+  for (const platformDomains of [['svc.test'], ['svc.test', 'svc.test-b']]) {
+    const doc = renderRouting(input(platformDomains), 'self');
+    const options = { entryPoints: ['web'], preferNode: 'n1' };
+    const served = renderProxybBytes(doc, options);
+    assert.equal(served, renderProxybBytes(structuredClone(doc), options));
+    const names = Object.keys(JSON.parse(served).http.services);
+    assert.deepEqual(names, [...names].sort(compare));
   }
 });
