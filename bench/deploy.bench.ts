@@ -13,12 +13,14 @@
 //
 // Each run starts its clock as `svc deploy` is spawned and, at the same time, asks Caddy for the
 // application every POLL_MS; the clock stops at the first answer carrying the new greeting (a 200),
-// and separately when `svc deploy` exits (it polls its deploy every second, so its own time is
-// quantized by that). Nothing waits blindly for readiness: every wait has a deadline.
+// and separately when `svc deploy` exits; the difference (new answer -> svc deploy exit) is how long
+// the command keeps its operator waiting once the new version serves. Nothing waits blindly for
+// readiness: every wait has a deadline.
 
 import { readFileSync, writeFileSync } from 'node:fs';
 import { request } from 'node:http';
 import { join, resolve } from 'node:path';
+import { keys } from '../src/registry/keys.ts';
 import { keyArg, openBucket } from '../test/helpers/applications.ts';
 import { ensureCaddyBuilt, startCaddy } from '../test/helpers/caddy.ts';
 import { copyProject, EXAMPLES } from '../test/helpers/cell.ts';
@@ -84,7 +86,12 @@ async function main(): Promise<void> {
         `SVC_FLEET_POLL_INTERVAL=${pollInterval}, node ${process.version}`,
     );
     const secondPort = second ? () => runtimePort(second.url, signer) : null;
-    if (redeploys > 0) await benchRedeploy(deploy, ask, redeploys, secondPort);
+    const load: Load = {
+      requests: async () =>
+        (await bucket.store.list(keys.tokenUsesPrefix, { recursive: true })).objects.length,
+      cpuMs: () => processCpuMs(node.child.pid!),
+    };
+    if (redeploys > 0) await benchRedeploy(deploy, ask, redeploys, secondPort, load);
     const ingress = new IngressClient(node.url, TOKEN);
     const routed = async (host: string) =>
       (await ingress.routes('self')).routes.some(
@@ -103,6 +110,24 @@ async function main(): Promise<void> {
 }
 
 type Deploy = (project: string, extra?: string[]) => Promise<void>;
+
+/** What the runs cost: the signed requests the node took (token uses in the bucket), the daemon's CPU. */
+interface Load {
+  requests: () => Promise<number>;
+  cpuMs: () => number;
+}
+
+/** A process's own CPU time (user + system, not its children's), from /proc/<pid>/stat. */
+function processCpuMs(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  // Fields after the command name (which may hold spaces), counted from field 3.
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  const ticks = Number(fields[11]) + Number(fields[12]);
+  return (ticks * 1_000) / CLOCK_TICKS_PER_S;
+}
+
+/** The kernel's USER_HZ, 100 on every Linux this runs on. */
+const CLOCK_TICKS_PER_S = 100;
 type Ask = (host: string) => Promise<{ status: number; body: string }>;
 
 /** Deploys hello once, then `count` times a new greeting in the same project, timed. */
@@ -111,6 +136,7 @@ async function benchRedeploy(
   ask: Ask,
   count: number,
   secondPort: (() => Promise<number | null>) | null,
+  load: Load,
 ): Promise<void> {
   const project = copyProject(join(EXAMPLES, 'hello'));
   const host = `hello.${PLATFORM}`;
@@ -128,6 +154,8 @@ async function benchRedeploy(
   if (askSecond) await waitFor(async () => (await askSecond()).body.startsWith('Hello v0!'), 'v0 on node 2');
   const timings: Timing[] = [];
   const onSecond: number[] = [];
+  const requestsBefore = await load.requests();
+  const cpuBefore = load.cpuMs();
   for (let i = 1; i <= count; i++) {
     setGreeting(project, `Hello v${i}`);
     const started = performance.now();
@@ -146,11 +174,17 @@ async function benchRedeploy(
     if (secondMs !== null) onSecond.push(secondMs);
     console.log(
       `  redeploy ${String(i).padStart(2)}: new body after ${ms(timing.answeredMs)}, svc deploy exited after ` +
-        `${ms(timing.deployExitMs)}, other answers while switching: ${others(timing)}` +
+        `${ms(timing.deployExitMs)} (${ms(timing.deployExitMs - timing.answeredMs)} after the new body), ` +
+        `other answers while switching: ${others(timing)}` +
         (secondMs === null ? '' : `, on the second node's runtime after ${ms(secondMs)}`),
     );
   }
   report('redeploy', timings);
+  const requests = (await load.requests()) - requestsBefore;
+  console.log(
+    `  per redeploy: ${(requests / count).toFixed(1)} signed requests to the node (the token uses svc deploy ` +
+      `recorded in the bucket, one bucket write each), ${ms((load.cpuMs() - cpuBefore) / count)} of the node daemon's CPU`,
+  );
   if (onSecond.length > 0) {
     const s = stats(onSecond);
     console.log(
@@ -274,12 +308,15 @@ function report(what: string, timings: Timing[]): void {
   const exited = stats(timings.map((t) => t.deployExitMs));
   // The part after `svc deploy` exits: zero when the new body was already served by then.
   const after = stats(timings.map((t) => Math.max(0, t.answeredMs - t.deployExitMs)));
+  // How long `svc deploy` runs on once the new body answers (negative: it exited first).
+  const lag = stats(timings.map((t) => t.deployExitMs - t.answeredMs));
   const line = (label: string, s: Stats) =>
     `  ${label.padEnd(30)} median ${ms(s.median)}  min ${ms(s.min)}  max ${ms(s.max)}`;
   console.log(`${what}, ${timings.length} runs:`);
   console.log(line('deploy start -> new answer', answered));
   console.log(line('deploy start -> svc deploy exit', exited));
   console.log(line('svc deploy exit -> new answer', after));
+  console.log(line('new answer -> svc deploy exit', lag));
   const early = timings.filter((t) => t.answeredMs < t.deployExitMs).length;
   console.log(`  new answer before svc deploy exited: ${early} of ${timings.length}`);
 }

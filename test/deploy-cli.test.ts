@@ -113,6 +113,8 @@ describe('svc deploy', () => {
       'zone=eu',
     ]);
     assert.equal(code, 0, stderr);
+    // No node here has zone=eu: the readiness watch says so once the placement stood 10 s.
+    assert.match(stderr, /svc: shop-cli-staging [0-9a-f]{16} is deployed but placed on no node/);
     const deployment = /^deployed shop-cli-staging ([0-9a-f]{16})/.exec(stdout)?.[1];
     assert.ok(deployment, stdout);
     const seen = standinRecord(bucket.endpoint, 'shop-cli-staging', deployment);
@@ -253,6 +255,42 @@ describe('svc deploy', () => {
       writeFileSync(gate, '');
     }
     for (const answer of held) await settledDeploy(node.url, answer.body.id, admin);
+  });
+
+  test('a poll held by the node (wait) answers the moment the deploy moves; a malformed wait is refused', async () => {
+    const gate = join(gates, 'held-poll');
+    const posted = await postDeploy(node.url, 'shop-held', standinArtifact({ waitFor: gate }), {
+      signer: admin,
+    });
+    assert.equal(posted.status, 202, JSON.stringify(posted.body));
+    const id = posted.body.id as string;
+    const poll = async (query: string) =>
+      fetch(`${node.url}/v1/deploys/${id}?${query}`, { headers: { authorization: await admin.bearer() } });
+    try {
+      for (const query of ['wait=soon', 'wait=31', 'wait=1&wait=2', 'state=done']) {
+        const refused = await poll(query);
+        const body = await refused.json();
+        assert.equal(refused.status, 400, query);
+        assert.equal(body.type, 'urn:svc:invalid-input', query);
+        assert.equal(body.title, 'Malformed request', query);
+      }
+      await waitFor(async () => (await (await poll('')).json()).state === 'uploading', `${id} uploading`);
+      // The gate opens once the node took the poll (its token use is recorded before the handler
+      // runs): a node that answered at once would answer uploading.
+      const uses = async () =>
+        (await bucket.store.list(keys.tokenUsesPrefix, { recursive: true })).objects.length;
+      const before = await uses();
+      const held = poll('wait=30&state=uploading');
+      await waitFor(async () => (await uses()) > before, 'the held poll to reach the node');
+      writeFileSync(gate, '');
+      const answer = await held;
+      const body = await answer.json();
+      assert.equal(answer.status, 200);
+      assert.equal(body.state, 'deployed', JSON.stringify(body));
+      assert.equal(answer.headers.get('x-svc-wait'), 'changed');
+    } finally {
+      writeFileSync(gate, '');
+    }
   });
 
   test('--token with a single-use token deploys but cannot watch', async () => {

@@ -1,13 +1,19 @@
 // What `svc deploy` does once a node took the deploy (docs/deploys.md "svc deploy"): polls the
-// answered `Location` every second until the deploy is `deployed` or `failed`, then watches the
-// application's processes until one serves the new deployment, or says where and why none does.
-// A poll that fails for want of a node or the bucket is no outcome: the deploy goes on without
-// the watcher, so polling goes on too, for up to POLL_OUTAGE_MS without an answer.
+// answered `Location` until the deploy is `deployed` or `failed`, then watches the application's
+// processes until one serves the new deployment, or says where and why none does. A poll that
+// fails for want of a node or the bucket is no outcome: the deploy goes on without the watcher,
+// so polling goes on too, for up to POLL_OUTAGE_MS without an answer.
+//
+// Each poll is a long poll (docs/api.md "Waiting for a change"): the node holds its answer until
+// what the command last saw changes. A poll starts no sooner than POLL_INTERVAL_MS after the one
+// before it, unless that one was held by its node and ended by a change: a node that ignores the
+// wait is polled every second, as before, and one that honours it is asked again at once.
 
 import { setTimeout as delay } from 'node:timers/promises';
+import { WAIT_HEADER } from '../node/deploys/long-poll.ts';
 import type { DeployStatus } from '../node/deploys/records.ts';
 import { Problem, renderFailureLine } from '../problem.ts';
-import { requestNode, type Target } from './client.ts';
+import { type NodeAnswer, requestNode, type Target } from './client.ts';
 import type { Accepted } from './deploy-upload.ts';
 import { note } from './output.ts';
 
@@ -26,15 +32,43 @@ export const SERVE_WAIT_MS = 60_000;
 /** How long a placement on no node must stand before the watch gives up early. */
 const NOWHERE_GRACE_MS = 10_000;
 
+/** How long a poll of the deploy asks its node to hold the answer while nothing changes. */
+export const DEPLOY_WAIT_S = 10;
+/** As DEPLOY_WAIT_S, for the processes. */
+export const SERVING_WAIT_S = 5;
+
+/**
+ * Spaces polls: the next one starts POLL_INTERVAL_MS after the one before started, or at once
+ * when that one was held by its node and ended by a change.
+ */
+class PollPacer {
+  /** When the last poll started. */
+  startedAt = Number.NEGATIVE_INFINITY;
+  #changed = false;
+
+  /** Waits until the next poll is due, and notes that it starts now. */
+  async next(): Promise<void> {
+    const due = this.#changed ? 0 : this.startedAt + POLL_INTERVAL_MS - Date.now();
+    if (due > 0) await delay(due);
+    this.startedAt = Date.now();
+    this.#changed = false;
+  }
+
+  /** Notes what the node said of its answer: held and ended by a change, or not. */
+  answered(answer: NodeAnswer): void {
+    this.#changed = answer.headers.get(WAIT_HEADER) === 'changed';
+  }
+}
+
 /** The target with `endpoint` asked first, the other endpoints after it. */
 function preferring(target: Target, endpoint: string): Target {
   return { ...target, endpoints: [endpoint, ...target.endpoints.filter((e) => e !== endpoint)] };
 }
 
 /**
- * Polls the deploy's `Location` every second until it is terminal, printing each new state. Any
- * node answers a poll: the accepting node is asked first, the other endpoints when it does not
- * answer. A single-use token given with `--token` cannot poll.
+ * Polls the deploy's `Location` until it is terminal, printing each new state. Any node answers a
+ * poll: the accepting node is asked first, the other endpoints when it does not answer. A
+ * single-use token given with `--token` cannot poll.
  */
 export async function watchDeploy(
   target: Target,
@@ -48,12 +82,15 @@ export async function watchDeploy(
   let last = accepted.status.state;
   let answeredAt = Date.now();
   let outage = false;
+  const pacer = new PollPacer();
   for (;;) {
-    await delay(POLL_INTERVAL_MS);
-    let status: DeployStatus;
+    await pacer.next();
+    let answer: NodeAnswer;
     try {
-      status = (await requestNode(pollTarget, 'GET', accepted.location, token === undefined ? {} : { token }))
-        .body as DeployStatus;
+      answer = await requestNode(pollTarget, 'GET', accepted.location, {
+        query: { wait: DEPLOY_WAIT_S, state: last },
+        ...(token === undefined ? {} : { token }),
+      });
     } catch (err) {
       if (token !== undefined && err instanceof Problem && err.code === 'auth-invalid') {
         throw new Problem(
@@ -77,6 +114,8 @@ export async function watchDeploy(
       }
       continue;
     }
+    const status = answer.body as DeployStatus;
+    pacer.answered(answer);
     answeredAt = Date.now();
     if (outage) {
       outage = false;
@@ -118,10 +157,10 @@ interface NodeProcessView {
 }
 
 /**
- * Watches the application's processes (GET /v1/applications/:name, every second, at most
- * SERVE_WAIT_MS) until one serves `deployment`; answers null then, else the line that says
- * where it is not serving and why. Stops early when every process failed to start it. A node
- * that cannot answer (or reports no processes at all) ends the watch quietly.
+ * Watches the application's processes (GET /v1/applications/:name, long polls paced as the
+ * deploy's, at most SERVE_WAIT_MS) until one serves `deployment`; answers null then, else the line
+ * that says where it is not serving and why. Stops early when every process failed to start it.
+ * A node that cannot answer (or reports no processes at all) ends the watch quietly.
  */
 export async function watchServing(
   target: Target,
@@ -133,20 +172,31 @@ export async function watchServing(
   const deadline = Date.now() + SERVE_WAIT_MS;
   let last: NodeProcessView[] | null = null;
   let nowhereSince: number | null = null;
+  const pacer = new PollPacer();
   for (;;) {
+    await pacer.next();
     try {
-      const answer = await requestNode(pollTarget, 'GET', `/v1/applications/${application}`, {});
+      // Held no longer than until the watch or the placement's grace would end, so either is
+      // judged on time.
+      const until = Math.min(deadline, nowhereSince === null ? deadline : nowhereSince + NOWHERE_GRACE_MS);
+      const waitS = Math.min(SERVING_WAIT_S, Math.max(0, Math.ceil((until - Date.now()) / 1_000)));
+      const answer = await requestNode(pollTarget, 'GET', `/v1/applications/${application}`, {
+        query: { wait: waitS, serving: deployment },
+      });
       const body = answer.body as {
         processes?: NodeProcessView[];
         placement?: { state: string; nodes: string[] };
       };
       if (!Array.isArray(body.processes)) return null;
+      pacer.answered(answer);
       last = body.processes;
       // Placed on no node for a while (a node that just joined may not be weighed yet): nothing
       // will run it until the fleet or its selector changes.
       const nowhere =
         body.placement?.state === 'placed' && body.placement.nodes.length === 0 && last.length === 0;
-      nowhereSince = nowhere ? (nowhereSince ?? Date.now()) : null;
+      // Held by its node without a change, the answer stood since the poll started.
+      const stoodSince = answer.headers.get(WAIT_HEADER) === 'unchanged' ? pacer.startedAt : Date.now();
+      nowhereSince = nowhere ? (nowhereSince ?? stoodSince) : null;
       if (nowhereSince !== null && Date.now() - nowhereSince >= NOWHERE_GRACE_MS) {
         return `svc: ${application} ${deployment} is deployed but placed on no node: no live node matches its --replicas and --node-selector (see svc fleet nodes)`;
       }
@@ -158,7 +208,6 @@ export async function watchServing(
     const failedHere = (p: NodeProcessView) =>
       p.state === 'crashloop' || (p.detail ?? '').includes(`${deployment} failed`);
     if ((last.length > 0 && last.every(failedHere)) || Date.now() >= deadline) break;
-    await delay(POLL_INTERVAL_MS);
   }
   if (last.length === 0) {
     return `svc: ${application} ${deployment} is not served: no node runs it yet (see svc app show --name ${application} and svc fleet nodes)`;

@@ -72,6 +72,11 @@ export interface Deploys {
   runs(id: string): boolean;
   /** What this node, which accepted the deploy, says of it: working on it, or why not. */
   view(record: DeployRecord): AcceptorView;
+  /** Each record written for a deploy this node runs, as it is written; null when it runs none. */
+  watchRecord(
+    id: string,
+    watcher: (record: DeployRecord) => void,
+  ): { record: DeployRecord; stop: () => void } | null;
   /** The staging directory and the runtime's version; `capability-missing` when either is absent. */
   capabilities(): Promise<{ staging: string; runtimeVersion: string }>;
   /** `version-skew` when another answering node serves the application on another runtime. */

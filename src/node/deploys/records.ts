@@ -133,13 +133,30 @@ export class DeployRecordWriter {
   #etag: string | null = null;
   /** Writes go one at a time: each is conditional on the ETag the one before produced. */
   #chain: Promise<unknown> = Promise.resolve();
-  record: DeployRecord;
+  /** Told each record this writer writes or finds written (a long poll waits on them). */
+  readonly #watchers = new Set<(record: DeployRecord) => void>();
+  #record: DeployRecord;
 
   /** A writer for a new record, or (with `etag`) for one as read: its first write is conditional on it. */
   constructor(store: Store, record: DeployRecord, etag: string | null = null) {
     this.store = store;
-    this.record = record;
+    this.#record = record;
     this.#etag = etag;
+  }
+
+  get record(): DeployRecord {
+    return this.#record;
+  }
+
+  set record(record: DeployRecord) {
+    this.#record = record;
+    for (const watcher of this.#watchers) watcher(record);
+  }
+
+  /** Calls `watcher` with every record set from now on; answers how to stop. */
+  watch(watcher: (record: DeployRecord) => void): () => void {
+    this.#watchers.add(watcher);
+    return () => this.#watchers.delete(watcher);
   }
 
   /** Writes the first record; the id is fresh, so it must not exist. */

@@ -119,6 +119,20 @@ export class DeployService implements DaemonService, Deploys {
   }
 
   /**
+   * Calls `watcher` with each record this node writes or finds written for a deploy it runs, from
+   * now on; answers the record as it stands and how to stop, or null when it does not run the
+   * deploy (then the bucket holds its last record).
+   */
+  watchRecord(
+    id: string,
+    watcher: (record: DeployRecord) => void,
+  ): { record: DeployRecord; stop: () => void } | null {
+    const task = this.#tasks.get(id);
+    if (!task) return null;
+    return { record: task.writer.record, stop: task.writer.watch(watcher) };
+  }
+
+  /**
    * What this node says of a deploy it accepted: it works on it, or why not. A deploy it no
    * longer runs was accepted by an earlier run of the node (it restarted), or ended while its
    * record could not be written and the node is stopping.

@@ -30,6 +30,13 @@ import { checkClaimHost, claimDomain, releaseDomain } from '../../registry/domai
 import { checkApplicationName } from '../../registry/names.ts';
 import type { ApplicationRecord } from '../../registry/records.ts';
 import type { NodeContext } from '../context.ts';
+import {
+  abandoned,
+  awaitProcessChange,
+  servingFromQuery,
+  WAIT_HEADER,
+  waitFromQuery,
+} from '../deploys/long-poll.ts';
 import { deleteApplicationRoute } from './delete-application.ts';
 import { rollbackRoute } from './rollback.ts';
 
@@ -49,18 +56,27 @@ export async function applicationRoutes(app: FastifyInstance, ctx: NodeContext):
     return narrowed.scoped ? { applications, scoped: true } : { applications };
   });
 
-  app.get<NameParams>('/v1/applications/:name', operator, async (request) => {
+  app.get<NameParams>('/v1/applications/:name', operator, async (request, reply) => {
     const { caller, name } = target(request);
+    // With `wait`, a long poll on the processes (docs/api.md "Waiting for a change").
+    const waitMs = waitFromQuery(request.query);
+    const serving = servingFromQuery(request.query);
     const found = answer(caller, await getApplication(ctx.store, name));
     // Beside the record: where it runs and, where it does not turn ready, why (from the node
     // records this node keeps). An addition to the spec's answer.
-    if (!ctx.fleet) return found;
-    const placement = ctx.fleet.placements().find((p) => p.application === name);
-    return {
-      ...found,
-      processes: ctx.fleet.processesOf(name),
-      ...(placement ? { placement: { state: placement.state, nodes: placement.nodes } } : {}),
+    const fleet = ctx.fleet;
+    if (!fleet) return found;
+    const where = () => {
+      const placement = fleet.placements().find((p) => p.application === name);
+      return {
+        processes: fleet.processesOf(name),
+        ...(placement ? { placement: { state: placement.state, nodes: placement.nodes } } : {}),
+      };
     };
+    if (waitMs === undefined) return { ...found, ...where() };
+    const { view, changed } = await awaitProcessChange(where, serving, waitMs, abandoned(reply.raw));
+    reply.header(WAIT_HEADER, changed ? 'changed' : 'unchanged');
+    return { ...found, ...view };
   });
 
   for (const [action, blocked] of [

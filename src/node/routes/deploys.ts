@@ -1,6 +1,6 @@
-// docs/api.md "Deploys" (POST /v1/applications/:name/deploys, GET /v1/deploys/:id). Both routes answer node,
-// operator and workload tokens (`auth: 'deploy'`); the guard authenticates in onRequest, before the
-// header or body is read.
+// docs/api.md "Deploys" (POST /v1/applications/:name/deploys, GET /v1/deploys/:id) and "Waiting for
+// a change" (GET /v1/deploys/:id?wait=). Both routes answer node, operator and workload tokens
+// (`auth: 'deploy'`); the guard authenticates in onRequest, before the header or body is read.
 //
 // The deploy route reads its body raw and only once every pre-body check has passed (intake.ts):
 // its scope has a pass-through parser for every content type, so the body is still unread when
@@ -14,6 +14,13 @@ import { requireScope } from '../../auth/caller.ts';
 import { notFound } from '../../problem.ts';
 import type { NodeContext } from '../context.ts';
 import { acceptDeploy } from '../deploys/intake.ts';
+import {
+  abandoned,
+  awaitDeployChange,
+  stateFromQuery,
+  WAIT_HEADER,
+  waitFromQuery,
+} from '../deploys/long-poll.ts';
 import { publishedBy } from '../deploys/published.ts';
 import {
   type AcceptorView,
@@ -67,16 +74,34 @@ export async function deployRoutes(app: FastifyInstance, ctx: NodeContext): Prom
     );
   });
 
-  app.get<{ Params: { id: string } }>('/v1/deploys/:id', deployAuth, async (request) => {
+  // With `wait`, a long poll (long-poll.ts): the answer is held until the deploy leaves `state`.
+  app.get<{ Params: { id: string } }>('/v1/deploys/:id', deployAuth, async (request, reply) => {
     const id = request.params.id;
     // A value that is no deploy id names no application: the caller was verified against none.
     const application = applicationOfDeployId(id);
     if (!application) throw deployNotFound(id);
     requireScope(request.caller, application);
-    const found = await readDeployRecord(ctx.store, application, id);
-    if (!found || found.record.id !== id || found.record.application !== application)
-      throw deployNotFound(id);
-    return judgedStatus(ctx, found.record);
+    const waitMs = waitFromQuery(request.query);
+    const from = stateFromQuery(request.query);
+    const read = async () => {
+      const found = await readDeployRecord(ctx.store, application, id);
+      if (!found || found.record.id !== id || found.record.application !== application)
+        throw deployNotFound(id);
+      return judgedStatus(ctx, found.record);
+    };
+    const status = await read();
+    if (waitMs === undefined) return status;
+    const waited = from ?? status.state;
+    const answer = await awaitDeployChange(ctx, {
+      id,
+      status,
+      from: waited,
+      waitMs,
+      gone: abandoned(reply.raw),
+      reread: read,
+    });
+    reply.header(WAIT_HEADER, answer.state === waited ? 'unchanged' : 'changed');
+    return answer;
   });
 }
 
