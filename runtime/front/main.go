@@ -38,6 +38,10 @@ const (
 )
 
 func run() int {
+	// `cell publish`'s load check starts workerd through this program too (check.go).
+	if len(os.Args) > 1 && os.Args[1] == "check" {
+		return runCheck()
+	}
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(gcPercent)
 	}
