@@ -2,7 +2,7 @@
 // implemented"): the routing document as Traefik v3 dynamic configuration, served by GET /v1/ingress/routes/proxyb.
 import { HEALTH_PATH } from '../runtime-contract/environment.ts';
 import { compare, isRenderedRoute, routedApplications } from './render.ts';
-import { endsRun, inner, joinRuns, type Run, runEnd, sameRun } from './text.ts';
+import { endsRun, inner, joinRuns, type Run, type RunItems, runEnd, samePieces, sameRun } from './text.ts';
 import type { FleetRouting, Route, Upstream } from './types.ts';
 
 export interface ProxybOptions {
@@ -66,23 +66,24 @@ export function serializeProxyb(config: ProxybConfig): string {
  * gives identical bytes (Traefik's HTTP provider reloads, and resets health state, on any change of
  * bytes). The text is written directly, in name order, without building the two name-keyed maps:
  * at ten thousand applications those cost more than everything else (see bench/RESULTS.md). The
- * text of a route renderRouting made is kept with the route, so the next rendering of an
- * unchanged route only joins it in.
+ * text of runs of routes renderRouting made is kept, so an unchanged run is joined in as it is.
  */
 export function renderProxybBytes(doc: FleetRouting, options: ProxybOptions): string {
   const entryPoints = JSON.stringify(options.entryPoints);
   const prefer = options.preferNode === '' ? undefined : options.preferNode;
-  const kept = keptTexts(entryPoints, prefer);
+  const kept = keptRuns(entryPoints, prefer);
+  if (kept.sources.size > 2 * doc.routes.length + 64) kept.sources = new Map();
   // Host routers, in document (host) order, which is their name order; the few others apart.
   const hosts: Source[] = [];
   const others: Source[] = [];
 
   for (const route of doc.routes) {
-    const rendered = isRenderedRoute(route);
-    let source = rendered ? kept.get(route) : undefined;
+    let source = kept.sources.get(route);
     if (source === undefined) {
-      source = routeSource(route, entryPoints, prefer);
-      if (rendered) kept.set(route, source);
+      source = routeSource(route, prefer);
+      // A route renderRouting made is frozen, so it stands for its text; any other is read afresh.
+      if (isRenderedRoute(route)) kept.sources.set(route, source);
+      else source.id = source;
     }
     (source.kind === HOST_ROUTER ? hosts : others).push(source);
   }
@@ -93,13 +94,25 @@ export function renderProxybBytes(doc: FleetRouting, options: ProxybOptions): st
     for (const domain of doc.api.hosts) {
       const host = `Host(\`${domain}\`)`;
       const apiRule = JSON.stringify([host, ...denied.map((m) => `!${m}`)].join(' && '));
-      others.push(
-        source(`svc_api_${domain}`, apiRule, doc.api.upstreams, healthCheck, API_ROUTER, entryPoints, prefer),
-      );
       const denyRule = JSON.stringify(`${host} && (${denied.join(' || ')})`);
-      others.push(
-        source(`svc_apideny_${domain}`, denyRule, [], healthCheck, DENY_ROUTER, entryPoints, prefer),
-      );
+      for (const [key, kind, rule, upstreams] of [
+        [`svc_api_${domain}`, API_ROUTER, apiRule, doc.api.upstreams],
+        [`svc_apideny_${domain}`, DENY_ROUTER, denyRule, []],
+      ] as const) {
+        const source: Source = {
+          id: {},
+          key,
+          kind,
+          ends: endsRun(key),
+          failover: kind === API_ROUTER && failover(upstreams, prefer),
+          upstreams,
+          base: '',
+          rule,
+          healthCheck,
+        };
+        source.id = source;
+        others.push(source);
+      }
     }
   }
 
@@ -111,24 +124,74 @@ export function renderProxybBytes(doc: FleetRouting, options: ProxybOptions): st
   const parts: string[] = ['{"http":{"middlewares":{', middlewaresText(doc, sources)];
   parts.push('"svc_retry":{"retry":{"attempts":3}}},"routers":{');
   const routersStart = parts.length;
-  joinRuns(
-    sources,
-    (source) => source.ends,
-    (source) => source.router,
-    routerRuns,
-    parts,
-  );
+  const routers: RunItems<Source> = {
+    id: (source) => source.id,
+    ends: (source) => source.ends,
+    write: (source, out) => writeRouter(source, entryPoints, out),
+  };
+  joinRuns(sources, routers, kept.routers, parts);
   parts[routersStart] = parts[routersStart].slice(1);
   parts.push('},"services":{');
   const servicesStart = parts.length;
-  serviceTexts(sources, parts);
+  serviceTexts(sources, prefer, kept.services, parts);
   if (parts.length > servicesStart) parts[servicesStart] = parts[servicesStart].slice(1);
   parts.push('}}}');
-  return parts.join('');
+  // Every piece the very one of the last rendering with these options: so are the bytes.
+  if (kept.last !== undefined && samePieces(kept.last.parts, parts)) return kept.last.text;
+  const text = parts.join('');
+  kept.last = { parts, text };
+  return text;
 }
 
-/** A run of sources and the text of their services, and the failover halves still to write. */
-interface ServiceRun extends Run<Source> {
+function routeSource(route: Route, prefer: string | undefined): Source {
+  const wildcard = route.host.startsWith('*.');
+  const base = wildcard ? route.host.slice(2) : route.host;
+  const key = wildcard ? `svc_wild_${base}` : `svc_${base}`;
+  return {
+    id: route,
+    key,
+    kind: wildcard ? WILD_ROUTER : HOST_ROUTER,
+    ends: endsRun(key),
+    failover: failover(route.upstreams, prefer),
+    upstreams: route.upstreams,
+    base,
+    application: route.application,
+    rule: '',
+    healthCheck: '',
+  };
+}
+
+/** What one router, and its services unless it is a deny router, are written from. */
+interface Source {
+  /** What the text is written from: the route renderRouting made, else the source itself. */
+  id: object;
+  /** Router and service name. */
+  key: string;
+  kind: number;
+  /** Whether a run of kept text ends after this source (text.ts endsRun of the key). */
+  ends: boolean;
+  /** Whether the service is a failover to `<key>_local` from `<key>_peers`. */
+  failover: boolean;
+  upstreams: readonly Upstream[];
+  /** The route's host, or for a wildcard its base; empty for the API routers. */
+  base: string;
+  /** The route's application (host and wildcard routers). */
+  application?: string;
+  /** JSON text of the rule and the health check of the API routers; empty for the others. */
+  rule: string;
+  healthCheck: string;
+}
+
+// Failover only when the preferred node answers and someone else can take over.
+function failover(upstreams: readonly Upstream[], prefer: string | undefined): boolean {
+  if (prefer === undefined) return false;
+  let local = 0;
+  for (const u of upstreams) if (u.node === prefer) local++;
+  return local > 0 && local < upstreams.length;
+}
+
+/** A run of sources and the text of their services, and the failover halves it ends with. */
+interface ServiceRun extends Run {
   left: Pending[];
 }
 
@@ -136,10 +199,6 @@ interface Pending {
   source: Source;
   kind: number;
 }
-
-const routerRuns = new WeakMap<Source, Run<Source>>();
-const serviceRuns = new WeakMap<Source, ServiceRun>();
-const middlewareTexts = new WeakMap<readonly string[], string>();
 
 // Services are the routers' names plus `<key>_local` and `<key>_peers` of each failover. Those
 // sort after every name that extends `<key>` with a character below "_", which all come right
@@ -150,14 +209,20 @@ const middlewareTexts = new WeakMap<readonly string[], string>();
 // started with nothing waiting and whose waiting halves the next run's first name passes, which
 // is nearly every run: then the run's text ends with those halves, and the next run starts with
 // nothing waiting.
-function serviceTexts(sources: Source[], out: string[]): void {
+function serviceTexts(
+  sources: Source[],
+  prefer: string | undefined,
+  runs: WeakMap<object, ServiceRun>,
+  out: string[],
+): void {
+  const how: RunItems<Source> = { id: (s) => s.id, ends: (s) => s.ends, write: () => {} };
   const pending: Pending[] = [];
   for (let start = 0; start < sources.length; ) {
-    const end = runEnd(sources, start, (source) => source.ends);
+    const end = runEnd(sources, start, how);
     const next = end < sources.length ? sources[end].key : undefined;
     const fresh = pending.length === 0;
-    const kept = fresh ? serviceRuns.get(sources[start]) : undefined;
-    if (kept !== undefined && sameRun(kept, sources, start, end) && allBefore(kept.left, next)) {
+    const kept = fresh ? runs.get(sources[start].id) : undefined;
+    if (kept !== undefined && sameRun(kept, sources, start, end, how) && allBefore(kept.left, next)) {
       out.push(kept.text);
       start = end;
       continue;
@@ -170,28 +235,29 @@ function serviceTexts(sources: Source[], out: string[]): void {
         const top = pending[pending.length - 1];
         if (!sortsBefore(top.source.key, SUFFIX[top.kind], source.key)) break;
         pending.pop();
-        pieces.push(top.source.services[top.kind]);
+        writeService(top.source, top.kind, prefer, pieces);
       }
-      pieces.push(source.services[BALANCER]);
-      if (source.services.length > 1) pending.push({ source, kind: PEERS }, { source, kind: LOCAL });
+      writeService(source, BALANCER, prefer, pieces);
+      if (source.failover) pending.push({ source, kind: PEERS }, { source, kind: LOCAL });
     }
     if (fresh && allBefore(pending, next)) {
       const left = [...pending];
       while (pending.length > 0) {
         const top = pending.pop()!;
-        pieces.push(top.source.services[top.kind]);
+        writeService(top.source, top.kind, prefer, pieces);
       }
+      const ids = sources.slice(start, end).map(how.id);
       const text = pieces.join('');
-      serviceRuns.set(sources[start], { items: sources.slice(start, end), text, left });
+      runs.set(ids[0], { ids, text, left });
       out.push(text);
     } else {
-      for (const piece of pieces) out.push(piece);
+      out.push(pieces.join(''));
     }
     start = end;
   }
   while (pending.length > 0) {
     const top = pending.pop()!;
-    out.push(top.source.services[top.kind]);
+    writeService(top.source, top.kind, prefer, out);
   }
 }
 
@@ -201,6 +267,8 @@ function allBefore(pending: Pending[], next: string | undefined): boolean {
   for (const { source, kind } of pending) if (!sortsBefore(source.key, SUFFIX[kind], next)) return false;
   return true;
 }
+
+const middlewareTexts = new WeakMap<readonly string[], string>();
 
 // One headers middleware per application, naming it to the front (docs/ingress.md "Misdirected
 // requests"), in code-unit order of name; `svc_app_` sorts before `svc_retry`. The text is kept for
@@ -222,81 +290,32 @@ function middlewareText(application: string): string {
   return `"svc_app_${text}":{"headers":{"customRequestHeaders":{"${APPLICATION_HEADER}":"${text}"}}},`;
 }
 
-// What renderProxybBytes wrote for each route renderRouting made (frozen, so the text cannot go
-// stale), per entry points and `prefer`, for the few most recently rendered; a WeakMap, so the
-// text goes with its route.
+// What is kept per entry points and `prefer`, for the few most recently rendered: the sources of
+// routes renderRouting made, the text of runs of routers and of services (WeakMaps, so the text
+// goes with its routes), and the last rendering's pieces and text.
 const KEPT_OPTIONS = 4;
-const keptByOptions = new Map<string, WeakMap<Route, Source>>();
 
-function keptTexts(entryPoints: string, prefer: string | undefined): WeakMap<Route, Source> {
+interface KeptForOptions {
+  /** Dropped whole when it holds twice the routes of a rendering: what is in use comes back. */
+  sources: Map<Route, Source>;
+  routers: WeakMap<object, Run>;
+  services: WeakMap<object, ServiceRun>;
+  last?: { parts: string[]; text: string };
+}
+
+const keptByOptions = new Map<string, KeptForOptions>();
+
+function keptRuns(entryPoints: string, prefer: string | undefined): KeptForOptions {
   const key = `${entryPoints} ${prefer === undefined ? '' : `=${prefer}`}`;
-  const kept = keptByOptions.get(key) ?? new WeakMap<Route, Source>();
+  const kept = keptByOptions.get(key) ?? {
+    sources: new Map(),
+    routers: new WeakMap(),
+    services: new WeakMap(),
+  };
   keptByOptions.delete(key); // re-inserted last: the most recently used
   keptByOptions.set(key, kept);
   if (keptByOptions.size > KEPT_OPTIONS) keptByOptions.delete(keptByOptions.keys().next().value!);
   return kept;
-}
-
-function routeSource(route: Route, entryPoints: string, prefer: string | undefined): Source {
-  const wildcard = route.host.startsWith('*.');
-  const base = wildcard ? route.host.slice(2) : route.host;
-  const text = inner(base);
-  // A wildcard service checks health under the base: the pattern is no host a process answers.
-  // A server that failed its check is checked again every second, so a restarted front is back
-  // in Traefik about a second after it is healthy (docs/ingress.md "Upstream health at the
-  // ingress"); healthy servers are checked every 10 s, which is what the fleet pays for.
-  const healthCheck = `{"hostname":"${text}","interval":"10s","path":"${HEALTH_PATH}","timeout":"3s","unhealthyInterval":"1s"}`;
-  if (wildcard) {
-    const rule = JSON.stringify(`HostRegexp(\`^[^.]+\\.${escapeRegex(base)}$\`)`);
-    return source(
-      `svc_wild_${base}`,
-      rule,
-      route.upstreams,
-      healthCheck,
-      WILD_ROUTER,
-      entryPoints,
-      prefer,
-      route.application,
-    );
-  }
-  return source(
-    `svc_${base}`,
-    `"Host(\`${text}\`)"`,
-    route.upstreams,
-    healthCheck,
-    HOST_ROUTER,
-    entryPoints,
-    prefer,
-    route.application,
-  );
-}
-
-function source(
-  key: string,
-  rule: string,
-  upstreams: Upstream[],
-  healthCheck: string,
-  kind: number,
-  entryPoints: string,
-  prefer: string | undefined,
-  application?: string,
-): Source {
-  const keyText = inner(key);
-  const named = application === undefined ? undefined : inner(application);
-  const router = `,"${keyText}":${routerText(kind, keyText, rule, entryPoints, named)}`;
-  const app = { ends: endsRun(key), ...(application === undefined ? {} : { application }) };
-  if (kind === DENY_ROUTER) return { key, kind, router, services: [], ...app };
-  let local = 0;
-  if (prefer !== undefined) for (const u of upstreams) if (u.node === prefer) local++;
-  // Failover only when the preferred node answers and someone else can take over.
-  if (local === 0 || local === upstreams.length) {
-    const balancer = `,"${keyText}":${balancerText(upstreams, healthCheck, BALANCER, prefer)}`;
-    return { key, kind, router, services: [balancer], ...app };
-  }
-  const failover = `,"${keyText}":{"failover":{"fallback":"${keyText}_peers","service":"${keyText}_local"}}`;
-  const localText = `,"${keyText}_local":${balancerText(upstreams, healthCheck, LOCAL, prefer)}`;
-  const peersText = `,"${keyText}_peers":${balancerText(upstreams, healthCheck, PEERS, prefer)}`;
-  return { key, kind, router, services: [failover, localText, peersText], ...app };
 }
 
 /** The routed applications, each once, in code-unit order. */
@@ -330,21 +349,6 @@ function inNameOrder(hosts: Source[], others: Source[]): Source[] {
   return out;
 }
 
-/** The text of one router and of its services (none for a deny router), ready to be joined. */
-interface Source {
-  /** Router and service name. */
-  key: string;
-  kind: number;
-  /** `,"<key>":{...}`. */
-  router: string;
-  /** `,"<name>":{...}` for the service named `key` and, for a failover, its `_local` and `_peers`. */
-  services: string[];
-  /** The route's application (host and wildcard routers). */
-  application?: string;
-  /** Whether a run of kept text ends after this source (text.ts endsRun of the key). */
-  ends: boolean;
-}
-
 const HOST_ROUTER = 0;
 const WILD_ROUTER = 1;
 const API_ROUTER = 2;
@@ -371,37 +375,60 @@ function sortsBefore(prefix: string, suffix: string, name: string): boolean {
 // above API 2, wildcard 1 below everything, host routers unset. Deny routers go without the retry
 // middleware: Traefik answers them itself. An application's routers first name it in the request
 // (a client's own header is replaced), then retry.
-function routerText(
-  kind: number,
-  keyText: string,
-  rule: string,
-  entryPoints: string,
-  application: string | undefined,
-): string {
-  if (kind === DENY_ROUTER) {
-    return `{"entryPoints":${entryPoints},"priority":3,"rule":${rule},"service":"noop@internal"}`;
+function writeRouter(source: Source, entryPoints: string, out: string[]): void {
+  const keyText = inner(source.key);
+  out.push(',"', keyText, '":{"entryPoints":', entryPoints);
+  if (source.kind === DENY_ROUTER) {
+    out.push(',"priority":3,"rule":', source.rule, ',"service":"noop@internal"}');
+    return;
   }
-  const priority = kind === WILD_ROUTER ? ',"priority":1' : kind === API_ROUTER ? ',"priority":2' : '';
-  const named = application !== undefined ? `"svc_app_${application}",` : '';
-  return `{"entryPoints":${entryPoints},"middlewares":[${named}"svc_retry"]${priority},"rule":${rule},"service":"${keyText}"}`;
+  out.push(',"middlewares":[');
+  if (source.application !== undefined) out.push('"svc_app_', inner(source.application), '",');
+  out.push('"svc_retry"]');
+  if (source.kind === HOST_ROUTER) out.push(',"rule":"Host(`', inner(source.base), '`)"');
+  else if (source.kind === WILD_ROUTER) {
+    const rule = JSON.stringify(`HostRegexp(\`^[^.]+\\.${escapeRegex(source.base)}$\`)`);
+    out.push(',"priority":1,"rule":', rule);
+  } else out.push(',"priority":2,"rule":', source.rule);
+  out.push(',"service":"', keyText, '"}');
 }
 
 // Traefik refuses a failover whose primary has no health check, so both halves carry the
 // source's. The failover service itself gets none: in Traefik that option only reports status to
 // a parent service, and its parent here is a router.
-function balancerText(
-  upstreams: Upstream[],
-  healthCheck: string,
-  kind: number,
-  prefer: string | undefined,
-): string {
-  let servers = '';
-  for (const u of upstreams) {
-    if ((kind === LOCAL && u.node !== prefer) || (kind === PEERS && u.node === prefer)) continue;
-    servers += `${servers === '' ? '' : ','}{"url":"http://${inner(u.address)}"}`;
+function writeService(source: Source, kind: number, prefer: string | undefined, out: string[]): void {
+  const keyText = inner(source.key);
+  if (kind === BALANCER && source.failover) {
+    out.push(
+      ',"',
+      keyText,
+      '":{"failover":{"fallback":"',
+      keyText,
+      '_peers","service":"',
+      keyText,
+      '_local"}}',
+    );
+    return;
   }
-  return `{"loadBalancer":{"healthCheck":${healthCheck},"servers":[${servers}]}}`;
+  out.push(',"', keyText, SUFFIX[kind], '":{"loadBalancer":{"healthCheck":');
+  // A wildcard service checks health under the base: the pattern is no host a process answers. A
+  // server that failed its check is checked again every second, so a restarted front is back in
+  // Traefik about a second after it is healthy (docs/ingress.md "Upstream health at the
+  // ingress"); healthy servers are checked every 10 s, which is what the fleet pays for.
+  if (source.kind === API_ROUTER) out.push(source.healthCheck);
+  else out.push('{"hostname":"', inner(source.base), APPLICATION_HEALTH);
+  out.push(',"servers":[');
+  let first = true;
+  for (const u of source.upstreams) {
+    if ((kind === LOCAL && u.node !== prefer) || (kind === PEERS && u.node === prefer)) continue;
+    out.push(first ? '{"url":"http://' : ',{"url":"http://', inner(u.address), '"}');
+    first = false;
+  }
+  out.push(']}}');
 }
+
+/** An application service's health check after its hostname. */
+const APPLICATION_HEALTH = `","interval":"10s","path":"${HEALTH_PATH}","timeout":"3s","unhealthyInterval":"1s"}`;
 
 // Valid bases only contain dots among the metacharacters; escaping all of them keeps a malformed
 // base from widening the match.

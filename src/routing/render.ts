@@ -1,6 +1,6 @@
 // docs/ingress.md "The routing document", its rules, hosts and `prefer`. Refinements the spec leaves open are
 // in docs/routing-vectors.md.
-import { endsRun, inner, joinRuns, type Run } from './text.ts';
+import { endsRun, inner, joinRuns, type Run, type RunItems, samePieces } from './text.ts';
 import type { ApiRouting, FleetRouting, Route, RoutingClaim, RoutingInput, Upstream } from './types.ts';
 
 /** Path prefixes an ingress answers itself on an API host (docs/ingress.md "The routing document"). */
@@ -125,11 +125,19 @@ export function serializeRouting(doc: FleetRouting): string {
   // Every route's text starts with the comma that separates it from the one before; the first
   // drops it. One join makes one flat string.
   const parts = ['{"v":1,"routes":['];
-  joinRuns(doc.routes, (route) => endsRun(route.host), routeText, routeRuns, parts);
+  joinRuns(doc.routes, routeItems, routeRuns, parts);
   parts[1] = parts[1].slice(1);
   parts.push(`]${api}}`);
-  return parts.join('');
+  // Every piece the very one of a recent serialization: so are the bytes.
+  for (const last of lastSerialized) if (samePieces(last.parts, parts)) return last.text;
+  const text = parts.join('');
+  lastSerialized.unshift({ parts, text });
+  if (lastSerialized.length > KEPT_PREFERS) lastSerialized.pop();
+  return text;
 }
+
+/** The last few serializations (one per `prefer` a node serves, as a rule), newest first. */
+const lastSerialized: { parts: string[]; text: string }[] = [];
 
 /** The routed applications of a document renderRouting made, each once, in code-unit order. */
 export function routedApplications(doc: FleetRouting): readonly string[] | undefined {
@@ -140,9 +148,10 @@ export function routedApplications(doc: FleetRouting): readonly string[] | undef
   return layout.applications;
 }
 
-/** Whether `route` is one renderRouting made: frozen, with a frozen upstream list. */
+/** Whether `route` is one renderRouting made and still keeps: frozen, with a frozen upstream list. */
 export function isRenderedRoute(route: Route): boolean {
-  return keptRoutes.has(route);
+  for (const kept of keptByPrefer.values()) if (kept.routes.get(route.host) === route) return true;
+  return false;
 }
 
 // Kept between renderings. The node renders the whole fleet every reconcile pass although from one
@@ -174,11 +183,14 @@ interface KeptNode {
 }
 
 const upstreamsByNode = new Map<string, KeptNode>();
-const keptRoutes = new WeakSet<Route>();
 const renderedDocuments = new WeakSet<FleetRouting>();
-const routeRuns = new WeakMap<Route, Run<Route>>();
+const routeRuns = new WeakMap<object, Run>();
+const routeItems: RunItems<Route> = {
+  id: (route) => route,
+  ends: (route) => endsRun(route.host),
+  write: writeRoute,
+};
 const layoutOf = new WeakMap<Route[], Layout>();
-const listTexts = new WeakMap<Upstream[], string>();
 
 function keptFor(preferNode: string | undefined): Kept {
   let kept = keptByPrefer.get(preferNode);
@@ -205,7 +217,6 @@ function keptRoute(kept: Kept, host: string, application: string, upstreams: Ups
   if (old !== undefined && old.application === application && old.upstreams === upstreams) return old;
   const route = Object.freeze({ host, application, upstreams });
   kept.routes.set(host, route);
-  keptRoutes.add(route);
   return route;
 }
 
@@ -216,18 +227,15 @@ function forgetUnused(kept: Kept, routes: Route[], lists: Map<string, Upstream[]
   if (kept.lists.size > 2 * lists.size + 64) kept.lists = new Map(lists);
 }
 
-// Only called for the routes of a rendered document, which are frozen.
-function routeText(route: Route): string {
-  let list = listTexts.get(route.upstreams);
-  if (list === undefined) {
-    list = '';
-    for (const u of route.upstreams) {
-      list += `${list === '' ? '' : ','}{"node":"${inner(u.node)}","address":"${inner(u.address)}"}`;
-    }
-    list = `[${list}]`;
-    listTexts.set(route.upstreams, list);
+function writeRoute(route: Route, out: string[]): void {
+  out.push(',{"host":"', inner(route.host), '","application":"', inner(route.application));
+  out.push('","upstreams":[');
+  let first = true;
+  for (const u of route.upstreams) {
+    out.push(first ? '{"node":"' : ',{"node":"', inner(u.node), '","address":"', inner(u.address), '"}');
+    first = false;
   }
-  return `,{"host":"${inner(route.host)}","application":"${inner(route.application)}","upstreams":${list}}`;
+  out.push(']}');
 }
 
 /** What a `prefer` query value means: undefined for the fleet's own order. */

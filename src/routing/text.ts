@@ -10,62 +10,87 @@ export function inner(text: string): string {
   return text;
 }
 
-/** Consecutive items (routes, routers) and their text, kept to be joined into later renderings. */
-export interface Run<T> {
-  items: T[];
+/** The text of consecutive items (routes, routers), kept to be joined into later renderings. */
+export interface Run {
+  /** What the items were: frozen objects, or objects made for one rendering, which never match. */
+  ids: object[];
   text: string;
 }
 
+/** How joinRuns reads an item. */
+export interface RunItems<T> {
+  /** An object that stands for everything the item's text is written from. */
+  id(item: T): object;
+  /** Whether a run ends after the item (endsRun of its name). */
+  ends(item: T): boolean;
+  /** Pushes the item's text onto `out`, in pieces (see joinRuns). */
+  write(item: T, out: string[]): void;
+}
+
 /**
- * Whether a run ends after the item of this name: about one name in 32, by a hash of the name
+ * Whether a run ends after the item of this name: about one name in 16, by a hash of the name
  * alone, so that adding or removing an item changes its own run and no other.
  */
 export function endsRun(name: string): boolean {
   let hash = 0x811c9dc5; // FNV-1a
   for (let i = 0; i < name.length; i++) hash = Math.imul(hash ^ name.charCodeAt(i), 0x01000193);
-  return hash >>> 27 === 0;
+  return hash >>> 28 === 0;
 }
 
 /** Where the run that starts at `start` ends (exclusive). */
-export function runEnd<T>(items: readonly T[], start: number, ends: (item: T) => boolean): number {
+export function runEnd<T>(items: readonly T[], start: number, how: RunItems<T>): number {
   let end = start + 1;
-  while (end < items.length && !ends(items[end - 1])) end++;
+  while (end < items.length && !how.ends(items[end - 1])) end++;
   return end;
 }
 
-/** Whether `items[start, end)` are, one for one, the very items of `run`. */
+/** Whether `items[start, end)` are, one for one, the items `run` was written from. */
 export function sameRun<T>(
-  run: Run<T> | undefined,
+  run: Run | undefined,
   items: readonly T[],
   start: number,
   end: number,
+  how: RunItems<T>,
 ): boolean {
-  if (run === undefined || run.items.length !== end - start) return false;
-  for (let i = start; i < end; i++) if (run.items[i - start] !== items[i]) return false;
+  if (run === undefined || run.ids.length !== end - start) return false;
+  for (let i = start; i < end; i++) if (run.ids[i - start] !== how.id(items[i])) return false;
   return true;
 }
 
 /**
- * Pushes the text of every item onto `out`, one piece per run: a run made of the very items of a
- * kept run (items are frozen or otherwise never change) is that run's text; any other is written
- * with `text` and kept, keyed on its first item (a WeakMap, so it goes with its items).
+ * Pushes the text of every item onto `out`, one piece per run: a run of the very items of a kept
+ * run is that run's text; any other is written and kept, keyed on its first item's id (a WeakMap,
+ * so the text goes with its items). A run is written as many short pieces and one join rather
+ * than by concatenation: V8 keeps a concatenation as a tree of its parts, and joining such trees
+ * costs several times joining flat strings (see bench/RESULTS.md, Routing render).
  */
-export function joinRuns<T extends object>(
+export function joinRuns<T>(
   items: readonly T[],
-  ends: (item: T) => boolean,
-  text: (item: T) => string,
-  runs: WeakMap<T, Run<T>>,
+  how: RunItems<T>,
+  runs: WeakMap<object, Run>,
   out: string[],
 ): void {
   for (let start = 0; start < items.length; ) {
-    const end = runEnd(items, start, ends);
-    let run = runs.get(items[start]);
-    if (!sameRun(run, items, start, end)) {
-      const slice = items.slice(start, end);
-      run = { items: slice, text: slice.map(text).join('') };
-      runs.set(items[start], run);
+    const end = runEnd(items, start, how);
+    let run = runs.get(how.id(items[start]));
+    if (!sameRun(run, items, start, end, how)) {
+      const ids: object[] = [];
+      const pieces: string[] = [];
+      for (let i = start; i < end; i++) {
+        ids.push(how.id(items[i]));
+        how.write(items[i], pieces);
+      }
+      run = { ids, text: pieces.join('') };
+      runs.set(ids[0], run);
     }
     out.push(run!.text);
     start = end;
   }
+}
+
+/** Whether two lists of pieces are the same strings, one for one (kept pieces compare by reference). */
+export function samePieces(a: readonly string[], b: readonly string[]): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
 }
