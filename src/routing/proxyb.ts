@@ -102,6 +102,9 @@ export function renderProxybBytes(doc: FleetRouting, options: ProxybOptions): st
         const source: Source = {
           id: {},
           key,
+          keyText: inner(key),
+          baseText: '',
+          applicationText: '',
           kind,
           ends: endsRun(key),
           failover: kind === API_ROUTER && failover(upstreams, prefer),
@@ -127,7 +130,9 @@ export function renderProxybBytes(doc: FleetRouting, options: ProxybOptions): st
   const routers: RunItems<Source> = {
     id: (source) => source.id,
     ends: (source) => source.ends,
-    write: (source, out) => writeRouter(source, entryPoints, out),
+    write: (items, start, end, out) => {
+      for (let i = start; i < end; i++) writeRouter(items[i], entryPoints, out);
+    },
   };
   joinRuns(sources, routers, kept.routers, parts);
   parts[routersStart] = parts[routersStart].slice(1);
@@ -150,6 +155,9 @@ function routeSource(route: Route, prefer: string | undefined): Source {
   return {
     id: route,
     key,
+    keyText: inner(key),
+    baseText: inner(base),
+    applicationText: inner(route.application),
     kind: wildcard ? WILD_ROUTER : HOST_ROUTER,
     ends: endsRun(key),
     failover: failover(route.upstreams, prefer),
@@ -167,6 +175,10 @@ interface Source {
   id: object;
   /** Router and service name. */
   key: string;
+  /** `key`, `base` and `application` as they appear inside a JSON string. */
+  keyText: string;
+  baseText: string;
+  applicationText: string;
   kind: number;
   /** Whether a run of kept text ends after this source (text.ts endsRun of the key). */
   ends: boolean;
@@ -376,16 +388,16 @@ function sortsBefore(prefix: string, suffix: string, name: string): boolean {
 // middleware: Traefik answers them itself. An application's routers first name it in the request
 // (a client's own header is replaced), then retry.
 function writeRouter(source: Source, entryPoints: string, out: string[]): void {
-  const keyText = inner(source.key);
+  const { keyText } = source;
   out.push(',"', keyText, '":{"entryPoints":', entryPoints);
   if (source.kind === DENY_ROUTER) {
     out.push(',"priority":3,"rule":', source.rule, ',"service":"noop@internal"}');
     return;
   }
   out.push(',"middlewares":[');
-  if (source.application !== undefined) out.push('"svc_app_', inner(source.application), '",');
+  if (source.application !== undefined) out.push('"svc_app_', source.applicationText, '",');
   out.push('"svc_retry"]');
-  if (source.kind === HOST_ROUTER) out.push(',"rule":"Host(`', inner(source.base), '`)"');
+  if (source.kind === HOST_ROUTER) out.push(',"rule":"Host(`', source.baseText, '`)"');
   else if (source.kind === WILD_ROUTER) {
     const rule = JSON.stringify(`HostRegexp(\`^[^.]+\\.${escapeRegex(source.base)}$\`)`);
     out.push(',"priority":1,"rule":', rule);
@@ -397,7 +409,7 @@ function writeRouter(source: Source, entryPoints: string, out: string[]): void {
 // source's. The failover service itself gets none: in Traefik that option only reports status to
 // a parent service, and its parent here is a router.
 function writeService(source: Source, kind: number, prefer: string | undefined, out: string[]): void {
-  const keyText = inner(source.key);
+  const { keyText } = source;
   if (kind === BALANCER && source.failover) {
     out.push(
       ',"',
@@ -416,7 +428,7 @@ function writeService(source: Source, kind: number, prefer: string | undefined, 
   // Traefik about a second after it is healthy (docs/ingress.md "Upstream health at the
   // ingress"); healthy servers are checked every 10 s, which is what the fleet pays for.
   if (source.kind === API_ROUTER) out.push(source.healthCheck);
-  else out.push('{"hostname":"', inner(source.base), APPLICATION_HEALTH);
+  else out.push('{"hostname":"', source.baseText, APPLICATION_HEALTH);
   out.push(',"servers":[');
   let first = true;
   for (const u of source.upstreams) {

@@ -1,6 +1,6 @@
 // docs/ingress.md "The routing document", its rules, hosts and `prefer`. Refinements the spec leaves open are
 // in docs/routing-vectors.md.
-import { endsRun, inner, joinRuns, type Run, type RunItems, samePieces } from './text.ts';
+import { endsRun, joinRuns, type Run, type RunItems, samePieces } from './text.ts';
 import type { ApiRouting, FleetRouting, Route, RoutingClaim, RoutingInput, Upstream } from './types.ts';
 
 /** Path prefixes an ingress answers itself on an API host (docs/ingress.md "The routing document"). */
@@ -188,7 +188,7 @@ const routeRuns = new WeakMap<object, Run>();
 const routeItems: RunItems<Route> = {
   id: (route) => route,
   ends: (route) => endsRun(route.host),
-  write: writeRoute,
+  write: writeRoutes,
 };
 const layoutOf = new WeakMap<Route[], Layout>();
 
@@ -227,15 +227,10 @@ function forgetUnused(kept: Kept, routes: Route[], lists: Map<string, Upstream[]
   if (kept.lists.size > 2 * lists.size + 64) kept.lists = new Map(lists);
 }
 
-function writeRoute(route: Route, out: string[]): void {
-  out.push(',{"host":"', inner(route.host), '","application":"', inner(route.application));
-  out.push('","upstreams":[');
-  let first = true;
-  for (const u of route.upstreams) {
-    out.push(first ? '{"node":"' : ',{"node":"', inner(u.node), '","address":"', inner(u.address), '"}');
-    first = false;
-  }
-  out.push(']}');
+// The routes of a rendered document are frozen objects with their keys in the served order, which
+// is what JSON.stringify writes, natively and faster than anything written here.
+function writeRoutes(routes: readonly Route[], start: number, end: number, out: string[]): void {
+  out.push(',', JSON.stringify(routes.slice(start, end)).slice(1, -1));
 }
 
 /** What a `prefer` query value means: undefined for the fleet's own order. */

@@ -23,8 +23,8 @@ export interface RunItems<T> {
   id(item: T): object;
   /** Whether a run ends after the item (endsRun of its name). */
   ends(item: T): boolean;
-  /** Pushes the item's text onto `out`, in pieces (see joinRuns). */
-  write(item: T, out: string[]): void;
+  /** Pushes the text of `items[start, end)` onto `out`, in pieces (see joinRuns). */
+  write(items: readonly T[], start: number, end: number, out: string[]): void;
 }
 
 /**
@@ -76,10 +76,8 @@ export function joinRuns<T>(
     if (!sameRun(run, items, start, end, how)) {
       const ids: object[] = [];
       const pieces: string[] = [];
-      for (let i = start; i < end; i++) {
-        ids.push(how.id(items[i]));
-        how.write(items[i], pieces);
-      }
+      for (let i = start; i < end; i++) ids.push(how.id(items[i]));
+      how.write(items, start, end, pieces);
       run = { ids, text: pieces.join('') };
       runs.set(ids[0], run);
     }
