@@ -4,6 +4,10 @@
 // Besides wall time it reports the process's CPU time per run (user + system, all threads, so the
 // garbage collector's helpers count): on a shared machine the wall time also holds the time other
 // processes had the core, the CPU time does not.
+// The two target lines render the same fleet every run, as a node does from one pass to the next
+// while nothing changes, and a rendering keeps what it can reuse from the last (src/routing/render.ts
+// "Kept between renderings"); the lines after them say what a pass costs when applications did
+// change: 1% of them on a new port every run, or all of them (nothing kept fits any more).
 import { renderProxybBytes } from '../src/routing/proxyb.ts';
 import { renderRouting, resolvePrefer, serializeRouting } from '../src/routing/render.ts';
 import type { RoutingInput } from '../src/routing/types.ts';
@@ -40,14 +44,32 @@ function fleet(size: number): RoutingInput {
   };
 }
 
-function measure(input: RoutingInput, prefer: string | undefined) {
-  const preferNode = resolvePrefer(prefer, input.selfNodeId);
+// The fleet after `run` runs in each of which the processes of one application in `every` went to
+// a new port: from one run to the next exactly those differ (all of them for `every` = 1).
+function moved(input: RoutingInput, run: number, every: number): RoutingInput {
+  return {
+    ...input,
+    nodes: input.nodes.map((node) => ({
+      ...node,
+      processes: node.processes.map((p, i) => {
+        const first = i % every;
+        if (run < first) return p;
+        const last = run - ((run - first) % every); // the last run that moved it
+        return { ...p, port: p.port + 10_000 + last };
+      }),
+    })),
+  };
+}
+
+function measure(fleetOf: (run: number) => RoutingInput, prefer: string | undefined) {
+  const preferNode = resolvePrefer(prefer, fleetOf(0).selfNodeId);
   const total: number[] = [];
   const cpu: number[] = [];
   const generic: number[] = [];
   let bytes = 0;
   let routes = 0;
   for (let i = 0; i < WARMUP + RUNS; i++) {
+    const input = fleetOf(i);
     const cpuStart = process.cpuUsage();
     const start = performance.now();
     const doc = renderRouting(input, prefer);
@@ -83,11 +105,15 @@ for (const size of sizes.length > 0 ? sizes : [10, 100, 1_000, 10_000]) {
     `render bench: ${input.applications.length} applications on ${input.nodes.length} nodes, ` +
       `${RUNS} runs after ${WARMUP} warm-up (node ${process.version}, ${process.arch})`,
   );
-  for (const [label, prefer] of [
-    ['no prefer', undefined],
-    ['prefer=self (failover services)', 'self'],
+  for (const [label, prefer, fleetOf] of [
+    ['no prefer', undefined, () => input],
+    ['prefer=self (failover services)', 'self', () => input],
+    ['no prefer, 1% moved per run', undefined, (run: number) => moved(input, run, 100)],
+    ['prefer=self, 1% moved per run', 'self', (run: number) => moved(input, run, 100)],
+    ['no prefer, all moved per run', undefined, (run: number) => moved(input, run, 1)],
+    ['prefer=self, all moved per run', 'self', (run: number) => moved(input, run, 1)],
   ] as const) {
-    const r = measure(input, prefer);
+    const r = measure(fleetOf, prefer);
     const fmt = (ms: number) => (ms < 1 ? ms.toFixed(3) : ms.toFixed(1));
     console.log(
       `  ${label.padEnd(32)} min ${fmt(r.min)} ms  median ${fmt(r.median)} ms  p95 ${fmt(r.p95)} ms  ` +

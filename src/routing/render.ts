@@ -156,12 +156,14 @@ export function isRenderedRoute(route: Route): boolean {
 
 // Kept between renderings. The node renders the whole fleet every reconcile pass although from one
 // pass to the next few applications change, so a rendering reuses the upstreams, upstream lists
-// and routes of the last ones when they are equal, and the writers key the text they wrote on
-// those objects (WeakMaps: text lives exactly as long as its object). Upstreams depend on nothing
-// but the node and the port; lists and routes also on `prefer`, so those are kept per resolved
-// `prefer`, for the few most recently rendered. What a rendering no longer uses is dropped once it
-// outnumbers what it uses, so the memory kept is at most about twice that of one rendering per
-// kept `prefer` (see bench/RESULTS.md, Routing render).
+// and routes of the last ones when they are equal (and the hosts' layout while no application
+// started or stopped serving and no claim changed), and the writers keep the text of runs of
+// routes keyed on those frozen objects (WeakMaps: the text lives as long as its routes) and give
+// back the last bytes when every run is unchanged. Upstreams depend on nothing but the node and
+// the port; lists and routes also on `prefer`, so those are kept per resolved `prefer`, for the
+// few most recently rendered. What a rendering no longer uses is dropped once it outnumbers what
+// it uses. The price is memory: about a copy of the served text plus the objects it is written
+// from, per kept `prefer` (bench/RESULTS.md, Routing render, has the figures).
 
 /** Resolved `prefer` values whose lists and routes are kept; others render from scratch. */
 const KEPT_PREFERS = 4;
@@ -300,12 +302,15 @@ function nodeUpstreams(id: string, address: string, processes: number): KeptNode
 }
 
 function sortUpstreams(list: Upstream[]): Upstream[] {
-  const order = (a: Upstream, b: Upstream) => compare(a.node, b.node) || compare(a.address, b.address);
   let sorted = true;
-  for (let i = 1; i < list.length && sorted; i++) sorted = order(list[i - 1], list[i]) < 0;
+  for (let i = 1; i < list.length && sorted; i++) sorted = upstreamOrder(list[i - 1], list[i]) < 0;
   if (sorted) return list;
-  list.sort(order);
-  return list.filter((u, i) => i === 0 || order(list[i - 1], u) !== 0);
+  list.sort(upstreamOrder);
+  return list.filter((u, i) => i === 0 || upstreamOrder(list[i - 1], u) !== 0);
+}
+
+function upstreamOrder(a: Upstream, b: Upstream): number {
+  return compare(a.node, b.node) || compare(a.address, b.address);
 }
 
 // The host part of an advertised `host:port`; a bracketed IPv6 literal keeps its brackets so that
