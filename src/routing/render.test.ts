@@ -398,7 +398,7 @@ test('a fleet rendered after other fleets gives what a first rendering gives, in
 });
 
 test('a large fleet changing a little at a time renders as from scratch at every step', () => {
-  // Large enough for many runs of kept text (about one host in 32 ends one); each step changes a
+  // Large enough for many runs of kept text (about one host in 8 ends one); each step changes a
   // few processes, claims, states or addresses, in place or in a copy, as passes do.
   let seed = 7;
   const random = (n: number) => {

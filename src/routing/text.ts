@@ -28,13 +28,13 @@ export interface RunItems<T> {
 }
 
 /**
- * Whether a run ends after the item of this name: about one name in 16, by a hash of the name
+ * Whether a run ends after the item of this name: about one name in 8, by a hash of the name
  * alone, so that adding or removing an item changes its own run and no other.
  */
 export function endsRun(name: string): boolean {
   let hash = 0x811c9dc5; // FNV-1a
   for (let i = 0; i < name.length; i++) hash = Math.imul(hash ^ name.charCodeAt(i), 0x01000193);
-  return hash >>> 28 === 0;
+  return hash >>> 29 === 0;
 }
 
 /** Where the run that starts at `start` ends (exclusive). */
