@@ -34,10 +34,13 @@ type Config struct {
 	// UnsupervisedExitMs is how long to serve on without a supervisor's probe once the process
 	// that started this one is gone; nil means never.
 	UnsupervisedExitMs *int64 `json:"unsupervisedExitMs"`
-	// StewardIdleMs is how long the steward may sit without work before it is let go.
-	StewardIdleMs int64 `json:"stewardIdleMs"`
-	// Steward is the command line of the Node steward (`cell steward`).
-	Steward []string `json:"steward"`
+	// HostSocket is the node's runtime host socket; empty: start PrivateHost.
+	HostSocket string `json:"hostSocket"`
+	// PrivateHost is the command line of a private `cell host --stdio`.
+	PrivateHost []string `json:"privateHost"`
+	// HostContext goes to the host in the hello as it is (what the host must know of this
+	// process's environment); the front does not read it.
+	HostContext json.RawMessage `json:"hostContext"`
 }
 
 // ParseConfig reads and checks the shim's settings.
@@ -54,13 +57,10 @@ func ParseConfig(raw string) (*Config, error) {
 		return nil, errors.New(ConfigVariable + " lacks the application, node or host")
 	case c.Port <= 0 || c.Port > 65535:
 		return nil, fmt.Errorf("%s has port %d", ConfigVariable, c.Port)
-	case c.StateDir == "" || c.HealthPath == "" || len(c.Steward) == 0:
-		return nil, errors.New(ConfigVariable + " lacks the state folder, health path or steward")
+	case c.StateDir == "" || c.HealthPath == "" || (c.HostSocket == "" && len(c.PrivateHost) == 0):
+		return nil, errors.New(ConfigVariable + " lacks the state folder, health path or runtime host")
 	case c.PollMs <= 0 || c.LeaseTTLMs <= 0 || c.StartTimeoutMs <= 0 || c.RetryMs <= 0 || c.MaxRetryMs <= 0:
 		return nil, errors.New(ConfigVariable + " has a timing that is not positive")
-	}
-	if c.StewardIdleMs <= 0 {
-		c.StewardIdleMs = 2000
 	}
 	return &c, nil
 }

@@ -1,9 +1,9 @@
 package main
 
-// Cron triggers: a timer per schedule of the serving deployment. At a scheduled time the steward
+// Cron triggers: a timer per schedule of the serving deployment. At a scheduled time the host
 // tries to claim (schedule, time) in the bucket and, if its write lands, runs the worker's
 // `scheduled` handler, so each time runs once across the fleet. The times themselves come from
-// the steward too: the expressions have one reading, in TypeScript. Each run this replica fired
+// the host too: the expressions have one reading, in TypeScript. Each run this replica fired
 // is reported to the node's daemon (docs/runtime.md "Cron triggers"), which records it as an
 // event and logs it.
 
@@ -15,7 +15,7 @@ import (
 )
 
 // report writes one line on stdout for the node's daemon, as the request spans are: the front
-// alone writes its stdout (workerd's output and the steward's log go to stderr), so a worker
+// alone writes its stdout (workerd's output and the host's log lines go to stderr), so a worker
 // cannot forge a report. A daemon that is gone (one restarted adopts the process without its
 // pipes) loses it, never the process.
 func report(value any) {
@@ -60,9 +60,9 @@ type cronFireRequest struct {
 
 // Crons keeps one timer per schedule; schedules kept across a switch keep their timers.
 type Crons struct {
-	steward *Steward
-	log     func(string)
-	target  func() *Instance
+	host   *Host
+	log    func(string)
+	target func() *Instance
 
 	mu      sync.Mutex
 	timers  map[string]chan struct{}
@@ -70,8 +70,8 @@ type Crons struct {
 }
 
 // NewCrons prepares the timers; `target` answers the instance that should run a time, if any.
-func NewCrons(steward *Steward, log func(string), target func() *Instance) *Crons {
-	return &Crons{steward: steward, log: log, target: target, timers: map[string]chan struct{}{}}
+func NewCrons(host *Host, log func(string), target func() *Instance) *Crons {
+	return &Crons{host: host, log: log, target: target, timers: map[string]chan struct{}{}}
 }
 
 // SetSchedules replaces the schedules.
@@ -118,7 +118,7 @@ func (c *Crons) follow(cron string, quit chan struct{}) {
 	after := time.Now().UnixMilli()
 	for {
 		var answer cronNextAnswer
-		if err := c.steward.Call("cron-next", cronNextRequest{Crons: []string{cron}, AfterMs: after}, &answer); err != nil {
+		if err := c.host.Call("cron-next", cronNextRequest{Crons: []string{cron}, AfterMs: after}, &answer); err != nil {
 			select {
 			case <-quit:
 				return // stopped meanwhile: the failure is the stop's
@@ -134,7 +134,7 @@ func (c *Crons) follow(cron string, quit chan struct{}) {
 		}
 		next := answer.Next[cron]
 		if next == nil {
-			return // an expression with no time left, or one the steward refuses
+			return // an expression with no time left, or one the host refuses
 		}
 		timer := time.NewTimer(time.Until(time.UnixMilli(*next)))
 		select {
@@ -157,7 +157,7 @@ func (c *Crons) fire(cron string, scheduledMs int64) {
 	defer in.Leave()
 	var answer cronFireAnswer
 	started := time.Now()
-	err := c.steward.Call("cron-fire", cronFireRequest{
+	err := c.host.Call("cron-fire", cronFireRequest{
 		Cron: cron, ScheduledMs: scheduledMs, Deployment: in.Deployment, CronSocket: in.CronSocket,
 	}, &answer)
 	if err != nil {

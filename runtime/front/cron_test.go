@@ -5,14 +5,13 @@ import (
 	"encoding/json"
 	"os"
 	"testing"
-	"time"
 )
 
-// reportsOf runs fire against a stand-in steward that answers `answer` to cron-fire and returns
+// reportsOf runs fire against a stand-in host that answers `answer` to cron-fire and returns
 // the lines the front wrote on its stdout meanwhile (the reports the node's daemon reads).
 func reportsOf(t *testing.T, answer string) []map[string]any {
 	t.Helper()
-	steward, _ := fakeSteward(t, "answer:"+answer, time.Second)
+	host, _ := fakeHost(t, "answer:"+answer)
 	read, write, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
@@ -20,7 +19,7 @@ func reportsOf(t *testing.T, answer string) []map[string]any {
 	stdout := os.Stdout
 	os.Stdout = write
 	in := &Instance{Prepared: Prepared{Deployment: "d1"}}
-	crons := NewCrons(steward, func(string) {}, func() *Instance { return in })
+	crons := NewCrons(host, func(string) {}, func() *Instance { return in })
 	crons.fire("*/5 * * * *", 1_795_627_800_000)
 	os.Stdout = stdout
 	_ = write.Close()

@@ -3,8 +3,8 @@ package main
 // Following the selector: which deployment this replica serves. When the fleet-wide selector
 // moves (or this node's secrets change), the new deployment starts in its own workerd beside the
 // serving one and takes over only once it answers; the previous one then drains and stops, so a
-// switch fails no request. The steward does the looking (the bucket is its business); this loop
-// keeps the state between looks, so the steward can come and go.
+// switch fails no request. The runtime host does the looking (the bucket is its business); this
+// loop keeps the state between looks, so the host can restart in between.
 
 import (
 	"fmt"
@@ -37,11 +37,11 @@ type lookRequest struct {
 }
 
 // A look that was asked for (a SIGHUP, or the first at start) and could not read the selector
-// (the bucket or the steward failed) is tried again after unreadRetryFirst, doubling up to
+// (the bucket or the host failed) is tried again after unreadRetryFirst, doubling up to
 // unreadRetryMax, one reconcile pass of the daemon, until one reads it: a move the daemon told of
 // is served within a pass of the bucket's return, not at the next safety look. A safety look that
-// fails waits for the next one, so a long outage does not start a steward per application every
-// few seconds.
+// fails waits for the next one, so a long outage does not cost the host a look per application
+// every few seconds.
 const (
 	unreadRetryFirst = time.Second
 	unreadRetryMax   = 5 * time.Second
@@ -56,13 +56,13 @@ type lookAnswer struct {
 
 // Follower owns the serving instance and the switch to the next.
 type Follower struct {
-	cfg     *Config
-	steward *Steward
-	log     func(string)
+	cfg  *Config
+	host *Host
+	log  func(string)
 	// onServing is told of every deployment that takes over (the lease and cron follow it).
 	onServing func(*Instance)
 	// onPoll is told of each safety look the poll interval brings (not those a SIGHUP asks for),
-	// so that other periodic bucket work can share the steward's run.
+	// so that other periodic bucket work can be done with it.
 	onPoll func()
 
 	active   atomic.Pointer[Instance]
@@ -94,9 +94,9 @@ type Follower struct {
 }
 
 // NewFollower prepares the loop; Run starts it.
-func NewFollower(cfg *Config, steward *Steward, log func(string), onServing func(*Instance), onPoll func()) *Follower {
+func NewFollower(cfg *Config, host *Host, log func(string), onServing func(*Instance), onPoll func()) *Follower {
 	return &Follower{
-		cfg: cfg, steward: steward, log: log, onServing: onServing, onPoll: onPoll,
+		cfg: cfg, host: host, log: log, onServing: onServing, onPoll: onPoll,
 		status:    statusStarting, // until a look says whether anything was published
 		draining:  map[*Instance]struct{}{},
 		takenOver: make(chan struct{}),
@@ -206,7 +206,7 @@ func (f *Follower) look() {
 		request.Active = &activeDescription{Script: a.Script, Deployment: a.Deployment, SecretsDigest: a.SecretsDigest}
 	}
 	var answer lookAnswer
-	if err := f.steward.Call("look", request, &answer); err != nil {
+	if err := f.host.Call("look", request, &answer); err != nil {
 		f.unreadable(err.Error())
 		return
 	}
@@ -234,7 +234,7 @@ func (f *Follower) look() {
 		f.sequence = request.Sequence
 		f.start(answer)
 	default:
-		f.unreadable(fmt.Sprintf("the steward answered a look with %q", answer.Result))
+		f.unreadable(fmt.Sprintf("the runtime host answered a look with %q", answer.Result))
 	}
 }
 

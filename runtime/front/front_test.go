@@ -13,33 +13,45 @@ import (
 	"time"
 )
 
-// TestMain doubles as a stand-in steward (the seam between the front and `cell steward`): run with
-// FAKE_STEWARD set, the test binary answers each request line with its op, or exits at once
-// with FAKE_STEWARD=crash; with FAKE_STEWARD=answer:<JSON object> it answers that object (with
-// the request's id) to every request.
+// TestMain doubles as a stand-in runtime host (the seam between the front and its host, the
+// protocol of runtime/protocol/host-protocol.json): run with FAKE_HOST set, the test binary
+// answers the hello, then each request with its op and its pid; with FAKE_HOST=crash it exits at
+// once; with FAKE_HOST=answer:<JSON object> it answers that object as every request's result;
+// with FAKE_HOST=refuse it refuses the hello as a host of another protocol version does.
 func TestMain(m *testing.M) {
-	switch os.Getenv("FAKE_STEWARD") {
+	mode := os.Getenv("FAKE_HOST")
+	switch mode {
 	case "":
 		os.Exit(m.Run())
 	case "crash":
 		os.Exit(3)
-	default:
-		fixed, hasFixed := strings.CutPrefix(os.Getenv("FAKE_STEWARD"), "answer:")
-		lines := bufio.NewScanner(os.Stdin)
-		for lines.Scan() {
-			var req map[string]any
-			_ = json.Unmarshal(lines.Bytes(), &req)
-			fields := map[string]any{"op": req["op"], "pid": os.Getpid()}
-			if hasFixed {
-				fields = map[string]any{}
-				_ = json.Unmarshal([]byte(fixed), &fields)
-			}
-			fields["id"] = req["id"]
-			answer, _ := json.Marshal(fields)
-			os.Stdout.Write(append(answer, '\n'))
-		}
-		os.Exit(0)
 	}
+	fixed, hasFixed := strings.CutPrefix(mode, "answer:")
+	lines := bufio.NewScanner(os.Stdin)
+	for lines.Scan() {
+		var req map[string]any
+		_ = json.Unmarshal(lines.Bytes(), &req)
+		var answer map[string]any
+		switch {
+		case req["op"] == "hello" && mode == "refuse":
+			answer = map[string]any{"error": map[string]any{"code": "protocol-mismatch", "message": "the runtime host speaks protocol 7"}}
+		case req["op"] == "hello":
+			answer = map[string]any{"result": map[string]any{"protocol": req["protocol"], "host": "fake"}}
+		case hasFixed:
+			result := map[string]any{}
+			_ = json.Unmarshal([]byte(fixed), &result)
+			answer = map[string]any{"result": result}
+		default:
+			answer = map[string]any{"result": map[string]any{"op": req["op"], "pid": os.Getpid()}}
+		}
+		answer["id"] = req["id"]
+		line, _ := json.Marshal(answer)
+		os.Stdout.Write(append(line, '\n'))
+		if mode == "refuse" {
+			os.Exit(0)
+		}
+	}
+	os.Exit(0)
 }
 
 func testConfig() *Config {
@@ -47,7 +59,7 @@ func testConfig() *Config {
 		Application: "hello", Node: "n1", Host: "127.0.0.1", Port: 8080, VersionLine: "cell 9.9.9",
 		HealthPath: "/.well-known/cell/health", SupervisorHeader: "cell-supervisor", StateDir: "/nonexistent",
 		PollMs: 1000, LeaseTTLMs: 3000, DrainMs: 100, StopDrainMs: 100, StartTimeoutMs: 1000,
-		RetryMs: 100, MaxRetryMs: 1000, StewardIdleMs: 50, Steward: []string{os.Args[0]},
+		RetryMs: 100, MaxRetryMs: 1000, PrivateHost: []string{os.Args[0]},
 	}
 }
 
@@ -57,12 +69,12 @@ func TestParseConfigRefusesWhatTheShimWouldNeverWrite(t *testing.T) {
 		t.Fatalf("a whole configuration is refused: %v", err)
 	}
 	for name, raw := range map[string]string{
-		"unset":      "",
-		"not JSON":   "{",
-		"no app":     strings.Replace(string(good), `"application":"hello"`, `"application":""`, 1),
-		"bad port":   strings.Replace(string(good), `"port":8080`, `"port":70000`, 1),
-		"no steward": strings.Replace(string(good), `"steward":[`+jsonString(os.Args[0])+`]`, `"steward":[]`, 1),
-		"zero poll":  strings.Replace(string(good), `"pollMs":1000`, `"pollMs":0`, 1),
+		"unset":     "",
+		"not JSON":  "{",
+		"no app":    strings.Replace(string(good), `"application":"hello"`, `"application":""`, 1),
+		"bad port":  strings.Replace(string(good), `"port":8080`, `"port":70000`, 1),
+		"no host":   strings.Replace(string(good), `"privateHost":[`+jsonString(os.Args[0])+`]`, `"privateHost":[]`, 1),
+		"zero poll": strings.Replace(string(good), `"pollMs":1000`, `"pollMs":0`, 1),
 	} {
 		if _, err := ParseConfig(raw); err == nil {
 			t.Errorf("%s: accepted", name)
@@ -75,21 +87,21 @@ func jsonString(s string) string {
 	return string(b)
 }
 
-func fakeSteward(t *testing.T, mode string, idle time.Duration) (*Steward, *[]string) {
+func fakeHost(t *testing.T, mode string) (*Host, *[]string) {
 	var mu sync.Mutex
 	var logged []string
-	env := append(os.Environ(), "FAKE_STEWARD="+mode)
-	s := NewSteward([]string{os.Args[0]}, env, idle, func(line string) {
+	cfg := testConfig()
+	h := NewHost(cfg, append(os.Environ(), "FAKE_HOST="+mode), func(line string) {
 		mu.Lock()
 		logged = append(logged, line)
 		mu.Unlock()
 	})
-	t.Cleanup(func() { s.Close(time.Second) })
-	return s, &logged
+	t.Cleanup(func() { h.Close(time.Second) })
+	return h, &logged
 }
 
-func TestStewardAnswersEachRequestAndLeavesWhenIdle(t *testing.T) {
-	s, _ := fakeSteward(t, "echo", 50*time.Millisecond)
+func TestAPrivateHostAnswersEveryRequestAndStays(t *testing.T) {
+	h, _ := fakeHost(t, "echo")
 	var wg sync.WaitGroup
 	pids := make([]float64, 8)
 	for i := range pids {
@@ -100,36 +112,41 @@ func TestStewardAnswersEachRequestAndLeavesWhenIdle(t *testing.T) {
 				Op  string  `json:"op"`
 				PID float64 `json:"pid"`
 			}
-			if err := s.Call("look", map[string]int{"n": i}, &answer); err != nil || answer.Op != "look" {
+			if err := h.Call("look", map[string]int{"n": i}, &answer); err != nil || answer.Op != "look" {
 				t.Errorf("call %d: %v %+v", i, err, answer)
 			}
 			pids[i] = answer.PID
 		}()
 	}
 	wg.Wait()
-	first := pids[0]
-	s.mu.Lock()
-	proc := s.current
-	s.mu.Unlock()
-	if proc != nil {
-		receive(t, proc.done, "the idle steward to be let go")
-	}
-	var again struct {
-		PID float64 `json:"pid"`
-	}
-	if err := s.Call("lease", nil, &again); err != nil {
-		t.Fatal(err)
-	}
-	if again.PID == first {
-		t.Fatal("the next call after the quiet spell reached the steward that was let go")
+	for _, pid := range pids {
+		if pid != pids[0] {
+			t.Fatalf("the calls reached more than one host process: %v", pids)
+		}
 	}
 }
 
-func TestStewardThatExitsFailsTheCall(t *testing.T) {
-	s, _ := fakeSteward(t, "crash", time.Second)
+func TestAHostThatCannotStartFailsTheCallWithinItsBound(t *testing.T) {
+	h, logged := fakeHost(t, "crash")
 	var answer struct{}
-	if err := s.Call("look", nil, &answer); err == nil {
-		t.Fatal("a steward that exited without answering gave no error")
+	started := time.Now()
+	if err := h.CallWithin(300*time.Millisecond, "look", nil, &answer); err == nil {
+		t.Fatal("a host that exited without answering gave no error")
+	}
+	if waited := time.Since(started); waited > 5*time.Second {
+		t.Fatalf("the call waited %v past its bound", waited)
+	}
+	if len(*logged) != 1 || !strings.Contains((*logged)[0], "cannot reach the runtime host") {
+		t.Fatalf("the failure to connect was not said once: %q", *logged)
+	}
+}
+
+func TestAHostOfAnotherProtocolIsRefusedWithItsReason(t *testing.T) {
+	h, _ := fakeHost(t, "refuse")
+	var answer struct{}
+	err := h.CallWithin(200*time.Millisecond, "look", nil, &answer)
+	if err == nil || !strings.Contains(err.Error(), "the runtime host speaks protocol 7") {
+		t.Fatalf("a refused hello: %v", err)
 	}
 }
 
@@ -209,7 +226,7 @@ func TestHealthSaysWhereTheReplicaStands(t *testing.T) {
 func TestRequestsBeforeAnyDeploymentAreToldToRetryAndWhy(t *testing.T) {
 	cfg := testConfig()
 	cfg.PollMs = 300_000
-	nothing, _ := fakeSteward(t, "echo", time.Second)
+	nothing, _ := fakeHost(t, "echo")
 	f := NewFollower(cfg, nothing, func(string) {}, func(*Instance) {}, func() {})
 	p := NewProxy(cfg, f, func(string) {})
 	p.hold = 0 // what a request held in vain is told (the hold itself: proxy_test.go)
@@ -222,7 +239,7 @@ func TestRequestsBeforeAnyDeploymentAreToldToRetryAndWhy(t *testing.T) {
 	if rec := get(); rec.Code != 503 || rec.Header().Get("Retry-After") != "1" || rec.Body.String() != "The deployment is starting\n" {
 		t.Fatalf("before the first look: %d %v %q", rec.Code, rec.Header(), rec.Body.String())
 	}
-	f.steward, _ = fakeSteward(t, `answer:{"result":"none"}`, time.Second)
+	f.host, _ = fakeHost(t, `answer:{"result":"none"}`)
 	f.look()
 	if rec := get(); rec.Code != 503 || rec.Header().Get("Retry-After") != "1" || rec.Body.String() != "No deployment has been published yet\n" {
 		t.Fatalf("after a look found nothing: %d %v %q", rec.Code, rec.Header(), rec.Body.String())
@@ -271,7 +288,7 @@ func TestTheLeaseJoinsALookWhenItsRenewalIsDueAnyway(t *testing.T) {
 	}
 
 	// And the loop: it arms the next renewal after each write, and an early one is made at once.
-	s, _ := fakeSteward(t, "echo", time.Second)
+	s, _ := fakeHost(t, "echo")
 	writes := make(chan struct{}, 8)
 	l := NewLease(cfg, s, 1, func(string) {}, func() map[string]string {
 		writes <- struct{}{}
@@ -288,7 +305,7 @@ func TestTheLeaseJoinsALookWhenItsRenewalIsDueAnyway(t *testing.T) {
 }
 
 func TestOnlyThePollIntervalsLooksAreTold(t *testing.T) {
-	s, _ := fakeSteward(t, "echo", time.Second)
+	s, _ := fakeHost(t, "echo")
 	cfg := testConfig()
 	cfg.PollMs = 20
 	polled := make(chan struct{}, 64)
@@ -317,7 +334,7 @@ func TestOnlyThePollIntervalsLooksAreTold(t *testing.T) {
 }
 
 func TestAnOwedLookThatCannotReadTheSelectorIsTriedAgainSoon(t *testing.T) {
-	down, _ := fakeSteward(t, `answer:{"result":"failed","selection":null,"message":"the bucket is not answering"}`, time.Second)
+	down, _ := fakeHost(t, `answer:{"result":"failed","selection":null,"message":"the bucket is not answering"}`)
 	cfg := testConfig()
 	cfg.PollMs = 300_000
 	f := NewFollower(cfg, down, func(string) {}, func(*Instance) {}, func() {})
@@ -346,8 +363,8 @@ func TestAnOwedLookThatCannotReadTheSelectorIsTriedAgainSoon(t *testing.T) {
 		t.Fatal("a bucket that does not answer was held against the deployment")
 	}
 	// Once a look reads the selector, nothing is owed and the poll interval applies again.
-	up, _ := fakeSteward(t, `answer:{"result":"none"}`, time.Second)
-	f.steward = up
+	up, _ := fakeHost(t, `answer:{"result":"none"}`)
+	f.host = up
 	f.look()
 	if f.asked || f.unread != 0 || !f.lookAgainAt.IsZero() || f.nextLookIn() != ms(cfg.PollMs) {
 		t.Fatalf("after a read: asked %v, unread %d, again at %v", f.asked, f.unread, f.lookAgainAt)
@@ -355,7 +372,7 @@ func TestAnOwedLookThatCannotReadTheSelectorIsTriedAgainSoon(t *testing.T) {
 }
 
 func TestAnOwedLookRunsAgainWithoutThePoll(t *testing.T) {
-	down, _ := fakeSteward(t, `answer:{"result":"failed","selection":null,"message":"the bucket is not answering"}`, time.Second)
+	down, _ := fakeHost(t, `answer:{"result":"failed","selection":null,"message":"the bucket is not answering"}`)
 	cfg := testConfig()
 	cfg.PollMs = 300_000
 	polled := make(chan struct{}, 8)

@@ -1,6 +1,6 @@
 package main
 
-// One running deployment: a workerd serving the folder the steward materialized, on a Unix
+// One running deployment: a workerd serving the folder the runtime host materialized, on a Unix
 // socket in the private folder, and the probe that says when it answers. The proxy switches
 // between instances; an instance never listens on a port.
 
@@ -30,7 +30,7 @@ const (
 // A module that throws while loading: workerd's line names the service.
 var loadFailure = regexp.MustCompile(`service cell-user: Uncaught[^\n]*(\n[ \t]+[^\n]*)*`)
 
-// Prepared is the steward's answer to a look that found a deployment to start (its folder
+// Prepared is the runtime host's answer to a look that found a deployment to start (its folder
 // materialized, workerd not started).
 type Prepared struct {
 	SeenEtag      string   `json:"seenEtag"`
@@ -38,7 +38,6 @@ type Prepared struct {
 	Deployment    string   `json:"deployment"`
 	Label         string   `json:"label"`
 	SecretsDigest string   `json:"secretsDigest"`
-	SecretsChange bool     `json:"secretsChanged"`
 	Dir           string   `json:"dir"`
 	Socket        string   `json:"socket"`
 	CronSocket    *string  `json:"cronSocket"`
@@ -114,7 +113,7 @@ func newTransport(dial func(context.Context) (net.Conn, error)) *http.Transport 
 
 func (in *Instance) spawn(stateDir string, log func(string), lost func(*Instance)) error {
 	if len(in.Command) == 0 {
-		return errors.New("the steward gave no workerd command")
+		return errors.New("the runtime host gave no workerd command")
 	}
 	cmd := exec.Command(in.Command[0], in.Command[1:]...)
 	cmd.Dir = in.Dir

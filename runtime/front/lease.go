@@ -2,7 +2,7 @@ package main
 
 // The node lease (`nodes/<node>.json` in the application's runtime folder): "this node runs this
 // application", renewed every third of its lifetime and at once when the served deployment
-// changes. The steward writes it, conditional on the ETag this loop remembers, so a lease dropped
+// changes. The runtime host writes it, conditional on the ETag this loop remembers, so a lease dropped
 // or rewritten by someone else is noticed and taken again.
 
 import (
@@ -19,6 +19,9 @@ type leaseRequest struct {
 	Describe  map[string]string `json:"describe"`
 }
 
+// releaseWait bounds the wait for a host to take the lease's release at stop.
+const releaseWait = 3 * time.Second
+
 type leaseAnswer struct {
 	ETag   *string `json:"etag"`
 	Failed bool    `json:"failed"`
@@ -27,7 +30,7 @@ type leaseAnswer struct {
 // Lease renews the node lease until Release.
 type Lease struct {
 	cfg      *Config
-	steward  *Steward
+	host     *Host
 	log      func(string)
 	describe func() map[string]string
 	pid      int
@@ -42,9 +45,9 @@ type Lease struct {
 }
 
 // NewLease prepares the renewals; Run starts them.
-func NewLease(cfg *Config, steward *Steward, pid int, log func(string), describe func() map[string]string) *Lease {
+func NewLease(cfg *Config, host *Host, pid int, log func(string), describe func() map[string]string) *Lease {
 	return &Lease{
-		cfg: cfg, steward: steward, log: log, describe: describe, pid: pid, started: time.Now(),
+		cfg: cfg, host: host, log: log, describe: describe, pid: pid, started: time.Now(),
 		renew: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{}),
 	}
 }
@@ -58,7 +61,7 @@ func (l *Lease) RenewNow() {
 }
 
 // RenewIfDueWithin renews now if the timer would anyway within `d`: the runtime joins the
-// renewal to its safety look, so that one steward run does both.
+// renewal to its safety look, so that the two go to the host together.
 func (l *Lease) RenewIfDueWithin(d time.Duration) {
 	if time.Until(time.UnixMilli(l.next.Load())) < d {
 		l.RenewNow()
@@ -89,7 +92,11 @@ func (l *Lease) Run() {
 
 func (l *Lease) write(release bool) bool {
 	var answer leaseAnswer
-	err := l.steward.Call("lease", leaseRequest{
+	wait := hostWait
+	if release {
+		wait = releaseWait // at stop: a host that is away does not hold the stop up
+	}
+	err := l.host.CallWithin(wait, "lease", leaseRequest{
 		ETag: l.etag, Release: release, PID: l.pid, StartedMs: l.started.UnixMilli(),
 		TTLMs: l.cfg.LeaseTTLMs, Describe: l.describe(),
 	}, &answer)

@@ -1,8 +1,8 @@
 // Command cell-front is the resident part of `cell serve` (docs/runtime.md "cell serve"): the
 // Node shim checks the environment, makes the private folder and replaces itself with this
 // program, which owns the application's port, answers its health, runs one workerd per
-// deployment and switches between them. Whatever needs the bucket it asks of the steward, a
-// Node child that runs only while there is such work.
+// deployment and switches between them. Whatever needs the bucket it asks of the runtime host:
+// the node daemon, on its socket, or a private `cell host --stdio` (host.go).
 package main
 
 import (
@@ -22,8 +22,8 @@ import (
 	"time"
 )
 
-// stewardGrace bounds the wait for the steward's last answers at stop.
-const stewardGrace = 10 * time.Second
+// hostGrace bounds the wait for a private host's last answers at stop.
+const hostGrace = 10 * time.Second
 
 func main() {
 	os.Exit(run())
@@ -87,7 +87,7 @@ func run() int {
 type runtime struct {
 	cfg      *Config
 	say      func(string)
-	steward  *Steward
+	host     *Host
 	follower *Follower
 	lease    *Lease
 	crons    *Crons
@@ -97,22 +97,22 @@ type runtime struct {
 
 func newRuntime(cfg *Config, say func(string)) *runtime {
 	r := &runtime{cfg: cfg, say: say, parent: os.Getppid()}
-	r.steward = NewSteward(cfg.Steward, stewardEnvironment(cfg), ms(cfg.StewardIdleMs), say)
-	r.follower = NewFollower(cfg, r.steward, say, func(in *Instance) {
+	r.host = NewHost(cfg, hostEnvironment(), say)
+	r.follower = NewFollower(cfg, r.host, say, func(in *Instance) {
 		r.crons.SetSchedules(in.Crons)
 		r.lease.RenewNow()
 	}, func() {
-		// With the default schedule (a look and a renewal every 5 minutes) this halves how
-		// often an idle application starts a steward; the lease is then renewed a little early.
+		// With the default schedule (a look and a renewal every 5 minutes) the two reach the
+		// host together; the lease is then renewed a little early.
 		r.lease.RenewIfDueWithin(ms(cfg.PollMs))
 	})
-	r.lease = NewLease(cfg, r.steward, os.Getpid(), say, func() map[string]string {
+	r.lease = NewLease(cfg, r.host, os.Getpid(), say, func() map[string]string {
 		if in := r.follower.Active(); in != nil {
 			return map[string]string{"script": in.Script, "deployment": in.Deployment}
 		}
 		return map[string]string{}
 	})
-	r.crons = NewCrons(r.steward, say, func() *Instance {
+	r.crons = NewCrons(r.host, say, func() *Instance {
 		if r.follower.Stopping() {
 			return nil
 		}
@@ -122,15 +122,15 @@ func newRuntime(cfg *Config, say func(string)) *runtime {
 	return r
 }
 
-// stewardEnvironment is ours, less the front's settings, plus the private folder's path.
-func stewardEnvironment(cfg *Config) []string {
+// hostEnvironment is a private host's: ours, less the front's settings.
+func hostEnvironment() []string {
 	var env []string
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, ConfigVariable+"=") {
 			env = append(env, kv)
 		}
 	}
-	return append(env, "CELL_STATE_DIR_ACTIVE="+cfg.StateDir)
+	return env
 }
 
 // waitForStop serves SIGHUP until SIGTERM, SIGINT or the unsupervised bound; answers why it stops.
@@ -171,7 +171,7 @@ func (r *runtime) unsupervisedFor() time.Duration {
 }
 
 // stop: no new connections, requests finish (bounded), every workerd stops, the lease goes,
-// the steward and the private folder go.
+// the host connection and the private folder go.
 func (r *runtime) stop(reason string, server *http.Server) {
 	r.say(fmt.Sprintf("cell: %s: stopping %s", reason, r.cfg.Application))
 	instances := r.follower.Stop() // from here the health says stopping and no cron fires
@@ -202,7 +202,7 @@ func (r *runtime) stop(reason string, server *http.Server) {
 		in.Stop(true)
 	}
 	r.lease.Release()
-	r.steward.Close(stewardGrace)
+	r.host.Close(hostGrace)
 	_ = os.RemoveAll(r.cfg.StateDir)
 	r.say("cell: stopped " + r.cfg.Application)
 }

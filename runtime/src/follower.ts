@@ -3,8 +3,8 @@
 // its own workerd beside the serving one and takes over only once it answers; the previous one
 // then drains and stops, so a switch fails no request. The front keeps what is serving, when to
 // look (the daemon's SIGHUP, the slow safety poll) and the retry schedule; one look is `look`
-// here, the steward's `look` op: it reads the selector and, when a start is due, writes the
-// instance's folder so that the front only has to run workerd in it.
+// here, the runtime host's `look` op (host/host.ts): it reads the selector and, when a start is
+// due, writes the instance's folder so that the front only has to run workerd in it.
 
 import { rm } from 'node:fs/promises';
 import { isProblem } from '../../src/problem.ts';
@@ -59,8 +59,6 @@ export interface StartAnswer {
   deployment: string;
   label: string;
   secretsDigest: string;
-  /** Only the secrets changed: the serving deployment starts again beside itself. */
-  secretsChanged: boolean;
   dir: string;
   socket: string;
   cronSocket: string | null;
@@ -118,7 +116,6 @@ export async function look(context: LookContext, request: LookRequest): Promise<
       deployment,
       label,
       secretsDigest: secrets.digest,
-      secretsChanged: same,
       dir: paths.dir,
       socket: paths.socketPath,
       cronSocket: paths.cronSocketPath,

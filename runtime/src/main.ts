@@ -1,6 +1,6 @@
 // Entry point of the `cell` executable (docs/runtime.md):
-// `cell --version`, `cell publish --config <file>`, `cell serve` (and the hidden `cell steward`
-// that serve's front runs). Failures print one line
+// `cell --version`, `cell publish --config <file>`, `cell serve` and `cell host` (the bucket side of
+// serve's fronts, when no node daemon hosts them). Failures print one line
 // (`cell: <what went wrong and what to do>`) and exit 1. The commands load their modules on
 // demand, so `cell --version` (which svc runs per node and per process) stays fast.
 
@@ -44,14 +44,23 @@ export function buildProgram(): Command {
       const { serve } = await import('./serve.ts');
       process.exitCode = await serve(process.env, log);
     });
-  // Started by `cell serve`'s front, never by hand: one JSON request per line on stdin, one answer
-  // per line on stdout (steward.ts).
   program
-    .command('steward', { hidden: true })
-    .description("cell serve's bucket worker, run by its front")
-    .action(async () => {
-      const { steward } = await import('./steward.ts');
-      process.exitCode = await steward(process.env, log);
+    .command('host')
+    .description(
+      "Serve the bucket side of cell serve's fronts (env SVC_S3_*): on a Unix socket, as a node daemon does, or on stdin/stdout for the one front that started it",
+    )
+    .option('--socket <path>', 'Listen on this Unix socket (owner-only) until SIGTERM or SIGINT')
+    .option('--stdio', 'Serve one front on stdin and stdout until stdin ends (how cell serve starts its private host)')
+    .action(async (flags: { socket?: string; stdio?: boolean }) => {
+      if (Boolean(flags.socket) === Boolean(flags.stdio))
+        throw new CellError('cell host needs exactly one of --socket <path> and --stdio');
+      if (flags.stdio) {
+        const { hostOnStdio } = await import('./host/command.ts');
+        process.exitCode = await hostOnStdio(process.env, log);
+        return;
+      }
+      const { hostOnSocket } = await import('./host/command.ts');
+      process.exitCode = await hostOnSocket(flags.socket!, process.env, log);
     });
   for (const command of program.commands) command.exitOverride().configureOutput({ outputError: () => {} });
   return program;

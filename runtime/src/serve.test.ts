@@ -18,11 +18,12 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { CELL_BIN, dirBucketEnv, runCell } from '../../test/helpers/cell.ts';
 import { runToEnd } from '../../test/helpers/svc.ts';
-import { frontBinary, frontConfig, stewardCommand, tuningFromEnv } from './serve.ts';
+import { frontBinary, frontConfig, hostContext, privateHostCommand, tuningFromEnv } from './serve.ts';
+import { workerdBinary } from './workerd.ts';
 import { CELL_VERSION_LINE } from './version.ts';
 
 describe("the front's configuration", () => {
-  it('carries the identity, the tuning, the contract constants and the steward command', () => {
+  it('carries the identity, the tuning, the contract constants and the runtime host', () => {
     const tuning = tuningFromEnv({
       CELL_SELECTOR_POLL_MS: '1000',
       CELL_LEASE_TTL_MS: '60000',
@@ -31,19 +32,33 @@ describe("the front's configuration", () => {
       CELL_RETRY_MS: '300',
       CELL_UNSUPERVISED_EXIT_MS: '90000',
     });
-    const steward = stewardCommand('/usr/bin/node', ['--max-semi-space-size=1'], '/srv/runtime/bin/cell');
-    assert.deepEqual(steward, [
+    const privateHost = privateHostCommand('/usr/bin/node', ['--max-semi-space-size=1'], '/srv/runtime/bin/cell');
+    assert.deepEqual(privateHost, [
       '/usr/bin/node',
       '--max-semi-space-size=1',
       '/srv/runtime/bin/cell',
-      'steward',
+      'host',
+      '--stdio',
     ]);
+    const context = hostContext({
+      CELL_OTEL: '1',
+      CELL_SECRETS_FILE: '/s/hello.json',
+      CELL_WORKERD: '/opt/workerd',
+      CELL_FRONT_CONFIG: '{}',
+      SVC_S3_SECRET_KEY: 'never',
+    });
+    assert.deepEqual(context, {
+      workerd: '/opt/workerd',
+      secretsFile: '/s/hello.json',
+      env: { CELL_OTEL: '1', CELL_SECRETS_FILE: '/s/hello.json', CELL_WORKERD: '/opt/workerd' },
+    });
     const config = frontConfig(
       { application: 'hello', node: 'n1', host: '::1', port: 8080 },
       tuning,
-      { otel: true },
+      { otel: true, hostSocket: '/var/lib/svc/runtime.sock' },
       '/tmp/cell-hello-abc123',
-      steward,
+      privateHost,
+      context,
     );
     assert.deepEqual(config, {
       application: 'hello',
@@ -63,8 +78,9 @@ describe("the front's configuration", () => {
       retryMs: 300,
       maxRetryMs: 300000,
       unsupervisedExitMs: 90000,
-      stewardIdleMs: 2000,
-      steward,
+      hostSocket: '/var/lib/svc/runtime.sock',
+      privateHost,
+      hostContext: context,
     });
   });
 
@@ -75,6 +91,7 @@ describe("the front's configuration", () => {
       { otel: false },
       '/s',
       [],
+      { workerd: workerdBinary(), secretsFile: null, env: {} },
     );
     assert.equal(config.pollMs, 300_000);
     assert.equal(config.leaseTtlMs, 900_000);
@@ -162,8 +179,11 @@ describe('cell serve, the shim', () => {
     assert.equal(config.node, 'node-x');
     assert.equal(config.port, 8080);
     assert.equal(config.otel, true);
-    assert.deepEqual(config.steward.slice(1), ['--max-semi-space-size=1', CELL_BIN, 'steward']);
-    assert.match(config.steward[0], /\/node$/);
+    assert.equal(config.hostSocket, null, 'without the node daemon, a private host');
+    assert.deepEqual(config.privateHost.slice(1), ['--max-semi-space-size=1', CELL_BIN, 'host', '--stdio']);
+    assert.match(config.privateHost[0], /\/node$/);
+    assert.equal(config.hostContext.workerd, workerdBinary());
+    assert.equal(config.hostContext.env.CELL_OTEL, '1');
     assert.deepEqual(stateFolders(states), [config.stateDir.slice(states.length + 1)]);
     // The folder's owner is the shim's pid, which the front keeps.
     assert.equal(readFileSync(join(config.stateDir, 'owner'), 'utf8'), pidLine!.slice('pid='.length));

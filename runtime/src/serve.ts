@@ -2,11 +2,11 @@
 // start of the process only: it checks the environment, opens the bucket once, makes the private
 // state folder, and then replaces itself (execve: same pid, same stdio) with the front, the small
 // Go program in runtime/front/ that owns CELL_PORT, runs workerd and stays resident. What needs the
-// bucket afterwards (looking at the selector, the lease, cron claims) the front asks of a
-// `cell steward` child (steward.ts) that runs only while there is work, so an idle replica keeps
-// no Node process. The node's daemon sends SIGHUP when it learns the selector moved; the front's
-// own look at the selector is a slow safety net, so an idle replica costs the bucket a few
-// requests an hour.
+// bucket afterwards (looking at the selector, the lease, cron claims) the front asks of the runtime
+// host (host/host.ts): the node daemon's, on the socket CELL_HOST_SOCKET names, so an idle replica
+// keeps no Node process; without one, a private `cell host --stdio` the front starts. The node's
+// daemon sends SIGHUP when it learns the selector moved; the front's own look at the selector is a
+// slow safety net, so an idle replica costs the bucket a few requests an hour.
 
 import { accessSync, constants, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -22,14 +22,13 @@ import {
 import { openBucketFromEnv } from './bucket.ts';
 import { CellError } from './errors.ts';
 import { MAX_RETRY_MS } from './follower.ts';
+import type { HelloRequest } from './host/protocol.ts';
 import { claimStateDir, sweepOrphans } from './orphans.ts';
 import { CELL_VERSION_LINE } from './version.ts';
+import { workerdBinary } from './workerd.ts';
 
 /** How long requests (WebSockets included) may run on after SIGTERM/SIGINT. */
 const STOP_DRAIN_MS = 10_000;
-
-/** How long the front keeps an idle steward before closing its stdin. */
-const STEWARD_IDLE_MS = 2_000;
 
 /** The variable the front reads its configuration from. */
 export const FRONT_CONFIG_VARIABLE = 'CELL_FRONT_CONFIG';
@@ -104,18 +103,22 @@ export interface FrontConfig {
   retryMs: number;
   maxRetryMs: number;
   unsupervisedExitMs: number | null;
-  stewardIdleMs: number;
-  /** The command that starts `cell steward` (argv, the program first). */
-  steward: string[];
+  /** The node's runtime host socket; null: the front starts `privateHost`. */
+  hostSocket: string | null;
+  /** The command that starts a private `cell host --stdio` (argv, the program first). */
+  privateHost: string[];
+  /** What the front's hello tells its host, as is (host/protocol.ts `HelloRequest.context`). */
+  hostContext: HelloRequest['context'];
 }
 
 /** The front's configuration; pure, so what the front is told is checked without starting it. */
 export function frontConfig(
   identity: ServeIdentity,
   tuning: ServeTuning,
-  options: { otel: boolean },
+  options: { otel: boolean; hostSocket?: string },
   stateDir: string,
-  steward: string[],
+  privateHost: string[],
+  hostContext: HelloRequest['context'],
 ): FrontConfig {
   return {
     application: identity.application,
@@ -135,14 +138,27 @@ export function frontConfig(
     retryMs: tuning.retryMs,
     maxRetryMs: MAX_RETRY_MS,
     unsupervisedExitMs: tuning.unsupervisedExitMs,
-    stewardIdleMs: STEWARD_IDLE_MS,
-    steward,
+    hostSocket: options.hostSocket ?? null,
+    privateHost,
+    hostContext,
   };
 }
 
-/** The command that runs `cell steward` the way this process was run (same Node, flags and entry). */
-export function stewardCommand(execPath: string, execArgv: readonly string[], entry: string): string[] {
-  return [execPath, ...execArgv, entry, 'steward'];
+/** The command that runs `cell host --stdio` the way this process was run (same Node, flags and entry). */
+export function privateHostCommand(execPath: string, execArgv: readonly string[], entry: string): string[] {
+  return [execPath, ...execArgv, entry, 'host', '--stdio'];
+}
+
+/** What the host must know of this process's environment: its workerd, its secrets, its `CELL_*` variables. */
+export function hostContext(env: NodeJS.ProcessEnv): HelloRequest['context'] {
+  const cellEnv: Record<string, string> = {};
+  for (const [name, value] of Object.entries(env))
+    if (name.startsWith('CELL_') && name !== FRONT_CONFIG_VARIABLE && value !== undefined) cellEnv[name] = value;
+  return {
+    workerd: workerdBinary(env),
+    secretsFile: readServeOptions(env).secretsFile ?? null,
+    env: cellEnv,
+  };
 }
 
 /** The front binary: CELL_FRONT_BIN, else `cell-front` beside the entry script (bin/ or dist/). */
@@ -161,8 +177,9 @@ export async function serve(env: NodeJS.ProcessEnv, log: (line: string) => void)
   const identity = identityFromEnv(env);
   const tuning = tuningFromEnv(env);
   const options = readServeOptions(env);
-  // A bucket the environment names wrongly fails here, at start, not in the first steward.
-  await (await openBucketFromEnv(env)).close();
+  // Without the node's host, a bucket the environment names wrongly fails here, at start, not in
+  // the private host.
+  if (!options.hostSocket) await (await openBucketFromEnv(env)).close();
   const entry = process.argv[1] ?? '';
   const front = frontBinary(env, entry);
   try {
@@ -178,7 +195,8 @@ export async function serve(env: NodeJS.ProcessEnv, log: (line: string) => void)
     tuning,
     options,
     stateDir,
-    stewardCommand(process.execPath, process.execArgv, entry),
+    privateHostCommand(process.execPath, process.execArgv, entry),
+    hostContext(env),
   );
   try {
     process.execve!(front, [front, 'serve', identity.application], {

@@ -14,14 +14,16 @@ import { deployService } from './deploys/service.ts';
 import { fleetService } from './fleet/service.ts';
 import { identityService } from './identity-service.ts';
 import { ensureNodeId } from './node-id.ts';
+import { runtimeHostService } from './runtime-host.ts';
 import { buildServer } from './server.ts';
 
 /** Builds the daemon's services for one context; each concern adds its own here. */
 function buildServices(_ctx: NodeContext): DaemonService[] {
   // Observability first, so every later service has its event sink, and it stops last, writing
   // the events of the drain. Identity next: every later service may sign node tokens or need the
-  // ingress tokens. The fleet last, so it stops (drains) first.
-  return [observabilityService(), identityService(), deployService(), fleetService()];
+  // ingress tokens. The runtime host before the fleet, so that it still answers the runtimes the
+  // fleet drains. The fleet last, so it stops (drains) first.
+  return [observabilityService(), identityService(), deployService(), runtimeHostService(), fleetService()];
 }
 
 /** A started daemon. */

@@ -106,10 +106,11 @@ export function readServeIdentity(env: NodeJS.ProcessEnv): ServeIdentity | strin
  * An operator's `--cell-env` value for a variable wins over what the node would set.
  */
 export function serveOptionsEnvironment(
-  options: { otel: boolean; secretsFile?: string; unsupervisedExitMs: number },
+  options: { otel: boolean; secretsFile?: string; unsupervisedExitMs: number; hostSocket?: string },
   cellEnv: Record<string, string>,
 ): Record<string, string> {
   const env: Record<string, string> = {};
+  if (options.hostSocket) env[HOST_SOCKET_VARIABLE] = options.hostSocket;
   if (options.otel && !Object.hasOwn(cellEnv, 'CELL_OTEL')) env.CELL_OTEL = '1';
   if (!Object.hasOwn(cellEnv, UNSUPERVISED_EXIT_VARIABLE))
     env[UNSUPERVISED_EXIT_VARIABLE] = String(options.unsupervisedExitMs);
@@ -120,9 +121,23 @@ export function serveOptionsEnvironment(
 /** The variable of `unsupervisedExitMs`; the runtime reads it with its other timing knobs. */
 export const UNSUPERVISED_EXIT_VARIABLE = 'CELL_UNSUPERVISED_EXIT_MS';
 
+/**
+ * The node's runtime host socket (docs/runtime.md "The runtime host"): the daemon answers there
+ * what a runtime needs from the bucket. Without it, `cell serve` starts a private host.
+ */
+export const HOST_SOCKET_VARIABLE = 'CELL_HOST_SOCKET';
+
 /** Reads `serveOptionsEnvironment` back (the unsupervised bound apart). */
-export function readServeOptions(env: NodeJS.ProcessEnv): { otel: boolean; secretsFile: string | undefined } {
-  return { otel: env.CELL_OTEL === '1', secretsFile: env.CELL_SECRETS_FILE || undefined };
+export function readServeOptions(env: NodeJS.ProcessEnv): {
+  otel: boolean;
+  secretsFile: string | undefined;
+  hostSocket: string | undefined;
+} {
+  return {
+    otel: env.CELL_OTEL === '1',
+    secretsFile: env.CELL_SECRETS_FILE || undefined,
+    hostSocket: env[HOST_SOCKET_VARIABLE] || undefined,
+  };
 }
 
 /** What a node tells `cell publish`: the application, and the names (never values) of its secrets. */

@@ -18,6 +18,7 @@ import { ensureSealKey } from '../../secrets/node-key.ts';
 import { ensureKeypair } from '../../wireguard/keypair.ts';
 import { publishTunnel, tunnelOf } from '../../wireguard/publication.ts';
 import type { DaemonService, NodeContext } from '../context.ts';
+import { runtimeHostSocketPath } from '../runtime-host.ts';
 import { deployReaperFor } from '../deploys/reaper.ts';
 import { applicationOfDeployId } from '../deploys/records.ts';
 import { RuntimeProbe } from '../deploys/runner.ts';
@@ -340,6 +341,7 @@ function defaultSupervisor(
     events: ctx.events,
     processFile: join(ctx.settings.node.stateDir, 'processes.json'),
     portFile: join(ctx.settings.node.stateDir, 'ports.json'),
+    hostSocket: runtimeHostSocketPath(ctx.settings.node.stateDir),
     onReadinessChange,
     secretsFile,
     limits: new ApplicationLimits({

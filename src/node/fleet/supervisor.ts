@@ -80,6 +80,8 @@ export interface SupervisorOptions {
   nodeId: string;
   /** `SVC_S3_*`: the bucket the runtime reads, as the node hands it over. */
   bucketEnv: Record<string, string>;
+  /** The node's runtime host socket (CELL_HOST_SOCKET); without it each runtime starts its own host. */
+  hostSocket?: string;
   log: Pick<Logger, 'info' | 'warn' | 'error'>;
   /** Gives each process `CELL_OTEL=1` unless `cellEnv` states `CELL_OTEL`. */
   observability?: boolean;
@@ -484,6 +486,7 @@ export class Supervisor {
           application: m.application,
           port,
           secretsFile: this.#options.secretsFile?.(m.application),
+          hostSocket: this.#options.hostSocket,
         }),
         stdio: ['ignore', 'pipe', 'pipe'],
         // Its own process group, so a kill reaches the workerd processes it starts.
@@ -709,6 +712,7 @@ export function runtimeEnv(input: {
   port: number;
   bindHost: string;
   secretsFile?: string;
+  hostSocket?: string;
   base?: NodeJS.ProcessEnv;
 }): Record<string, string> {
   const env = runtimeBaseEnvironment(input.base ?? process.env, input.cellEnv);
@@ -719,6 +723,7 @@ export function runtimeEnv(input: {
         otel: input.observability === true,
         secretsFile: input.secretsFile,
         unsupervisedExitMs: UNSUPERVISED_EXIT_MS,
+        hostSocket: input.hostSocket,
       },
       input.cellEnv,
     ),

@@ -1,37 +1,46 @@
-// `cell steward`, the bucket side of `cell serve` (docs/runtime.md "cell serve"): a real
-// `cell steward` child driven over its stdin and stdout as the front drives it, against the real
-// local-directory bucket with deployments published by the real `cell publish`.
+// The runtime host (docs/runtime.md "The runtime host"): a real `cell host --stdio` child driven
+// over its stdin and stdout as a front drives it, against the real local-directory bucket with
+// deployments published by the real `cell publish`; the node daemon serves the same code on its
+// socket. Also: every request example of runtime/protocol/host-protocol.json is taken, and every
+// answer has the shape of an example of its op.
 
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { after, before, describe, it } from 'node:test';
-import { keys } from '../../src/registry/keys.ts';
-import { openDirStore } from '../../src/store/dir.ts';
-import type { Store } from '../../src/store/store.ts';
-import { CELL_BIN, copyProject, dirBucketEnv, EXAMPLES, publish, runCell } from '../../test/helpers/cell.ts';
-import { waitFor } from '../../test/helpers/svc.ts';
-import { cronId } from './cron.ts';
-import { workerdBinary } from './workerd.ts';
+import { keys } from '../../../src/registry/keys.ts';
+import { openDirStore } from '../../../src/store/dir.ts';
+import type { Store } from '../../../src/store/store.ts';
+import { CELL_BIN, copyProject, dirBucketEnv, EXAMPLES, publish, runCell } from '../../../test/helpers/cell.ts';
+import { waitFor } from '../../../test/helpers/svc.ts';
+import { cronId } from '../cron.ts';
+import { workerdBinary } from '../workerd.ts';
+import { HOST_PROTOCOL_VERSION } from './protocol.ts';
 
-type Answer = Record<string, unknown> & { id: number };
+type Line = Record<string, unknown> & { id?: number | null; result?: Record<string, unknown>; error?: { code: string; message: string } };
 
-/** A running `cell steward`: one request per line in, one answer per line out. */
-class StewardChild {
+const VECTORS = JSON.parse(
+  readFileSync(resolve(import.meta.dirname, '..', '..', 'protocol', 'host-protocol.json'), 'utf8'),
+) as { protocol: number; messages: { name: string; from: string; answers?: string; line: Record<string, unknown> }[] };
+
+/** A running `cell host --stdio`: one request per line in, one answer (or push) per line out. */
+class HostChild {
   readonly child: ChildProcess;
   private nextId = 1;
-  private readonly waiting = new Map<number, (answer: Answer) => void>();
-  /** Every stdout line, to check nothing but answers is written there. */
+  private readonly waiting = new Map<number, (answer: Line) => void>();
+  /** Every stdout line, to check nothing but protocol lines is written there. */
   readonly lines: string[] = [];
+  /** The log lines pushed to the front, one per line. */
+  logs = '';
   stderr = '';
   readonly exited: Promise<number | null>;
 
   constructor(env: Record<string, string>) {
-    this.child = spawn(process.execPath, [CELL_BIN, 'steward'], {
-      env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', CELL_PORT: '8080', ...env },
+    this.child = spawn(process.execPath, [CELL_BIN, 'host', '--stdio'], {
+      env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ...env },
       stdio: ['pipe', 'pipe', 'pipe'],
     });
     this.child.stderr!.on('data', (chunk) => {
@@ -39,23 +48,37 @@ class StewardChild {
     });
     createInterface({ input: this.child.stdout! }).on('line', (line) => {
       this.lines.push(line);
-      const answer = JSON.parse(line) as Answer;
-      this.waiting.get(answer.id)?.(answer);
-      this.waiting.delete(answer.id);
+      const answer = JSON.parse(line) as Line;
+      if (answer.push === 'log') {
+        this.logs += `${answer.line}\n`;
+        return;
+      }
+      this.waiting.get(answer.id as number)?.(answer);
+      this.waiting.delete(answer.id as number);
     });
     this.exited = new Promise((resolveExit) => this.child.on('exit', (code) => resolveExit(code)));
   }
 
-  /** Sends one request; resolves with its answer (without the id). */
-  ask(op: string, fields: Record<string, unknown> = {}): Promise<Record<string, unknown>> {
-    const id = this.nextId++;
+  /** Sends one line as it is; resolves with the whole answer to `id`. */
+  send(line: Record<string, unknown>): Promise<Line> {
     return new Promise((resolveAnswer) => {
-      this.waiting.set(id, ({ id: _id, ...rest }) => resolveAnswer(rest));
-      this.child.stdin!.write(`${JSON.stringify({ id, op, ...fields })}\n`);
+      this.waiting.set(line.id as number, resolveAnswer);
+      this.child.stdin!.write(`${JSON.stringify(line)}\n`);
     });
   }
 
-  /** Ends stdin, as the front does when the steward is idle; answers the exit code. */
+  /** Says hello as a front does; resolves with the answer. */
+  hello(fields: Record<string, unknown>): Promise<Line> {
+    return this.send({ id: 0, op: 'hello', protocol: HOST_PROTOCOL_VERSION, ...fields });
+  }
+
+  /** Sends one request; resolves with its result, or `{ error: message }`. */
+  async ask(op: string, fields: Record<string, unknown> = {}): Promise<Record<string, unknown>> {
+    const answer = await this.send({ id: this.nextId++, op, ...fields });
+    return answer.error ? { error: answer.error.message } : answer.result!;
+  }
+
+  /** Ends stdin, as the front does at its stop; answers the exit code. */
   async close(): Promise<number | null> {
     this.child.stdin!.end();
     const timer = setTimeout(() => this.child.kill('SIGKILL'), 30_000);
@@ -73,7 +96,7 @@ function text(body: Uint8Array): string {
   return new TextDecoder().decode(body);
 }
 
-describe('cell steward', () => {
+describe('cell host', () => {
   let bucketDir: string;
   let stateDir: string;
   let store: Store;
@@ -84,7 +107,7 @@ describe('cell steward', () => {
   const projects: string[] = [];
 
   before(async () => {
-    bucketDir = mkdtempSync(join(tmpdir(), 'cell-steward-bucket-'));
+    bucketDir = mkdtempSync(join(tmpdir(), 'cell-host-bucket-'));
     stateDir = mkdtempSync(join(tmpdir(), 'cell-st-'));
     bucket = dirBucketEnv(bucketDir);
     store = await openDirStore(bucketDir);
@@ -97,25 +120,30 @@ describe('cell steward', () => {
     for (const project of projects) rmSync(project, { recursive: true, force: true });
   });
 
-  const stewardEnv = (application: string, extra: Record<string, string> = {}) => ({
-    ...bucket,
-    CELL_APP: application,
-    CELL_NODE: 'node-s',
-    CELL_STATE_DIR_ACTIVE: stateDir,
-    ...extra,
-  });
+  /** A host for one front of `application`, greeted; `secretsFile` as `cell serve` would name it. */
+  const startHost = async (application: string, secretsFile: string | null = null, env = bucket) => {
+    const host = new HostChild(env);
+    const greeted = await host.hello({
+      application,
+      node: 'node-s',
+      stateDir,
+      context: { workerd: workerdBinary(), secretsFile, env: {} },
+    });
+    assert.deepEqual(greeted, { id: 0, result: { protocol: HOST_PROTOCOL_VERSION, host: (await runCell(['--version'])).stdout.trim() } });
+    return host;
+  };
 
-  it('is not listed in cell --help', async () => {
+  it('is listed in cell --help', async () => {
     const result = await runCell(['--help']);
     assert.equal(result.code, 0);
-    assert.match(result.stdout, /serve/);
+    assert.match(result.stdout, /host/);
     assert.doesNotMatch(result.stdout, /steward/);
   });
 
   it('looks: none before a publish, then a materialized start, then same', async () => {
-    const steward = new StewardChild(stewardEnv('hello'));
+    const host = await startHost('hello');
     try {
-      assert.deepEqual(await steward.ask('look', lookRequest()), { result: 'none' });
+      assert.deepEqual(await host.ask('look', lookRequest()), { result: 'none' });
 
       const project = copyProject(join(EXAMPLES, 'hello'));
       projects.push(project);
@@ -124,7 +152,7 @@ describe('cell steward', () => {
       hello = { script: published.published!.script, deployment: published.published!.deployment };
       const selector = (await store.stat(keys.runtimeSelector('hello')))!;
 
-      const start = await steward.ask('look', lookRequest({ sequence: 3 }));
+      const start = await host.ask('look', lookRequest({ sequence: 3 }));
       const label = `${hello.script}/${hello.deployment}`;
       assert.deepEqual(start, {
         result: 'start',
@@ -134,7 +162,6 @@ describe('cell steward', () => {
         deployment: hello.deployment,
         label,
         secretsDigest: '',
-        secretsChanged: false,
         dir: join(stateDir, 'd3'),
         socket: join(stateDir, 'w3.sock'),
         cronSocket: null,
@@ -144,58 +171,60 @@ describe('cell steward', () => {
       assert.ok(existsSync(join(stateDir, 'd3', 'config.capnp')));
       assert.match(readFileSync(join(stateDir, 'd3', 'config.capnp'), 'utf8'), /w3\.sock/);
       assert.ok(existsSync(join(stateDir, 'blobs')), 'the assets are fetched into the blob cache');
-      assert.match(steward.stderr, new RegExp(`cell: starting ${label}\\n`));
+      assert.match(host.logs, new RegExp(`cell: starting ${label}\\n`));
 
       const active = { script: hello.script, deployment: hello.deployment, secretsDigest: '' };
       // Serving it, selector seen: nothing to do, and nothing read but a HEAD.
-      assert.deepEqual(await steward.ask('look', lookRequest({ active, seenEtag: selector.etag })), {
+      assert.deepEqual(await host.ask('look', lookRequest({ active, seenEtag: selector.etag })), {
         result: 'same',
       });
       // Serving it, selector not yet seen (e.g. after a restart of the front's bookkeeping).
-      assert.deepEqual(await steward.ask('look', lookRequest({ active, seenEtag: null })), {
+      assert.deepEqual(await host.ask('look', lookRequest({ active, seenEtag: null })), {
         result: 'same',
         seenEtag: selector.etag,
       });
       // A selection that failed waits for its retry time, then is tried again.
       const gated = lookRequest({ failedSelection: `${selector.etag}|`, retryAtMs: Date.now() + 60_000 });
-      assert.deepEqual(await steward.ask('look', gated), { result: 'none' });
-      const retried = await steward.ask(
+      assert.deepEqual(await host.ask('look', gated), { result: 'none' });
+      const retried = await host.ask(
         'look',
         lookRequest({ failedSelection: `${selector.etag}|`, retryAtMs: Date.now() - 1, sequence: 4 }),
       );
       assert.equal(retried.result, 'start');
       assert.equal(retried.dir, join(stateDir, 'd4'));
 
-      assert.equal(await steward.close(), 0);
-      for (const line of steward.lines) assert.equal(typeof JSON.parse(line).id, 'number', line);
+      assert.equal(await host.close(), 0);
+      for (const line of host.lines) {
+        const parsed = JSON.parse(line);
+        assert.ok(typeof parsed.id === 'number' || parsed.push === 'log', line);
+      }
     } finally {
-      steward.child.kill('SIGKILL');
+      host.child.kill('SIGKILL');
     }
   });
 
   it('starts the serving deployment again when its secrets change, and refuses a var/secret clash', async () => {
     const secretsFile = join(stateDir, 'secrets.json');
-    const steward = new StewardChild(stewardEnv('hello', { CELL_SECRETS_FILE: secretsFile }));
+    const host = await startHost('hello', secretsFile);
     try {
       const selector = (await store.stat(keys.runtimeSelector('hello')))!;
       const active = { ...hello, secretsDigest: '' };
-      assert.deepEqual(await steward.ask('look', lookRequest({ active, seenEtag: selector.etag })), {
+      assert.deepEqual(await host.ask('look', lookRequest({ active, seenEtag: selector.etag })), {
         result: 'same',
       });
 
       writeFileSync(secretsFile, JSON.stringify({ TOKEN: 's3cret' }), { mode: 0o600 });
-      const again = await steward.ask('look', lookRequest({ active, seenEtag: selector.etag, sequence: 5 }));
+      const again = await host.ask('look', lookRequest({ active, seenEtag: selector.etag, sequence: 5 }));
       assert.equal(again.result, 'start');
-      assert.equal(again.secretsChanged, true);
       assert.equal(again.deployment, hello.deployment);
       assert.match(again.secretsDigest as string, /^[0-9a-f]{64}$/);
       assert.equal(again.selection, `${selector.etag}|${again.secretsDigest}`);
       assert.equal(readFileSync(join(stateDir, 'd5', 'secrets', '0.txt'), 'utf8'), 's3cret');
-      assert.match(steward.stderr, /cell: starting hello\/[0-9a-f]+ \(its secrets changed\)\n/);
-      assert.doesNotMatch(steward.stderr, /s3cret/);
+      assert.match(host.logs, /cell: starting hello\/[0-9a-f]+ \(its secrets changed\)\n/);
+      assert.doesNotMatch(host.logs, /s3cret/);
 
       writeFileSync(secretsFile, JSON.stringify({ GREETING: 'clash' }), { mode: 0o600 });
-      const clash = await steward.ask('look', lookRequest({ active, seenEtag: selector.etag, sequence: 6 }));
+      const clash = await host.ask('look', lookRequest({ active, seenEtag: selector.etag, sequence: 6 }));
       assert.equal(clash.result, 'failed');
       assert.match(clash.selection as string, new RegExp(`^${escapeRegExp(selector.etag)}\\|[0-9a-f]{64}$`));
       assert.equal(
@@ -205,15 +234,15 @@ describe('cell steward', () => {
       assert.ok(!existsSync(join(stateDir, 'd6')), 'the half-made folder is removed');
 
       writeFileSync(secretsFile, 'not json');
-      const unreadable = await steward.ask('look', lookRequest({ active, seenEtag: selector.etag }));
+      const unreadable = await host.ask('look', lookRequest({ active, seenEtag: selector.etag }));
       assert.deepEqual(unreadable, {
         result: 'failed',
         selection: null,
         message: `${secretsFile} is not JSON; the node rewrites it on its next pass`,
       });
-      assert.equal(await steward.close(), 0);
+      assert.equal(await host.close(), 0);
     } finally {
-      steward.child.kill('SIGKILL');
+      host.child.kill('SIGKILL');
     }
   });
 
@@ -229,30 +258,30 @@ describe('cell steward', () => {
     const pointer = JSON.parse(text((await store.get(selectorKey))!.body));
     const previous = pointer.deployment;
     const etag = await store.put(selectorKey, JSON.stringify({ ...pointer, deployment }));
-    const steward = new StewardChild(stewardEnv('hello'));
+    const host = await startHost('hello');
     try {
-      const failed = await steward.ask('look', lookRequest({ sequence: 7 }));
+      const failed = await host.ask('look', lookRequest({ sequence: 7 }));
       assert.deepEqual(failed, {
         result: 'failed',
         selection: `${etag}|`,
         message: `${key} requires containers, which cell serve cannot run`,
       });
       assert.ok(!existsSync(join(stateDir, 'd7')));
-      assert.equal(await steward.close(), 0);
+      assert.equal(await host.close(), 0);
     } finally {
-      steward.child.kill('SIGKILL');
+      host.child.kill('SIGKILL');
       await store.put(selectorKey, JSON.stringify({ ...pointer, deployment: previous }));
     }
   });
 
   it('writes, re-takes and releases the node lease', async () => {
-    const steward = new StewardChild(stewardEnv('hello'));
+    const host = await startHost('hello');
     const key = keys.runtimeNodeLease('hello', 'node-s');
     const read = async () => JSON.parse(text((await store.get(key))!.body));
     try {
       const request = { release: false, pid: 4242, startedMs: 1000, ttlMs: 900_000 };
       const before = Date.now();
-      const first = await steward.ask('lease', { ...request, etag: null, describe: {} });
+      const first = await host.ask('lease', { ...request, etag: null, describe: {} });
       assert.equal(typeof first.etag, 'string');
       assert.equal(first.etag, (await store.stat(key))!.etag);
       const lease = await read();
@@ -264,42 +293,43 @@ describe('cell steward', () => {
       assert.equal(lease.script, undefined);
 
       const describe = { script: hello.script, deployment: hello.deployment };
-      const second = await steward.ask('lease', { ...request, etag: first.etag, describe });
+      const second = await host.ask('lease', { ...request, etag: first.etag, describe });
       assert.notEqual(second.etag, first.etag);
       assert.equal((await read()).deployment, hello.deployment);
-      assert.doesNotMatch(steward.stderr, /taking it again/);
+      assert.doesNotMatch(host.logs, /taking it again/);
 
       // Someone else rewrote it: the conditional write fails, the lease is taken again.
       await store.put(key, JSON.stringify({ node: 'node-s', expires_ms: 1 }));
-      const third = await steward.ask('lease', { ...request, etag: second.etag, describe });
+      const third = await host.ask('lease', { ...request, etag: second.etag, describe });
       assert.equal(third.etag, (await store.stat(key))!.etag);
       assert.equal((await read()).pid, 4242);
       assert.match(
-        steward.stderr,
+        host.logs,
         new RegExp(
           `cell: the node lease ${escapeRegExp(key)} was changed or dropped by someone else; taking it again`,
         ),
       );
 
       // A release with a stale ETag leaves the lease someone else wrote.
-      assert.deepEqual(await steward.ask('lease', { ...request, etag: second.etag, release: true }), {
+      assert.deepEqual(await host.ask('lease', { ...request, etag: second.etag, release: true }), {
         etag: null,
+        failed: false,
       });
       assert.ok(await store.stat(key));
-      assert.deepEqual(await steward.ask('lease', { ...request, etag: third.etag, release: true }), {
+      assert.deepEqual(await host.ask('lease', { ...request, etag: third.etag, release: true }), {
         etag: null,
+        failed: false,
       });
       assert.equal(await store.stat(key), null);
-      assert.equal(await steward.close(), 0);
+      assert.equal(await host.close(), 0);
     } finally {
-      steward.child.kill('SIGKILL');
+      host.child.kill('SIGKILL');
     }
   });
 
   it('answers a lease write the bucket fails with failed and the ETag as sent', async () => {
     // An S3 endpoint nothing listens on: every request fails.
-    const steward = new StewardChild({
-      ...stewardEnv('hello'),
+    const host = await startHost('hello', null, {
       SVC_S3_ENDPOINT: 'http://127.0.0.1:9',
       SVC_S3_BUCKET: 'b',
       SVC_S3_REGION: 'us-east-1',
@@ -307,7 +337,7 @@ describe('cell steward', () => {
       SVC_S3_SECRET_KEY: 's',
     });
     try {
-      const answer = await steward.ask('lease', {
+      const answer = await host.ask('lease', {
         etag: '"abc"',
         release: false,
         pid: 1,
@@ -316,26 +346,26 @@ describe('cell steward', () => {
         describe: {},
       });
       assert.deepEqual(answer, { etag: '"abc"', failed: true });
-      assert.match(steward.stderr, /cell: cannot renew the node lease fleets\/hello\/nodes\/node-s\.json: /);
-      assert.equal(await steward.close(), 0);
+      assert.match(host.logs, /cell: cannot renew the node lease fleets\/hello\/nodes\/node-s\.json: /);
+      assert.equal(await host.close(), 0);
     } finally {
-      steward.child.kill('SIGKILL');
+      host.child.kill('SIGKILL');
     }
   });
 
   it('answers the next cron times, leaving invalid expressions out', async () => {
-    const steward = new StewardChild(stewardEnv('hello'));
+    const host = await startHost('hello');
     try {
       const T = Date.UTC(2026, 10, 23, 14, 0, 0);
       assert.deepEqual(
-        await steward.ask('cron-next', { crons: ['* * * * *', '0 * * * *', 'nope'], afterMs: T }),
+        await host.ask('cron-next', { crons: ['* * * * *', '0 * * * *', 'nope'], afterMs: T }),
         {
           next: { '* * * * *': T + 60_000, '0 * * * *': T + 3_600_000 },
         },
       );
-      assert.equal(await steward.close(), 0);
+      assert.equal(await host.close(), 0);
     } finally {
-      steward.child.kill('SIGKILL');
+      host.child.kill('SIGKILL');
     }
   });
 
@@ -354,10 +384,10 @@ describe('cell steward', () => {
     );
     const published = await publish(project, 'ticker', bucket);
     assert.equal(published.code, 0, published.stderr);
-    const steward = new StewardChild(stewardEnv('ticker'));
+    const host = await startHost('ticker');
     let workerd: ChildProcess | null = null;
     try {
-      const start = await steward.ask('look', lookRequest({ sequence: 8 }));
+      const start = await host.ask('look', lookRequest({ sequence: 8 }));
       assert.equal(start.result, 'start', JSON.stringify(start));
       assert.equal(start.cronSocket, join(stateDir, 'w8-cron.sock'));
       assert.deepEqual(start.command, [workerdBinary(), 'serve', '--experimental', 'config.capnp']);
@@ -386,7 +416,7 @@ describe('cell steward', () => {
         deployment: start.deployment,
         cronSocket: start.cronSocket,
       };
-      assert.deepEqual(await steward.ask('cron-fire', fire), { outcome: 'ok' });
+      assert.deepEqual(await host.ask('cron-fire', fire), { outcome: 'ok' });
       const claim = JSON.parse(
         text((await store.get(keys.runtimeCronClaim('ticker', cronId('* * * * *'), scheduledMs)))!.body),
       );
@@ -398,14 +428,14 @@ describe('cell steward', () => {
         'the handler ran',
       );
       assert.match(
-        steward.stderr,
+        host.logs,
         /cell: cron "\* \* \* \* \*" at 2026-11-23T14:05:00.000Z ran on node-s \([0-9a-f]+\): ok/,
       );
       // The same time again (another replica, or this one twice): claimed already.
-      assert.deepEqual(await steward.ask('cron-fire', fire), { outcome: null });
-      assert.equal(await steward.close(), 0);
+      assert.deepEqual(await host.ask('cron-fire', fire), { outcome: null });
+      assert.equal(await host.close(), 0);
     } finally {
-      steward.child.kill('SIGKILL');
+      host.child.kill('SIGKILL');
       if (workerd && workerd.exitCode === null) {
         const gone = new Promise((r) => workerd!.once('exit', r));
         workerd.kill('SIGKILL');
@@ -415,50 +445,103 @@ describe('cell steward', () => {
   });
 
   it('answers a malformed or unknown request with an error and goes on', async () => {
-    const steward = new StewardChild(stewardEnv('hello'));
+    const host = await startHost('hello');
     try {
-      steward.child.stdin!.write('not json\n');
-      assert.deepEqual(await steward.ask('dance'), { error: 'unknown op "dance"' });
-      assert.deepEqual(await steward.ask('look', { sequence: -1 }), {
+      host.child.stdin!.write('not json\n');
+      assert.deepEqual(await host.ask('dance'), { error: 'unknown op "dance"' });
+      assert.deepEqual(await host.ask('look', { sequence: -1 }), {
         error: 'sequence must be a whole number',
       });
-      assert.deepEqual(await steward.ask('cron-next', { crons: '* * * * *', afterMs: 0 }), {
+      assert.deepEqual(await host.ask('cron-next', { crons: '* * * * *', afterMs: 0 }), {
         error: 'crons must be a list of strings',
       });
-      assert.equal(await steward.close(), 0);
-      assert.deepEqual(JSON.parse(steward.lines[0]!), {
+      assert.equal(await host.close(), 0);
+      assert.deepEqual(JSON.parse(host.lines[1]!), {
         id: null,
-        error: 'a request must be one JSON object per line, got "not json"',
+        error: { code: 'bad-request', message: 'a request must be one JSON object per line, got "not json"' },
       });
     } finally {
-      steward.child.kill('SIGKILL');
+      host.child.kill('SIGKILL');
     }
   });
 
   it('answers the requests under way when stdin ends, then exits 0', async () => {
-    const steward = new StewardChild(stewardEnv('hello'));
+    const host = await startHost('hello');
     try {
       const answers = [
-        steward.ask('look', lookRequest({ sequence: 9 })),
-        steward.ask('cron-next', { crons: ['* * * * *'], afterMs: 0 }),
+        host.ask('look', lookRequest({ sequence: 9 })),
+        host.ask('cron-next', { crons: ['* * * * *'], afterMs: 0 }),
       ];
-      steward.child.stdin!.end();
+      host.child.stdin!.end();
       const [looked, next] = await Promise.all(answers);
       assert.equal(looked!.result, 'start');
       assert.deepEqual(next, { next: { '* * * * *': 60_000 } });
-      assert.equal(await steward.close(), 0);
+      assert.equal(await host.close(), 0);
     } finally {
-      steward.child.kill('SIGKILL');
+      host.child.kill('SIGKILL');
     }
   });
 
-  it('refuses to start without the state folder or with a bad identity', async () => {
-    const noDir = new StewardChild({ ...bucket, CELL_APP: 'hello', CELL_NODE: 'node-s' });
-    assert.equal(await noDir.close(), 1);
-    assert.equal(noDir.stderr, 'cell: CELL_STATE_DIR_ACTIVE must name the folder cell serve made\n');
-    const badApp = new StewardChild(stewardEnv('Not An App'));
-    assert.equal(await badApp.close(), 1);
-    assert.match(badApp.stderr, /^cell: CELL_APP must name the application to serve, got "Not An App"\n$/);
+  it('refuses a front of another protocol version, and a first request that is no hello', async () => {
+    const other = new HostChild(bucket);
+    const refused = await other.hello({
+      protocol: HOST_PROTOCOL_VERSION + 1,
+      application: 'hello',
+      node: 'node-s',
+      stateDir,
+      context: { workerd: workerdBinary(), secretsFile: null, env: {} },
+    });
+    assert.deepEqual(refused, {
+      id: 0,
+      error: {
+        code: 'protocol-mismatch',
+        message: `the runtime host speaks protocol ${HOST_PROTOCOL_VERSION} and this front speaks ${HOST_PROTOCOL_VERSION + 1}: run a cell release made for this svc (cell --version) or upgrade svc`,
+      },
+    });
+    assert.equal(await other.exited, 0, 'the host ends the connection it refused');
+    assert.match(other.stderr, /cell host: refused the runtime of hello: the runtime host speaks protocol/);
+
+    const rude = new HostChild(bucket);
+    assert.deepEqual(await rude.send({ id: 3, op: 'look' }), {
+      id: 3,
+      error: { code: 'bad-request', message: 'the first request must be hello, got "look"' },
+    });
+    assert.equal(await rude.exited, 0);
+
+    const vague = new HostChild(bucket);
+    assert.deepEqual(await vague.hello({ application: 'hello', node: 'node-s', context: { workerd: '/w' } }), {
+      id: 0,
+      error: { code: 'bad-request', message: 'hello needs stateDir' },
+    });
+    assert.equal(await vague.exited, 0);
+  });
+
+  it('takes every request of the protocol file, and answers each in the shape of an example', async () => {
+    assert.equal(VECTORS.protocol, HOST_PROTOCOL_VERSION);
+    const shapes = new Map<string, Set<string>>();
+    for (const m of VECTORS.messages) {
+      if (m.from !== 'host' || !m.answers || !m.line.result) continue;
+      const shape = Object.keys(m.line.result as object).sort().join(',');
+      shapes.set(m.answers, (shapes.get(m.answers) ?? new Set()).add(shape));
+    }
+    const host = new HostChild(bucket);
+    try {
+      for (const m of VECTORS.messages.filter((v) => v.from === 'front')) {
+        const line = { ...m.line };
+        if (line.op === 'hello') Object.assign(line, { stateDir, context: { workerd: workerdBinary(), secretsFile: null, env: {} } });
+        if (line.op === 'cron-fire') line.cronSocket = null;
+        const answer = await host.send(line);
+        assert.ok(answer.result, `${m.name}: ${JSON.stringify(answer)}`);
+        const shape = Object.keys(answer.result).sort().join(',');
+        assert.ok(
+          shapes.get(line.op as string)?.has(shape),
+          `${m.name}: the host answered ${JSON.stringify(answer.result)}, a shape no example of ${String(line.op)} has`,
+        );
+      }
+      assert.equal(await host.close(), 0);
+    } finally {
+      host.child.kill('SIGKILL');
+    }
   });
 });
 

@@ -1,0 +1,194 @@
+// The runtime host (docs/runtime.md "The runtime host"): everything a front needs from the
+// bucket, done by one resident process per node that holds the bucket client, so a front never
+// starts Node or opens the bucket itself. The node daemon serves each of its fronts over its
+// Unix socket; `cell serve` run by hand starts a private host (`cell host --stdio`) instead. Each
+// front is one connection: a `hello` first (protocol version, application, private folder), then
+// `look` (follower.ts), `lease` (lease.ts), `cron-next` and `cron-fire` (cron.ts), answered in
+// the order they finish. Log lines about the application go back to the front, which writes them
+// on its stderr with its own, so they land in the application's output.
+
+import { createInterface } from 'node:readline';
+import type { Store } from '../../../src/store/store.ts';
+import { fireCron, nextCronTimes, postScheduled } from '../cron.ts';
+import { type LookContext, type LookRequest, look } from '../follower.ts';
+import { type LeaseHolder, leaseKey, releaseLease, writeLease } from '../lease.ts';
+import { SecretsFile } from '../secrets.ts';
+import {
+  BadRequest,
+  errorLine,
+  HOST_PROTOCOL_VERSION,
+  type HelloRequest,
+  logLine,
+  mismatchMessage,
+  number,
+  nullableString,
+  object,
+  parseHello,
+  parseRequest,
+  resultLine,
+  string,
+  stringList,
+} from './protocol.ts';
+
+export interface HostOptions {
+  store: Store;
+  /** How the host names itself in its hello answer, e.g. `svc 0.9.0`. */
+  name: string;
+  /** The host's own log (a front that cannot be served, a broken connection). */
+  log: (line: string) => void;
+}
+
+/** One front's connection, as two streams (a socket is both). */
+export interface Connection {
+  input: NodeJS.ReadableStream;
+  write(text: string): void;
+  /** Ends the connection (after a refused hello). */
+  end(): void;
+}
+
+/** What one front's requests share. */
+interface Front {
+  look: LookContext;
+  lease: LeaseHolder;
+  /** Lease writes are conditional on the previous one's ETag: one at a time. */
+  leaseChain: Promise<unknown>;
+}
+
+/** Serves one front until its connection ends and what it asked is answered. */
+export async function serveFront(connection: Connection, options: HostOptions): Promise<void> {
+  let front: Front | null = null;
+  const underWay = new Set<Promise<void>>();
+  for await (const line of createInterface({ input: connection.input, crlfDelay: Number.POSITIVE_INFINITY })) {
+    if (line.trim() === '') continue;
+    let request: ReturnType<typeof parseRequest>;
+    try {
+      request = parseRequest(line);
+    } catch (err) {
+      connection.write(errorLine((err as BadRequest).id ?? null, 'bad-request', (err as Error).message));
+      continue;
+    }
+    if (!front) {
+      front = greet(connection, request, options);
+      if (!front) break;
+      continue;
+    }
+    const done = answer(front, request)
+      .then(
+        (result) => connection.write(resultLine(request.id, result)),
+        (err: unknown) =>
+          connection.write(
+            errorLine(request.id, err instanceof BadRequest ? 'bad-request' : 'failed', (err as Error).message),
+          ),
+      )
+      .finally(() => underWay.delete(done));
+    underWay.add(done);
+  }
+  await Promise.all(underWay);
+}
+
+/** Answers the hello: the front to serve, or null once it was refused and the connection ended. */
+function greet(connection: Connection, request: ReturnType<typeof parseRequest>, options: HostOptions): Front | null {
+  let hello: HelloRequest;
+  try {
+    hello = parseHello(request);
+  } catch (err) {
+    connection.write(errorLine(request.id, 'bad-request', (err as Error).message));
+    connection.end();
+    return null;
+  }
+  if (hello.protocol !== HOST_PROTOCOL_VERSION) {
+    const message = mismatchMessage(hello.protocol);
+    options.log(`refused the runtime of ${hello.application}: ${message}`);
+    connection.write(errorLine(request.id, 'protocol-mismatch', message));
+    connection.end();
+    return null;
+  }
+  connection.write(resultLine(request.id, { protocol: HOST_PROTOCOL_VERSION, host: options.name }));
+  const log = (line: string) => connection.write(logLine(line));
+  const { application, node, stateDir, context } = hello;
+  return {
+    look: {
+      application,
+      store: options.store,
+      stateDir,
+      secretsFile: new SecretsFile(context.secretsFile ?? undefined),
+      env: { ...context.env, CELL_WORKERD: context.workerd },
+      log,
+    },
+    lease: { store: options.store, application, node, log },
+    leaseChain: Promise.resolve(),
+  };
+}
+
+async function answer(front: Front, request: ReturnType<typeof parseRequest>): Promise<Record<string, unknown>> {
+  const f = request.fields;
+  switch (request.op) {
+    case 'look':
+      return { ...(await look(front.look, lookRequest(f))) };
+    case 'lease': {
+      const run = front.leaseChain.then(() => lease(front.lease, f));
+      front.leaseChain = run.catch(() => {});
+      return run;
+    }
+    case 'cron-next':
+      return { next: nextCronTimes(stringList(f.crons, 'crons'), number(f.afterMs, 'afterMs')) };
+    case 'cron-fire': {
+      const cronSocket = nullableString(f.cronSocket, 'cronSocket');
+      const claim = await fireCron(
+        { ...front.lease },
+        {
+          deployment: string(f.deployment, 'deployment'),
+          run: (cron, scheduledMs) => postScheduled(cronSocket, cron, scheduledMs),
+        },
+        string(f.cron, 'cron'),
+        number(f.scheduledMs, 'scheduledMs'),
+      );
+      // The handler's own error is `failure`: `error` is the envelope's, for a request that failed.
+      return { outcome: claim?.outcome ?? null, ...(claim?.error ? { failure: claim.error } : {}) };
+    }
+    default:
+      throw new BadRequest(`unknown op ${JSON.stringify(request.op)}`);
+  }
+}
+
+function lookRequest(f: Record<string, unknown>): LookRequest {
+  let active: LookRequest['active'] = null;
+  if (f.active !== null && f.active !== undefined) {
+    const a = object(f.active, 'active');
+    active = {
+      script: string(a.script, 'active.script'),
+      deployment: string(a.deployment, 'active.deployment'),
+      secretsDigest: string(a.secretsDigest, 'active.secretsDigest'),
+    };
+  }
+  const sequence = number(f.sequence, 'sequence');
+  if (!Number.isSafeInteger(sequence) || sequence < 0) throw new BadRequest('sequence must be a whole number');
+  return {
+    active,
+    seenEtag: nullableString(f.seenEtag, 'seenEtag'),
+    failedSelection: nullableString(f.failedSelection, 'failedSelection'),
+    retryAtMs: f.retryAtMs === undefined ? 0 : number(f.retryAtMs, 'retryAtMs'),
+    sequence,
+  };
+}
+
+/** A write keeps serving through a bucket failure: the bucket may be back before the lease runs out. */
+async function lease(holder: LeaseHolder, f: Record<string, unknown>): Promise<Record<string, unknown>> {
+  const etag = nullableString(f.etag, 'etag');
+  if (f.release === true) {
+    await releaseLease(holder, etag);
+    return { etag: null, failed: false };
+  }
+  const write = {
+    ttlMs: number(f.ttlMs, 'ttlMs'),
+    pid: number(f.pid, 'pid'),
+    startedMs: number(f.startedMs, 'startedMs'),
+    describe: object(f.describe ?? {}, 'describe'),
+  };
+  try {
+    return { etag: await writeLease(holder, etag, write), failed: false };
+  } catch (err) {
+    holder.log(`cell: cannot renew the node lease ${leaseKey(holder)}: ${(err as Error).message}`);
+    return { etag, failed: true };
+  }
+}

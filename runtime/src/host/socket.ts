@@ -1,0 +1,69 @@
+// The node's runtime host socket (docs/runtime.md "The runtime host"): the daemon serves every
+// front of the node on one Unix socket in its state folder, owner-only, so only processes of the
+// node's own user reach it. A daemon restarting (SIGUSR2, or after a crash) takes the same path:
+// the stale socket file is removed and the fronts, which reconnect on their own, find the new one.
+
+import { chmod, rm } from 'node:fs/promises';
+import { createServer, type Server, type Socket } from 'node:net';
+import { type HostOptions, serveFront } from './host.ts';
+
+/** The longest socket path Linux takes (sun_path is 108 bytes, one for the NUL). */
+export const MAX_SOCKET_PATH = 107;
+
+export interface HostSocket {
+  path: string;
+  /** Stops taking fronts and ends every connection; the fronts reconnect to the next host. */
+  close(): Promise<void>;
+}
+
+export async function listenHostSocket(path: string, options: HostOptions): Promise<HostSocket> {
+  if (Buffer.byteLength(path) > MAX_SOCKET_PATH)
+    throw new Error(
+      `the runtime host socket ${path} is longer than ${MAX_SOCKET_PATH} bytes; choose a shorter state directory`,
+    );
+  await rm(path, { force: true });
+  const sockets = new Set<Socket>();
+  const server: Server = createServer((socket) => {
+    sockets.add(socket);
+    socket.on('error', () => {}); // a front that went away: its answers are lost, nothing else
+    socket.on('close', () => sockets.delete(socket));
+    const connection = {
+      input: socket,
+      write: (text: string) => {
+        if (!socket.destroyed) socket.write(text);
+      },
+      end: () => socket.end(),
+    };
+    serveFront(connection, options).then(
+      () => socket.end(),
+      (err: unknown) => {
+        options.log(`a runtime's connection failed: ${(err as Error).message}`);
+        socket.destroy();
+      },
+    );
+  });
+  // Owner-only from the first instant: the file is made with the process's umask, so tighten it
+  // for the listen and restore it at once.
+  const umask = process.umask(0o077);
+  try {
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(path, () => {
+        server.off('error', reject);
+        resolve();
+      });
+    });
+  } finally {
+    process.umask(umask);
+  }
+  await chmod(path, 0o600);
+  return {
+    path,
+    async close() {
+      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      for (const socket of sockets) socket.destroy();
+      await closed;
+      await rm(path, { force: true });
+    },
+  };
+}

@@ -1,0 +1,35 @@
+// The node's runtime host (docs/runtime.md "The runtime host"; docs/supervisor.md): the daemon
+// answers what its runtimes need from the bucket (the selector and a deployment's files, node
+// leases, cron claims) on one owner-only Unix socket in its state directory, through the bucket
+// client it already holds. So an application's runtime keeps no Node process and opens no bucket
+// client of its own, and a redeploy costs the runtime no bucket read. It starts before the fleet
+// and stops after it: a draining runtime releases its lease through it.
+
+import { join } from 'node:path';
+import { type HostSocket, listenHostSocket } from '../../runtime/src/host/socket.ts';
+import type { DaemonService } from './context.ts';
+
+/** The socket's path in a node's state directory; `cell serve` is told it as CELL_HOST_SOCKET. */
+export function runtimeHostSocketPath(stateDir: string): string {
+  return join(stateDir, 'runtime.sock');
+}
+
+export function runtimeHostService(): DaemonService {
+  let socket: HostSocket | null = null;
+  return {
+    name: 'runtime-host',
+    async start(ctx) {
+      const log = ctx.log.child({ part: 'runtime-host' });
+      socket = await listenHostSocket(runtimeHostSocketPath(ctx.settings.node.stateDir), {
+        store: ctx.store,
+        name: `svc ${ctx.version}`,
+        log: (line) => log.warn(line),
+      });
+    },
+    // On a restart (SIGUSR2) too: the runtimes keep serving, and connect to the next daemon.
+    async stop() {
+      await socket?.close();
+      socket = null;
+    },
+  };
+}
