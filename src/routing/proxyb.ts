@@ -389,20 +389,21 @@ function sortsBefore(prefix: string, suffix: string, name: string): boolean {
 // (a client's own header is replaced), then retry.
 function writeRouter(source: Source, entryPoints: string, out: string[]): void {
   const { keyText } = source;
-  out.push(',"', keyText, '":{"entryPoints":', entryPoints);
   if (source.kind === DENY_ROUTER) {
-    out.push(',"priority":3,"rule":', source.rule, ',"service":"noop@internal"}');
+    out.push(
+      `,"${keyText}":{"entryPoints":${entryPoints},"priority":3,"rule":${source.rule},"service":"noop@internal"}`,
+    );
     return;
   }
-  out.push(',"middlewares":[');
-  if (source.application !== undefined) out.push('"svc_app_', source.applicationText, '",');
-  out.push('"svc_retry"]');
-  if (source.kind === HOST_ROUTER) out.push(',"rule":"Host(`', source.baseText, '`)"');
+  const named = source.application !== undefined ? `"svc_app_${source.applicationText}",` : '';
+  let rest: string;
+  if (source.kind === HOST_ROUTER) rest = `,"rule":"Host(\`${source.baseText}\`)"`;
   else if (source.kind === WILD_ROUTER) {
-    const rule = JSON.stringify(`HostRegexp(\`^[^.]+\\.${escapeRegex(source.base)}$\`)`);
-    out.push(',"priority":1,"rule":', rule);
-  } else out.push(',"priority":2,"rule":', source.rule);
-  out.push(',"service":"', keyText, '"}');
+    rest = `,"priority":1,"rule":${JSON.stringify(`HostRegexp(\`^[^.]+\\.${escapeRegex(source.base)}$\`)`)}`;
+  } else rest = `,"priority":2,"rule":${source.rule}`;
+  out.push(
+    `,"${keyText}":{"entryPoints":${entryPoints},"middlewares":[${named}"svc_retry"]${rest},"service":"${keyText}"}`,
+  );
 }
 
 // Traefik refuses a failover whose primary has no health check, so both halves carry the
@@ -411,32 +412,21 @@ function writeRouter(source: Source, entryPoints: string, out: string[]): void {
 function writeService(source: Source, kind: number, prefer: string | undefined, out: string[]): void {
   const { keyText } = source;
   if (kind === BALANCER && source.failover) {
-    out.push(
-      ',"',
-      keyText,
-      '":{"failover":{"fallback":"',
-      keyText,
-      '_peers","service":"',
-      keyText,
-      '_local"}}',
-    );
+    out.push(`,"${keyText}":{"failover":{"fallback":"${keyText}_peers","service":"${keyText}_local"}}`);
     return;
   }
-  out.push(',"', keyText, SUFFIX[kind], '":{"loadBalancer":{"healthCheck":');
   // A wildcard service checks health under the base: the pattern is no host a process answers. A
   // server that failed its check is checked again every second, so a restarted front is back in
   // Traefik about a second after it is healthy (docs/ingress.md "Upstream health at the
   // ingress"); healthy servers are checked every 10 s, which is what the fleet pays for.
-  if (source.kind === API_ROUTER) out.push(source.healthCheck);
-  else out.push('{"hostname":"', source.baseText, APPLICATION_HEALTH);
-  out.push(',"servers":[');
-  let first = true;
+  const health =
+    source.kind === API_ROUTER ? source.healthCheck : `{"hostname":"${source.baseText}${APPLICATION_HEALTH}`;
+  let servers = '';
   for (const u of source.upstreams) {
     if ((kind === LOCAL && u.node !== prefer) || (kind === PEERS && u.node === prefer)) continue;
-    out.push(first ? '{"url":"http://' : ',{"url":"http://', inner(u.address), '"}');
-    first = false;
+    servers += `${servers === '' ? '' : ','}{"url":"http://${inner(u.address)}"}`;
   }
-  out.push(']}}');
+  out.push(`,"${keyText}${SUFFIX[kind]}":{"loadBalancer":{"healthCheck":${health},"servers":[${servers}]}}`);
 }
 
 /** An application service's health check after its hostname. */
