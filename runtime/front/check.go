@@ -1,6 +1,6 @@
 package main
 
-// `cell-front check`: `cell publish`'s load check (docs/runtime.md "The load check"). The
+// `cell-front check`, `cell publish`'s load check (docs/runtime.md "The worker config"): the
 // publisher materializes the built worker into a private folder as the runtime host would and
 // hands over the same Prepared description; the check starts it with StartInstance, exactly as
 // the front starts a deployment it serves (same workerd command, same probe, same judgement of a

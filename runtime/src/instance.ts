@@ -1,43 +1,22 @@
 // One deployment on this machine: its files fetched from the bucket into a local folder from
 // which workerd serves them on a private Unix socket (an instance never listens on a port).
-// `materialize` writes that folder for `cell serve` (the steward's look, steward.ts; the front
-// starts and probes workerd) and for `cell publish`'s load check, which starts workerd itself
-// through `Instance` and probes it until it answers (docs/runtime.md).
+// `materialize` writes that folder, for `cell serve` (the runtime host's look, follower.ts) and
+// for `cell publish`'s load check (load-check.ts); in both, the front starts, probes and stops
+// workerd there (runtime/front/instance.go, docs/runtime.md).
 
-import { type ChildProcess, spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { mkdir, rename, rm, writeFile } from 'node:fs/promises';
-import { request } from 'node:http';
 import { dirname, join } from 'node:path';
 import { keys } from '../../src/registry/keys.ts';
 import { egressEntriesFor } from '../../src/runtime-contract/egress.ts';
-import { HEALTH_PATH } from '../../src/runtime-contract/environment.ts';
 import { isModulePath, type Manifest, parseAssetsIndex } from '../../src/runtime-tools/layout.ts';
 import type { Store } from '../../src/store/store.ts';
 import { routerConfig } from './asset-rules.ts';
 import { egressRanges } from './egress.ts';
 import { CellError } from './errors.ts';
-import { recordWorkerd } from './orphans.ts';
 import { ROUTER_MODULE, ROUTER_SOURCE } from './router-worker.ts';
-import { CRON_MODULE, CRON_SOURCE, renderWorkerdConfig, type WorkerdPlan, workerdBinary } from './workerd.ts';
-
-/** The probe asks the worker for the health path; any HTTP answer means the deployment answers. */
-const PROBE_EVERY_MS = 50;
-const PROBE_REQUEST_MS = 2_000;
-const STOP_GRACE_MS = 5_000;
-
-export interface InstanceContext {
-  /** Where the deployment's files are read; null when the code is handed over (publish's load check). */
-  store: Store | null;
-  application: string;
-  /** The process's private folder: instances, sockets and the blob cache live here. */
-  stateDir: string;
-  env: NodeJS.ProcessEnv;
-  log: (line: string) => void;
-  /** How long a new instance may take to answer its first request. */
-  startTimeoutMs: number;
-}
+import { CRON_MODULE, CRON_SOURCE, renderWorkerdConfig, type WorkerdPlan } from './workerd.ts';
 
 /** The secrets a deployment is started with, and a digest that changes when any of them does. */
 export interface Secrets {
@@ -46,16 +25,6 @@ export interface Secrets {
 }
 
 export const NO_SECRETS: Secrets = { values: {}, digest: '' };
-
-let sequence = 0;
-
-/** Every workerd this process started and has not seen exit: killed on the way out, never orphaned. */
-const liveChildren = new Set<ChildProcess>();
-
-/** SIGKILLs every workerd still running; safe inside a process `exit` handler. */
-export function killAllWorkerd(): void {
-  for (const child of liveChildren) child.kill('SIGKILL');
-}
 
 /** Where instance number `n` lives: its folder, its HTTP socket, and its trigger socket if it has crons. */
 export interface InstancePaths {
@@ -81,13 +50,18 @@ export function workerdArgs(paths: InstancePaths): string[] {
 }
 
 /** What `materialize` reads from: the bucket (null when the code is handed over) and the state folder. */
-export type MaterializeContext = Pick<InstanceContext, 'store' | 'application' | 'stateDir'>;
+export interface MaterializeContext {
+  store: Store | null;
+  application: string;
+  /** The process's private folder: instances, sockets and the blob cache live here. */
+  stateDir: string;
+}
 
 /**
  * Writes modules, vars, secrets, assets and the workerd config into the instance's folder, and
  * removes stale sockets at its socket paths: afterwards workerd can be started there. With `code`
  * (module name to bytes) nothing is read from the bucket and assets are left out. The one place
- * an instance folder is written: `cell serve` (through the steward) and the publish load check.
+ * an instance folder is written: `cell serve` (through the runtime host) and the publish load check.
  */
 export async function materialize(
   context: MaterializeContext,
@@ -180,151 +154,6 @@ export async function materialize(
   await writeFile(join(dir, 'config.capnp'), renderWorkerdConfig(plan));
   await rm(paths.socketPath, { force: true });
   if (paths.cronSocketPath) await rm(paths.cronSocketPath, { force: true });
-}
-
-/**
- * A deployment started in workerd by this process and probed until it answers: `cell publish`'s
- * load check (load-check.ts). `cell serve` starts its workerd from its front instead.
- */
-export class Instance {
-  readonly manifest: Manifest;
-  private readonly paths: InstancePaths;
-  private child: ChildProcess | null = null;
-  private exitPromise: Promise<number | null> = Promise.resolve(null);
-  private stopping = false;
-  private exited = false;
-  /** The last 4 KiB workerd printed, for start failures. */
-  private startupOutput = '';
-
-  private constructor(manifest: Manifest, paths: InstancePaths) {
-    this.manifest = manifest;
-    this.paths = paths;
-  }
-
-  get label(): string {
-    return `${this.manifest.script}/${this.manifest.deployment}`;
-  }
-
-  /**
-   * Fetches the deployment, starts workerd and resolves once the worker answers a request. With
-   * `code` (module name to bytes) nothing is read from the bucket and assets are left out: that
-   * is `cell publish` proving the worker loads before anything is uploaded.
-   */
-  static async start(
-    context: InstanceContext,
-    manifest: Manifest,
-    secrets: Secrets,
-    code?: ReadonlyMap<string, Uint8Array>,
-  ): Promise<Instance> {
-    const instance = new Instance(manifest, instancePaths(context.stateDir, ++sequence, manifest));
-    try {
-      await materialize(context, manifest, secrets, instance.paths, code);
-      instance.spawn(context);
-      await instance.probe(context);
-      return instance;
-    } catch (err) {
-      await instance.stop();
-      throw err;
-    }
-  }
-
-  private spawn(context: InstanceContext): void {
-    const child = spawn(workerdBinary(context.env), workerdArgs(this.paths), {
-      cwd: this.paths.dir,
-      stdio: ['ignore', 'pipe', 'pipe'],
-      env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '' },
-    });
-    this.child = child;
-    liveChildren.add(child);
-    if (child.pid) recordWorkerd(context.stateDir, child.pid);
-    let tail = '';
-    const forward = (chunk: Buffer) => {
-      process.stderr.write(chunk);
-      tail = (tail + chunk.toString()).slice(-4096);
-      this.startupOutput = tail;
-    };
-    child.stdout!.on('data', forward);
-    child.stderr!.on('data', forward);
-    this.exitPromise = new Promise((resolveExit) => {
-      child.on('exit', (code, signal) => {
-        liveChildren.delete(child);
-        this.exited = true;
-        if (!this.stopping)
-          context.log(`cell: workerd for ${this.label} exited (${signal ?? `code ${code}`})`);
-        resolveExit(code);
-      });
-      child.on('error', (err) => {
-        liveChildren.delete(child);
-        this.exited = true;
-        context.log(`cell: cannot run workerd: ${err.message}`);
-        resolveExit(null);
-      });
-    });
-  }
-
-  /** Asks the worker until it answers, workerd exits, the worker fails to load, or time runs out. */
-  private async probe(context: InstanceContext): Promise<void> {
-    const deadline = Date.now() + context.startTimeoutMs;
-    while (Date.now() < deadline) {
-      // workerd keeps running (or exits, depending on timing) when a module throws while loading;
-      // its line names the service.
-      const failed = /service cell-user: Uncaught[^\n]*(\n[ \t]+[^\n]*)*/.exec(this.startupOutput);
-      if (failed) throw new CellError(`${this.label} failed to start: ${failed[0]}`);
-      if (this.exited) {
-        throw new CellError(
-          `${this.label} failed to start: workerd exited:\n${this.startupOutput.trimEnd()}`,
-        );
-      }
-      if (existsSync(this.paths.socketPath) && (await this.answers())) return;
-      await new Promise((r) => setTimeout(r, PROBE_EVERY_MS));
-    }
-    throw new CellError(`${this.label} did not answer within ${context.startTimeoutMs} ms`);
-  }
-
-  private answers(): Promise<boolean> {
-    return new Promise((resolveAnswer) => {
-      const probe = request(
-        {
-          socketPath: this.paths.socketPath,
-          path: HEALTH_PATH,
-          method: 'GET',
-          headers: { host: 'localhost', 'cell-probe': '1' },
-          timeout: PROBE_REQUEST_MS,
-        },
-        (response) => {
-          response.resume();
-          resolveAnswer(true);
-        },
-      );
-      probe.on('timeout', () => probe.destroy());
-      probe.on('error', () => resolveAnswer(false));
-      probe.end();
-    });
-  }
-
-  /** Stops workerd (SIGTERM, then SIGKILL after a grace) and removes the instance's files. */
-  async stop(): Promise<void> {
-    this.stopping = true;
-    const child = this.child;
-    if (child && !this.exited) {
-      child.kill('SIGTERM');
-      let timer: NodeJS.Timeout | undefined;
-      const killed = await Promise.race([
-        this.exitPromise.then(() => true),
-        new Promise<boolean>((r) => {
-          timer = setTimeout(() => r(false), STOP_GRACE_MS);
-        }),
-      ]);
-      clearTimeout(timer);
-      if (!killed) {
-        child.kill('SIGKILL');
-        await this.exitPromise;
-      }
-    }
-    await rm(this.paths.dir, { recursive: true, force: true });
-    await rm(this.paths.socketPath, { force: true });
-    if (this.paths.cronSocketPath) await rm(this.paths.cronSocketPath, { force: true });
-  }
 }
 
 async function readModule(

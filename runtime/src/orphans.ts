@@ -3,7 +3,7 @@
 // process writes its pid to `owner` and every workerd pid to `workerd.pids` in its folder; the
 // next `cell serve` on the machine kills what a dead owner left and removes the folder.
 
-import { appendFileSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
 const PREFIX = 'cell-';
@@ -11,11 +11,6 @@ const PREFIX = 'cell-';
 /** Marks `dir` as this process's folder. */
 export function claimStateDir(dir: string): void {
   writeFileSync(join(dir, 'owner'), String(process.pid));
-}
-
-/** Records a workerd started by this process, so a successor can stop it if this one dies. */
-export function recordWorkerd(dir: string, pid: number): void {
-  appendFileSync(join(dir, 'workerd.pids'), `${pid}\n`);
 }
 
 /** Kills the workerd processes of dead owners under `base` and removes their folders. */

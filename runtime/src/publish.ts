@@ -142,7 +142,6 @@ export async function publish(options: {
     manifest,
     code: new Map(worker.modules.map((m) => [m.name, m.bytes])),
     env: options.env,
-    log: options.log,
   });
 
   const store = await openBucketFromEnv(options.env);
