@@ -55,6 +55,10 @@ export interface MaterializeContext {
   application: string;
   /** The process's private folder: instances, sockets and the blob cache live here. */
   stateDir: string;
+  /** The runtime's `CELL_*` variables (the egress allowance), as `cell serve` was given them. */
+  env: NodeJS.ProcessEnv;
+  /** Where a line about the instance goes (the application's output). */
+  log: (line: string) => void;
 }
 
 /**
@@ -144,9 +148,7 @@ export async function materialize(
       binding: m.assets.binding,
     };
   }
-  plan.egressAllow = await egressRanges(egressEntriesFor(process.env, application), (line) =>
-    process.stderr.write(`${line}\n`),
-  );
+  plan.egressAllow = await egressRanges(egressEntriesFor(context.env, application), context.log);
   if (paths.cronSocketPath) {
     await writeFile(join(dir, CRON_MODULE), CRON_SOURCE);
     plan.cronAddress = `unix:${paths.cronSocketPath}`;

@@ -89,7 +89,13 @@ async function startOnce(
   try {
     // Secrets are the node's, handed to `cell serve` only; a worker reads them per request.
     await materialize(
-      { store: null, application: m.application, stateDir },
+      {
+        store: null,
+        application: m.application,
+        stateDir,
+        env: options.env,
+        log: (line) => process.stderr.write(`${line}\n`),
+      },
       m,
       NO_SECRETS,
       paths,

@@ -163,6 +163,13 @@ interface Managed {
   deployment: string | undefined;
   /** Its health answered at all: it has its SIGHUP handler, so a signal cannot end it. */
   answered: boolean;
+  /**
+   * Until when, after a SIGHUP, the process is probed every SWITCH_PROBE_MS while its health still
+   * names the deployment it served when signalled: its switch is seen at once, not at the next
+   * 2 s probe (svc deploy and the routing wait on it).
+   */
+  switchWatchUntilMs: number;
+  servingWhenSignalled: string | undefined;
   /** A notify waits for the process to answer before it is signalled. */
   notifyPending: boolean;
   /** When a process still serving another deployment is told again, and how often it was. */
@@ -181,6 +188,9 @@ const DETAIL_CHARS = 600;
 
 /** A process not ready this long after it started is reported, with its output. */
 export const NEVER_READY_MS = 30_000;
+/** How often, and for how long at most, a process told to switch is probed until it has. */
+const SWITCH_PROBE_MS = 50;
+const SWITCH_WATCH_MS = 5_000;
 
 export class Supervisor {
   readonly #options: SupervisorOptions;
@@ -242,8 +252,16 @@ export class Supervisor {
     if (!m || m.stopping) return;
     m.retold = 0;
     m.retellAtMs = Date.now() + this.#retellFirstMs;
-    if (m.child && m.answered) signal(m.child, 'SIGHUP');
+    if (m.child && m.answered) this.#signalSwitch(m, m.child);
     else m.notifyPending = true;
+  }
+
+  /** SIGHUP, then probes soon and often until the health names another deployment. */
+  #signalSwitch(m: Managed, child: RuntimeChild): void {
+    signal(child, 'SIGHUP');
+    m.switchWatchUntilMs = Date.now() + SWITCH_WATCH_MS;
+    m.servingWhenSignalled = m.serving;
+    this.#schedule(m, SWITCH_PROBE_MS, () => this.#probeHealth(m, child));
   }
 
   /**
@@ -441,6 +459,8 @@ export class Supervisor {
       deployment: undefined,
       answered: false,
       notifyPending: false,
+      switchWatchUntilMs: 0,
+      servingWhenSignalled: undefined,
       retellAtMs: 0,
       retold: 0,
       notReadyReported: false,
@@ -582,7 +602,7 @@ export class Supervisor {
       m.answered = true;
       if (m.notifyPending) {
         m.notifyPending = false;
-        signal(child, 'SIGHUP');
+        this.#signalSwitch(m, child);
       }
     }
     if (ok && !m.ready) {
@@ -609,7 +629,12 @@ export class Supervisor {
         tail: eventTail(m.tail.text()),
       });
     }
-    const every = m.ready ? (this.#options.healthCheckMs ?? 2_000) : (this.#options.healthPollMs ?? 200);
+    const switching = Date.now() < m.switchWatchUntilMs && m.serving === m.servingWhenSignalled;
+    const every = switching
+      ? SWITCH_PROBE_MS
+      : m.ready
+        ? (this.#options.healthCheckMs ?? 2_000)
+        : (this.#options.healthPollMs ?? 200);
     this.#schedule(m, every, () => this.#probeHealth(m, child));
   }
 
