@@ -10,6 +10,8 @@ import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
+import { cronId } from '../runtime/src/cron.ts';
+import { keys } from '../src/registry/keys.ts';
 import { type Bucket, call, keyArg, openBucket, type Signer } from './helpers/applications.ts';
 import { copyProject, EXAMPLES, fetchText, isRunning } from './helpers/cell.ts';
 import { CELL_REAL } from './helpers/deploys.ts';
@@ -174,6 +176,42 @@ describe('a daemon restarted under load', () => {
       await Promise.all(loops);
     }
     assert.deepEqual(failures, []);
+  });
+
+  test('a cron time due while the daemon is down fires once, late, when the runtime reaches the next daemon', async () => {
+    current ??= await start();
+    const project = copyProject(join(EXAMPLES, 'cron'));
+    await deployTo(current, ownAdmin, project, 'ticker', 'unused');
+    const serving = await waitFor(async () => {
+      const p = await processOn(current!, 'ticker');
+      return p?.ready ? p : undefined;
+    }, 'ticker ready');
+    leftPids.push(serving!.pid!);
+    // The next minute far enough ahead to kill the daemon before it.
+    let due = Math.ceil(Date.now() / 60_000) * 60_000;
+    if (due - Date.now() < 4_000) due += 60_000;
+    await waitFor(() => Date.now() >= due - 2_000, 'two seconds before the scheduled time', 70_000);
+    current.child.kill('SIGKILL');
+    await waitFor(() => current!.child.signalCode !== null, 'the daemon gone');
+    await waitFor(() => Date.now() >= due + 1_500, 'the scheduled time passed with no daemon', 10_000);
+    const claimKey = keys.runtimeCronClaim('ticker', cronId('* * * * *'), due);
+    assert.equal(await own.store.stat(claimKey), null, 'nothing was claimed while no host answered');
+    const restartedMs = Date.now();
+    current = await start();
+    const claim = await waitFor(
+      async () => {
+        const object = await own.store.get(claimKey);
+        const parsed = object ? JSON.parse(new TextDecoder().decode(object.body)) : null;
+        return parsed?.outcome ? parsed : undefined;
+      },
+      'the time due during the outage to run once the daemon is back',
+      SERVE_DEADLINE_MS,
+    );
+    assert.equal(claim.outcome, 'ok');
+    assert.equal(claim.scheduled_ms, due);
+    assert.ok(claim.claimed_ms >= restartedMs, 'claimed through the new daemon, late');
+    // Once: a time has one claim, written If-None-Match, so no replica or retry can run it again.
+    assert.equal((await processOn(current, 'ticker'))!.pid, serving!.pid, 'the same runtime process');
   });
 
   test('a daemon that stays dead leaves its runtime processes running no longer than the bound', async () => {
