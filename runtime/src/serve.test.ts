@@ -19,8 +19,8 @@ import { after, before, describe, it } from 'node:test';
 import { CELL_BIN, dirBucketEnv, runCell } from '../../test/helpers/cell.ts';
 import { runToEnd } from '../../test/helpers/svc.ts';
 import { frontBinary, frontConfig, hostContext, privateHostCommand, tuningFromEnv } from './serve.ts';
-import { workerdBinary } from './workerd.ts';
 import { CELL_VERSION_LINE } from './version.ts';
+import { workerdBinary } from './workerd.ts';
 
 describe("the front's configuration", () => {
   it('carries the identity, the tuning, the contract constants and the runtime host', () => {
@@ -32,7 +32,11 @@ describe("the front's configuration", () => {
       CELL_RETRY_MS: '300',
       CELL_UNSUPERVISED_EXIT_MS: '90000',
     });
-    const privateHost = privateHostCommand('/usr/bin/node', ['--max-semi-space-size=1'], '/srv/runtime/bin/cell');
+    const privateHost = privateHostCommand(
+      '/usr/bin/node',
+      ['--max-semi-space-size=1'],
+      '/srv/runtime/bin/cell',
+    );
     assert.deepEqual(privateHost, [
       '/usr/bin/node',
       '--max-semi-space-size=1',

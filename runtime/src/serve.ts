@@ -153,7 +153,8 @@ export function privateHostCommand(execPath: string, execArgv: readonly string[]
 export function hostContext(env: NodeJS.ProcessEnv): HelloRequest['context'] {
   const cellEnv: Record<string, string> = {};
   for (const [name, value] of Object.entries(env))
-    if (name.startsWith('CELL_') && name !== FRONT_CONFIG_VARIABLE && value !== undefined) cellEnv[name] = value;
+    if (name.startsWith('CELL_') && name !== FRONT_CONFIG_VARIABLE && value !== undefined)
+      cellEnv[name] = value;
   return {
     workerd: workerdBinary(env),
     secretsFile: readServeOptions(env).secretsFile ?? null,

@@ -33,9 +33,17 @@ export async function hostOnStdio(env: NodeJS.ProcessEnv, log: (line: string) =>
 }
 
 /** `cell host --socket <path>`: a node's host without the daemon, until SIGTERM or SIGINT. */
-export async function hostOnSocket(path: string, env: NodeJS.ProcessEnv, log: (line: string) => void): Promise<number> {
+export async function hostOnSocket(
+  path: string,
+  env: NodeJS.ProcessEnv,
+  log: (line: string) => void,
+): Promise<number> {
   const store = await openBucketFromEnv(env);
-  const host = await listenHostSocket(path, { store, name: CELL_VERSION_LINE, log: (line) => log(`cell host: ${line}`) });
+  const host = await listenHostSocket(path, {
+    store,
+    name: CELL_VERSION_LINE,
+    log: (line) => log(`cell host: ${line}`),
+  });
   log(`cell host: serving runtimes on ${path}`);
   await new Promise<void>((resolve) => {
     process.once('SIGTERM', resolve);

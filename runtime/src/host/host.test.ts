@@ -14,17 +14,31 @@ import { after, before, describe, it } from 'node:test';
 import { keys } from '../../../src/registry/keys.ts';
 import { openDirStore } from '../../../src/store/dir.ts';
 import type { Store } from '../../../src/store/store.ts';
-import { CELL_BIN, copyProject, dirBucketEnv, EXAMPLES, publish, runCell } from '../../../test/helpers/cell.ts';
+import {
+  CELL_BIN,
+  copyProject,
+  dirBucketEnv,
+  EXAMPLES,
+  publish,
+  runCell,
+} from '../../../test/helpers/cell.ts';
 import { waitFor } from '../../../test/helpers/svc.ts';
 import { cronId } from '../cron.ts';
 import { workerdBinary } from '../workerd.ts';
 import { HOST_PROTOCOL_VERSION } from './protocol.ts';
 
-type Line = Record<string, unknown> & { id?: number | null; result?: Record<string, unknown>; error?: { code: string; message: string } };
+type Line = Record<string, unknown> & {
+  id?: number | null;
+  result?: Record<string, unknown>;
+  error?: { code: string; message: string };
+};
 
 const VECTORS = JSON.parse(
   readFileSync(resolve(import.meta.dirname, '..', '..', 'protocol', 'host-protocol.json'), 'utf8'),
-) as { protocol: number; messages: { name: string; from: string; answers?: string; line: Record<string, unknown> }[] };
+) as {
+  protocol: number;
+  messages: { name: string; from: string; answers?: string; line: Record<string, unknown> }[];
+};
 
 /** A running `cell host --stdio`: one request per line in, one answer (or push) per line out. */
 class HostChild {
@@ -129,7 +143,10 @@ describe('cell host', () => {
       stateDir,
       context: { workerd: workerdBinary(), secretsFile, env: {} },
     });
-    assert.deepEqual(greeted, { id: 0, result: { protocol: HOST_PROTOCOL_VERSION, host: (await runCell(['--version'])).stdout.trim() } });
+    assert.deepEqual(greeted, {
+      id: 0,
+      result: { protocol: HOST_PROTOCOL_VERSION, host: (await runCell(['--version'])).stdout.trim() },
+    });
     return host;
   };
 
@@ -509,10 +526,13 @@ describe('cell host', () => {
     assert.equal(await rude.exited, 0);
 
     const vague = new HostChild(bucket);
-    assert.deepEqual(await vague.hello({ application: 'hello', node: 'node-s', context: { workerd: '/w' } }), {
-      id: 0,
-      error: { code: 'bad-request', message: 'hello needs stateDir' },
-    });
+    assert.deepEqual(
+      await vague.hello({ application: 'hello', node: 'node-s', context: { workerd: '/w' } }),
+      {
+        id: 0,
+        error: { code: 'bad-request', message: 'hello needs stateDir' },
+      },
+    );
     assert.equal(await vague.exited, 0);
   });
 
@@ -521,14 +541,20 @@ describe('cell host', () => {
     const shapes = new Map<string, Set<string>>();
     for (const m of VECTORS.messages) {
       if (m.from !== 'host' || !m.answers || !m.line.result) continue;
-      const shape = Object.keys(m.line.result as object).sort().join(',');
+      const shape = Object.keys(m.line.result as object)
+        .sort()
+        .join(',');
       shapes.set(m.answers, (shapes.get(m.answers) ?? new Set()).add(shape));
     }
     const host = new HostChild(bucket);
     try {
       for (const m of VECTORS.messages.filter((v) => v.from === 'front')) {
         const line = { ...m.line };
-        if (line.op === 'hello') Object.assign(line, { stateDir, context: { workerd: workerdBinary(), secretsFile: null, env: {} } });
+        if (line.op === 'hello')
+          Object.assign(line, {
+            stateDir,
+            context: { workerd: workerdBinary(), secretsFile: null, env: {} },
+          });
         if (line.op === 'cron-fire') line.cronSocket = null;
         const answer = await host.send(line);
         assert.ok(answer.result, `${m.name}: ${JSON.stringify(answer)}`);

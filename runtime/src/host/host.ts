@@ -16,12 +16,12 @@ import { SecretsFile } from '../secrets.ts';
 import {
   BadRequest,
   errorLine,
-  HOST_PROTOCOL_VERSION,
   type HelloRequest,
+  HOST_PROTOCOL_VERSION,
   logLine,
   mismatchMessage,
-  number,
   nullableString,
+  number,
   object,
   parseHello,
   parseRequest,
@@ -58,7 +58,10 @@ interface Front {
 export async function serveFront(connection: Connection, options: HostOptions): Promise<void> {
   let front: Front | null = null;
   const underWay = new Set<Promise<void>>();
-  for await (const line of createInterface({ input: connection.input, crlfDelay: Number.POSITIVE_INFINITY })) {
+  for await (const line of createInterface({
+    input: connection.input,
+    crlfDelay: Number.POSITIVE_INFINITY,
+  })) {
     if (line.trim() === '') continue;
     let request: ReturnType<typeof parseRequest>;
     try {
@@ -77,7 +80,11 @@ export async function serveFront(connection: Connection, options: HostOptions): 
         (result) => connection.write(resultLine(request.id, result)),
         (err: unknown) =>
           connection.write(
-            errorLine(request.id, err instanceof BadRequest ? 'bad-request' : 'failed', (err as Error).message),
+            errorLine(
+              request.id,
+              err instanceof BadRequest ? 'bad-request' : 'failed',
+              (err as Error).message,
+            ),
           ),
       )
       .finally(() => underWay.delete(done));
@@ -87,7 +94,11 @@ export async function serveFront(connection: Connection, options: HostOptions): 
 }
 
 /** Answers the hello: the front to serve, or null once it was refused and the connection ended. */
-function greet(connection: Connection, request: ReturnType<typeof parseRequest>, options: HostOptions): Front | null {
+function greet(
+  connection: Connection,
+  request: ReturnType<typeof parseRequest>,
+  options: HostOptions,
+): Front | null {
   let hello: HelloRequest;
   try {
     hello = parseHello(request);
@@ -120,7 +131,10 @@ function greet(connection: Connection, request: ReturnType<typeof parseRequest>,
   };
 }
 
-async function answer(front: Front, request: ReturnType<typeof parseRequest>): Promise<Record<string, unknown>> {
+async function answer(
+  front: Front,
+  request: ReturnType<typeof parseRequest>,
+): Promise<Record<string, unknown>> {
   const f = request.fields;
   switch (request.op) {
     case 'look':
@@ -162,7 +176,8 @@ function lookRequest(f: Record<string, unknown>): LookRequest {
     };
   }
   const sequence = number(f.sequence, 'sequence');
-  if (!Number.isSafeInteger(sequence) || sequence < 0) throw new BadRequest('sequence must be a whole number');
+  if (!Number.isSafeInteger(sequence) || sequence < 0)
+    throw new BadRequest('sequence must be a whole number');
   return {
     active,
     seenEtag: nullableString(f.seenEtag, 'seenEtag'),

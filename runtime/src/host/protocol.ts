@@ -48,9 +48,12 @@ export function parseRequest(line: string): Request {
   try {
     value = JSON.parse(line);
   } catch {
-    throw new BadRequest(`a request must be one JSON object per line, got ${JSON.stringify(line.slice(0, 200))}`);
+    throw new BadRequest(
+      `a request must be one JSON object per line, got ${JSON.stringify(line.slice(0, 200))}`,
+    );
   }
-  if (!value || typeof value !== 'object' || Array.isArray(value)) throw new BadRequest('a request must be a JSON object');
+  if (!value || typeof value !== 'object' || Array.isArray(value))
+    throw new BadRequest('a request must be a JSON object');
   const { id, op, ...fields } = value as Record<string, unknown>;
   if (typeof id !== 'number' || !Number.isSafeInteger(id) || id < 0)
     throw new BadRequest('a request needs a whole-number id');
@@ -60,7 +63,8 @@ export function parseRequest(line: string): Request {
 
 /** The hello's fields, checked; a BadRequest names what is wrong. */
 export function parseHello(request: Request): HelloRequest {
-  if (request.op !== 'hello') throw new BadRequest(`the first request must be hello, got ${JSON.stringify(request.op)}`, request.id);
+  if (request.op !== 'hello')
+    throw new BadRequest(`the first request must be hello, got ${JSON.stringify(request.op)}`, request.id);
   const f = request.fields;
   const context = f.context;
   if (typeof f.protocol !== 'number') throw new BadRequest('hello needs the protocol version', request.id);
@@ -68,7 +72,12 @@ export function parseHello(request: Request): HelloRequest {
     throw new BadRequest('hello needs a context object', request.id);
   const c = context as Record<string, unknown>;
   const env = c.env ?? {};
-  if (typeof env !== 'object' || env === null || Array.isArray(env) || !Object.values(env).every((v) => typeof v === 'string'))
+  if (
+    typeof env !== 'object' ||
+    env === null ||
+    Array.isArray(env) ||
+    !Object.values(env).every((v) => typeof v === 'string')
+  )
     throw new BadRequest('hello context.env must map names to strings', request.id);
   const named = (value: unknown, name: string) => {
     if (typeof value !== 'string' || value === '') throw new BadRequest(`hello needs ${name}`, request.id);
@@ -81,7 +90,10 @@ export function parseHello(request: Request): HelloRequest {
     stateDir: named(f.stateDir, 'stateDir'),
     context: {
       workerd: named(c.workerd, 'context.workerd'),
-      secretsFile: c.secretsFile === null || c.secretsFile === undefined ? null : named(c.secretsFile, 'context.secretsFile'),
+      secretsFile:
+        c.secretsFile === null || c.secretsFile === undefined
+          ? null
+          : named(c.secretsFile, 'context.secretsFile'),
       env: env as Record<string, string>,
     },
   };
@@ -127,6 +139,7 @@ export function stringList(value: unknown, name: string): string[] {
 }
 
 export function object(value: unknown, name: string): Record<string, unknown> {
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new BadRequest(`${name} must be an object`);
+  if (typeof value !== 'object' || value === null || Array.isArray(value))
+    throw new BadRequest(`${name} must be an object`);
   return value as Record<string, unknown>;
 }
