@@ -382,7 +382,7 @@ describe('secrets', () => {
       ).pid;
       for (const each of [pid, ...descendants(pid)]) {
         for (const what of ['cmdline', 'environ']) {
-          // The runtime's steward comes and goes: one that exited since the listing is skipped.
+          // A workerd that exited (a drained deployment) since the listing is skipped.
           const text = procFile(each, what);
           if (text === null) continue;
           assert.ok(!text.includes(SECRET), `/proc/${each}/${what}`);
@@ -534,7 +534,7 @@ function procFile(pid: number, name: string): string | null {
   }
 }
 
-/** Every process below `pid` (workerd and the steward under cell serve). */
+/** Every process below `pid` (the workerd processes under cell serve). */
 function descendants(pid: number): number[] {
   let out: string;
   try {

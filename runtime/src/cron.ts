@@ -3,7 +3,7 @@
 // `cell serve` replica of the application keeps a timer per schedule (in its front, from
 // `nextCronTimes`); at a scheduled time each one tries a conditional create (`If-None-Match: *`)
 // of the claim object for (schedule, time), and only the replica whose write lands runs the
-// handler (`fireCron`, the steward's `cron-fire` op). It then records the outcome in the claim.
+// handler (`fireCron`, the runtime host's `cron-fire` op). It then records the outcome in the claim.
 //
 // Expressions and their times: src/runtime-tools/cron-schedule.ts (svc checks them at deploy).
 

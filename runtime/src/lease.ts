@@ -3,7 +3,7 @@
 // application" to anyone reading the bucket; `svc app lease show|drop` reads and removes it.
 // Every write is conditional on what this replica last wrote, so a lease dropped or rewritten
 // by someone else is noticed and re-taken instead of silently overwritten. The front keeps the
-// ETag and the renewal timer; these functions are the steward's `lease` op, one write each.
+// ETag and the renewal timer; these functions are the runtime host's `lease` op, one write each.
 
 import { keys } from '../../src/registry/keys.ts';
 import { isCasConflict, type Store } from '../../src/store/store.ts';

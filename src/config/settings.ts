@@ -318,7 +318,7 @@ export function defaultSettings(): Settings {
       portRangeEnd: 24998,
       portQuarantineMs: 600_000,
       bindHost: '127.0.0.1',
-      // Cloudflare's 128 MB per isolate, plus what a workerd process, the front and the steward
+      // Cloudflare's 128 MB per isolate, plus what a workerd process and the front
       // hold besides, and a second workerd while a deploy switches (docs/decisions.md).
       appMemoryMb: 512,
       // Cloudflare's default CPU time per request (paid plan; `limits.cpu_ms` raises it).

@@ -61,7 +61,7 @@ export interface CellProcess {
   child: ChildProcess;
   stderr(): string;
   stdout(): string;
-  /** Pids of the process's workerd instances (its direct children, the steward left out). */
+  /** Pids of the process's workerd instances (its direct children, a private runtime host left out). */
   children(): number[];
   /** Sends `signal`, waits for exit; answers the exit code and signal. */
   stop(signal?: NodeJS.Signals): Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
