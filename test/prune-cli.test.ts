@@ -108,12 +108,12 @@ describe('svc deployment prune (process)', () => {
   });
 
   it('is capability-missing, even for --dry-run, while a node runs an unverified runtime or none answers', async () => {
-    await seedNode(store, 'n2', { cell: '0.8.0' });
+    await seedNode(store, 'n2', { cell: '0.9.0' });
     const result = await prune(['--dry-run']);
     assert.equal(result.code, 1);
     assert.match(
       result.stderr,
-      /svc: Runtime release not verified: node n2 runs cell 0\.8\.0.* \[urn:svc:capability-missing\]/,
+      /svc: Runtime release not verified: node n2 runs cell 0\.9\.0.* \[urn:svc:capability-missing\]/,
     );
     await seedNode(store, 'n1', { cell: '0.6.2', beatMs: NOW - 60_000 });
     await seedNode(store, 'n2', { cell: '0.6.2', beatMs: NOW - 60_000 });

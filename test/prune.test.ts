@@ -455,13 +455,13 @@ describe('deployment prune', () => {
     it('refuses unless every answering node reports a verified release', async () => {
       const guard = () => requireVerifiedRuntimes(store, Date.now(), 'svc deployment prune');
       await guard(); // n1 reports 0.6.2
-      for (const release of ['0.5.0', '0.5.1', '0.6.0', '0.6.1', 'cell 0.6.2', '0.7.0']) {
+      for (const release of ['0.5.0', '0.5.1', '0.6.0', '0.6.1', 'cell 0.6.2', '0.7.0', '0.8.0']) {
         await seedNode(store, 'n2', { cell: release });
         await guard();
       }
-      await seedNode(store, 'n2', { cell: '0.8.0' });
+      await seedNode(store, 'n2', { cell: '0.9.0' });
       assert.equal((await refusal(guard())).code, 'capability-missing');
-      await seedNode(store, 'n2', { cell: '0.8.0', beatMs: Date.now() - 60_000 }); // not answering
+      await seedNode(store, 'n2', { cell: '0.9.0', beatMs: Date.now() - 60_000 }); // not answering
       await guard();
       await seedNode(store, 'n3', {}); // answering, no release reported
       assert.equal((await refusal(guard())).code, 'capability-missing');
