@@ -4,7 +4,7 @@
 // the stale socket file is removed and the fronts, which reconnect on their own, find the new one.
 
 import { chmod, rm } from 'node:fs/promises';
-import { createServer, type Server, type Socket } from 'node:net';
+import { connect, createServer, type Server, type Socket } from 'node:net';
 import { type HostOptions, serveFront } from './host.ts';
 
 /** The longest socket path Linux takes (sun_path is 108 bytes, one for the NUL). */
@@ -19,8 +19,12 @@ export interface HostSocket {
 export async function listenHostSocket(path: string, options: HostOptions): Promise<HostSocket> {
   if (Buffer.byteLength(path) > MAX_SOCKET_PATH)
     throw new Error(
-      `the runtime host socket ${path} is longer than ${MAX_SOCKET_PATH} bytes; choose a shorter state directory`,
+      `the runtime host socket ${path} is longer than ${MAX_SOCKET_PATH} bytes; choose a shorter state directory (--state-dir)`,
     );
+  // A socket file is left behind by a host that was killed; one that still answers belongs to a
+  // host that runs, whose fronts must not be taken from it.
+  if (await answers(path))
+    throw new Error(`another runtime host is listening on ${path}: one svc sail per state directory`);
   await rm(path, { force: true });
   const sockets = new Set<Socket>();
   const server: Server = createServer((socket) => {
@@ -66,4 +70,16 @@ export async function listenHostSocket(path: string, options: HostOptions): Prom
       await rm(path, { force: true });
     },
   };
+}
+
+/** Whether something accepts connections on the socket at `path`. */
+function answers(path: string): Promise<boolean> {
+  return new Promise((resolve) => {
+    const probe = connect(path);
+    probe.once('connect', () => {
+      probe.destroy();
+      resolve(true);
+    });
+    probe.once('error', () => resolve(false));
+  });
 }
