@@ -51,9 +51,8 @@ export interface LookRequest {
   sequence: number;
 }
 
-export interface StartAnswer {
-  result: 'start';
-  selection: string;
+/** A deployment laid out and ready to start: what the front reads as its `Prepared` (instance.go). */
+export interface Prepared {
   seenEtag: string;
   script: string;
   deployment: string;
@@ -65,6 +64,11 @@ export interface StartAnswer {
   /** Run from `dir` with only PATH and HOME in the environment. */
   command: string[];
   crons: string[];
+}
+
+export interface StartAnswer extends Prepared {
+  result: 'start';
+  selection: string;
 }
 
 export type LookAnswer =

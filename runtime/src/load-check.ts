@@ -13,6 +13,7 @@ import { join } from 'node:path';
 import { HEALTH_PATH } from '../../src/runtime-contract/environment.ts';
 import type { Manifest } from '../../src/runtime-tools/layout.ts';
 import { CellError } from './errors.ts';
+import type { Prepared } from './follower.ts';
 import { instancePaths, materialize, NO_SECRETS, workerdArgs } from './instance.ts';
 import { frontBinary } from './serve.ts';
 import { workerdBinary } from './workerd.ts';
@@ -23,18 +24,7 @@ const DEFAULT_TIMEOUT_MS = 60_000;
 /** What `cell-front check` reads on its stdin (check.go `CheckRequest`). */
 interface CheckRequest {
   /** The front's `Prepared`: what the runtime host answers for a deployment to start. */
-  prepared: {
-    seenEtag: string;
-    script: string;
-    deployment: string;
-    label: string;
-    secretsDigest: string;
-    dir: string;
-    socket: string;
-    cronSocket: string | null;
-    command: string[];
-    crons: string[];
-  };
+  prepared: Prepared;
   stateDir: string;
   timeoutMs: number;
   healthPath: string;
