@@ -109,12 +109,16 @@ export function collectAssets(
 
 /** `.assetsignore`'s own patterns, then the control files, which no pattern can bring back. */
 function ignoreRules(text: string): IgnoreRule[] {
-  const own = text
+  const fixed = CONTROL_FILES.map((name) => ({ ...compileRule(`/${name}`)!, fixed: true }));
+  return [...assetsIgnorePatterns(text), ...fixed];
+}
+
+/** The patterns of an `.assetsignore` text (also what `svc deploy` leaves out when packing). */
+export function assetsIgnorePatterns(text: string): IgnoreRule[] {
+  return text
     .split(/\r?\n/)
     .map((line) => compileRule(line))
     .filter((rule): rule is IgnoreRule => rule !== null);
-  const fixed = CONTROL_FILES.map((name) => ({ ...compileRule(`/${name}`)!, fixed: true }));
-  return [...own, ...fixed];
 }
 
 function readOptional(path: string): string | null {

@@ -3,14 +3,15 @@
 
 import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync, symlinkSync } from 'node:fs';
-import { mkdir, rm } from 'node:fs/promises';
+import { mkdir, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, relative, sep } from 'node:path';
 import { test } from 'node:test';
 import { parse } from 'jsonc-parser';
 import { projectDir } from '../../test/helpers/artifacts.ts';
 import { unpackArtifact } from '../node/deploys/archive.ts';
 import { Problem } from '../problem.ts';
+import { buildDependencies } from './build-inputs.ts';
 import {
   compileRule,
   configName,
@@ -81,6 +82,80 @@ test('what is always left out, and .svcignore', async () => {
   });
   const { files } = await packAndUnpack(dir);
   assert.deepEqual(files, ['cell.json', 'index.js', 'keep.log', 'sub/svc.config.jsonc']);
+  await rm(dir, { recursive: true });
+});
+
+/** Packs as `svc deploy` does: the build's reads first, then the archive. */
+async function deployPack(dir: string) {
+  const config = (await readProjectConfig(dir))!;
+  const packed = await packProject(dir, config, config.bytes, await buildDependencies(dir, config.bytes));
+  const out = join(mkdtempSync(join(tmpdir(), 'svc-unpacked-')), 'root');
+  await unpackArtifact(packed.file, out, { artifactBytes: 10 * 1024 * 1024, archiveEntries: 1000 });
+  await packed.dispose();
+  return (await readdir(out, { recursive: true, withFileTypes: true }))
+    .filter((entry) => entry.isFile())
+    .map((entry) => relative(out, join(entry.parentPath, entry.name)).split(sep).join('/'))
+    .sort();
+}
+
+test('.assetsignore: the files it names are not packed, as wrangler uploads no ignored asset; its control files are', async () => {
+  const dir = projectDir({
+    'wrangler.jsonc':
+      '{"name":"site","main":"src/index.js","compatibility_date":"2025-06-01","assets":{"directory":"public"}}',
+    'src/index.js':
+      "import data from '../public/data.json';\nexport default { fetch: () => Response.json(data) };\n",
+    'public/.assetsignore':
+      '# not for the public\nsecret.txt\ndrafts/\n*.map\n!keep.map\ndata.json\n_headers\n',
+    'public/_headers': '/*\n  X-Site: 1\n',
+    'public/_redirects': '/old /new 301\n',
+    'public/index.html': '<h1>home</h1>',
+    'public/secret.txt': 'not public',
+    'public/drafts/next.html': 'draft',
+    'public/drafts/deeper/more.html': 'draft',
+    'public/app.js': 'x',
+    'public/app.js.map': '{}',
+    'public/keep.map': '{}',
+    'public/data.json': '{"read":"by the worker"}',
+    'secret.txt': 'outside the assets folder: .assetsignore says nothing of it',
+  });
+  assert.deepEqual(await deployPack(dir), [
+    'cell.jsonc',
+    'public/.assetsignore',
+    'public/_headers',
+    'public/_redirects',
+    'public/app.js',
+    // Ignored, but the worker's bundle reads it: the node's build needs it.
+    'public/data.json',
+    'public/index.html',
+    'public/keep.map',
+    'secret.txt',
+    'src/index.js',
+    'wrangler.jsonc',
+  ]);
+  await rm(dir, { recursive: true });
+});
+
+test(".assetsignore naming the folder of the worker (Astro's older dist/_worker.js/) leaves its code in", async () => {
+  const dir = projectDir({
+    'wrangler.jsonc':
+      '{"name":"site","main":"dist/_worker.js/index.js","compatibility_date":"2025-06-01","assets":{"directory":"dist","binding":"ASSETS"}}',
+    'dist/_worker.js/index.js':
+      "import { page } from './chunks/page.mjs';\nexport default { fetch: () => new Response(page) };\n",
+    'dist/_worker.js/chunks/page.mjs': "export const page = 'page';\n",
+    'dist/_worker.js/manifest.wasm': 'not imported, but under the module root',
+    'dist/.assetsignore': '_worker.js\n_routes.json\n',
+    'dist/_routes.json': '{}',
+    'dist/index.html': 'home',
+  });
+  assert.deepEqual(await deployPack(dir), [
+    'cell.jsonc',
+    'dist/.assetsignore',
+    'dist/_worker.js/chunks/page.mjs',
+    'dist/_worker.js/index.js',
+    'dist/_worker.js/manifest.wasm',
+    'dist/index.html',
+    'wrangler.jsonc',
+  ]);
   await rm(dir, { recursive: true });
 });
 

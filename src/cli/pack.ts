@@ -16,7 +16,8 @@
 // with jsonc-parser (comments and layout kept). The project's files are never written.
 //
 // `node_modules/` goes in only as far as the build reads it (build-inputs.ts): the files the
-// bundler's metafile names and the `package.json` files that resolve them.
+// bundler's metafile names and the `package.json` files that resolve them. The assets folder goes
+// in without what its `.assetsignore` names, but for the worker's own code (build-inputs.ts).
 
 import { createReadStream, createWriteStream } from 'node:fs';
 import { lstat, mkdtemp, readdir, readFile, realpath, rm, stat } from 'node:fs/promises';
@@ -30,6 +31,7 @@ import { Header, Pax } from 'tar';
 import { invalidInput, Problem } from '../problem.ts';
 import { BINDING_NAME_RULE, isApplicationName, isBindingName } from '../registry/names.ts';
 import { compileRule, type IgnoreRule, matchesIgnore } from '../runtime-tools/ignore-patterns.ts';
+import { type AssetsLeftOut, assetsLeftOut } from './build-inputs.ts';
 import { type ProjectConfig, type ResolveOptions, resolveProjectConfig } from './config-resolution.ts';
 
 export { type ProjectConfig, WORKER_CONFIGS, WRANGLER_CONFIGS } from './config-resolution.ts';
@@ -167,7 +169,8 @@ export async function packProject(
   dependencies: ReadonlySet<string> = new Set(),
 ): Promise<PackedArtifact> {
   const ignore = await loadIgnore(dir);
-  const entries = await collectFiles(dir, ignore, dependencies);
+  const leftOutAssets = await assetsLeftOut(dir, configBytes, dependencies);
+  const entries = await collectFiles(dir, ignore, dependencies, leftOutAssets);
   const rest = entries.filter((entry) => entry.path !== config.file);
   const files: FileEntry[] = [{ path: config.file, source: null, size: configBytes.length }, ...rest];
   const out = await mkdtemp(join(tmpdir(), 'svc-deploy-'));
@@ -254,12 +257,14 @@ function inNodeModules(path: string): boolean {
 
 /**
  * Every file the ignore rules keep; below `node_modules` only the paths in `dependencies` (the
- * build's own reads) and the folders leading to them.
+ * build's own reads) and the folders leading to them; in the assets folder not what its
+ * `.assetsignore` leaves out.
  */
 async function collectFiles(
   root: string,
   rules: IgnoreRule[],
   dependencies: ReadonlySet<string>,
+  leftOutAssets: AssetsLeftOut | null,
 ): Promise<FileEntry[]> {
   const rootReal = await realpath(root);
   const leading = new Set<string>();
@@ -296,6 +301,7 @@ async function collectFiles(
       } else if (info.isFile()) {
         if (matchesIgnore(rules, path, false)) continue;
         if (inNodeModules(path) && !dependencies.has(path)) continue;
+        if (leftOutAssets?.(path)) continue;
         files.push({ path, source: full, size: info.size });
       }
       // Sockets, fifos and devices are not project files: skipped.

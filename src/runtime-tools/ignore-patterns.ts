@@ -1,6 +1,7 @@
 // Gitignore-style patterns, one way for every file svc reads them from: `.svcignore` when
-// `svc deploy` packs a project (src/cli/pack.ts) and `.assetsignore` when `cell publish` collects
-// the assets (runtime/src/assets.ts; docs/assets.md ".assetsignore").
+// `svc deploy` packs a project (src/cli/pack.ts), and `.assetsignore` both when `svc deploy` packs
+// the assets folder and when `cell publish` collects the assets (runtime/src/assets.ts;
+// docs/assets.md ".assetsignore").
 
 export interface IgnoreRule {
   negate: boolean;
@@ -53,4 +54,15 @@ export function matchesIgnore(rules: readonly IgnoreRule[], path: string, isDir:
     ignored = !rule.negate;
   }
   return ignored;
+}
+
+/**
+ * Whether a file (relative, `/`-separated) is left out by a walk that skips the folders the
+ * rules name: the file itself, or any folder above it, is matched.
+ */
+export function fileIgnoredInWalk(rules: readonly IgnoreRule[], path: string): boolean {
+  for (let at = path.indexOf('/'); at > 0; at = path.indexOf('/', at + 1)) {
+    if (matchesIgnore(rules, path.slice(0, at), true)) return true;
+  }
+  return matchesIgnore(rules, path, false);
 }
