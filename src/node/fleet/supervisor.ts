@@ -188,6 +188,14 @@ const DETAIL_CHARS = 600;
 
 /** A process not ready this long after it started is reported, with its output. */
 export const NEVER_READY_MS = 30_000;
+/**
+ * How often a ready process is probed. Each probe costs the daemon and the front about 1.3 ms of
+ * CPU: at 2 s that was 2.3 s per idle application per hour, and 500 probes a second (over a core)
+ * at 1,000 applications (bench/RESULTS.md "Idle CPU"). An exit is seen at once without a probe,
+ * a switch is watched closely after its signal; what waits on this is a process that hangs
+ * without exiting, and the unsupervised exit, which must be well above it.
+ */
+export const READY_PROBE_MS = 30_000;
 /** How often, and for how long at most, a process told to switch is probed until it has. */
 const SWITCH_PROBE_MS = 50;
 const SWITCH_WATCH_MS = 5_000;
@@ -633,7 +641,7 @@ export class Supervisor {
     const every = switching
       ? SWITCH_PROBE_MS
       : m.ready
-        ? (this.#options.healthCheckMs ?? 2_000)
+        ? (this.#options.healthCheckMs ?? READY_PROBE_MS)
         : (this.#options.healthPollMs ?? 200);
     this.#schedule(m, every, () => this.#probeHealth(m, child));
   }
