@@ -2,17 +2,20 @@
 // "Framework builds"): React Router with @cloudflare/vite-plugin, as Cloudflare's template sets it
 // up (the plugin on the `ssr` environment, a worker entry importing the virtual server build, a
 // var read through `cloudflare:workers`), installed from the npm registry into a cache under
-// `.tools/` (installed once, reused while its package.json is unchanged), built with its own
+// `.tools/` (installed once, reused while its files are unchanged; helpers/framework-build.ts), built with its own
 // `react-router build`, deployed through the redirect the build writes, against a real
 // `svc sail` running the real runtime. Skipped when the registry cannot be reached.
 
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
-import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
-import { dirname, join, resolve } from 'node:path';
+import { existsSync, readdirSync } from 'node:fs';
+import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { type DeployNode, startDeployNode } from './helpers/deploy-node.ts';
+import {
+  buildFrameworkProject,
+  frameworkBuildDir,
+  installFrameworkProject,
+} from './helpers/framework-build.ts';
 
 /** The template's files, with its dependencies pinned (React Router's default app, trimmed of Tailwind). */
 const PROJECT: Record<string, string> = {
@@ -109,34 +112,13 @@ export default function Home() {
 `,
 };
 
-const key = createHash('sha256').update(JSON.stringify(PROJECT)).digest('hex').slice(0, 12);
-const DIR = resolve(import.meta.dirname, '..', '.tools', 'framework-builds', `react-router-${key}`);
+const DIR = frameworkBuildDir('react-router', PROJECT);
 
 let target: DeployNode | undefined;
 let installProblem: string | null = null;
 
-/** The project, written and installed once into the cache; null when it is installed. */
-function install(): string | null {
-  if (existsSync(join(DIR, 'node_modules', '.installed'))) return null;
-  rmSync(DIR, { recursive: true, force: true });
-  for (const [path, text] of Object.entries(PROJECT)) {
-    mkdirSync(dirname(join(DIR, path)), { recursive: true });
-    writeFileSync(join(DIR, path), text);
-  }
-  const npm = spawnSync('npm', ['install', '--no-audit', '--no-fund', '--ignore-scripts'], {
-    cwd: DIR,
-    encoding: 'utf8',
-    timeout: 900_000,
-  });
-  if (npm.status !== 0) {
-    return `npm install could not install the template from the registry: ${(npm.stderr || npm.error?.message || '').slice(-300)}`;
-  }
-  writeFileSync(join(DIR, 'node_modules', '.installed'), '');
-  return null;
-}
-
 before(async () => {
-  installProblem = install();
+  installProblem = installFrameworkProject(DIR, PROJECT);
   if (installProblem) return;
   target = await startDeployNode();
 });
@@ -146,10 +128,8 @@ after(async () => {
 
 test('React Router with @cloudflare/vite-plugin: built with its own vite, deployed unchanged, pages and assets served', async () => {
   assert.equal(installProblem, null, 'the template installs from the registry');
-  rmSync(join(DIR, 'build'), { recursive: true, force: true });
-  rmSync(join(DIR, '.wrangler'), { recursive: true, force: true });
-  const build = spawnSync('npm', ['run', 'build'], { cwd: DIR, encoding: 'utf8', timeout: 600_000 });
-  assert.equal(build.status, 0, `${build.stdout}\n${build.stderr}`);
+  const build = buildFrameworkProject(DIR, ['build', '.wrangler']);
+  assert.equal(build.status, 0, build.output);
   assert.ok(
     existsSync(join(DIR, '.wrangler', 'deploy', 'config.json')),
     'the build writes the deploy redirect',
