@@ -9,9 +9,10 @@
 // are turned off as docs/deploys.md tells users to: sessions (a KV binding) and Cloudflare Images.
 
 import assert from 'node:assert/strict';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
+import { projectDir } from './helpers/artifacts.ts';
 import { type DeployNode, startDeployNode } from './helpers/deploy-node.ts';
 import {
   buildFrameworkProject,
@@ -171,4 +172,53 @@ test('Astro with @astrojs/cloudflare: built with astro build, deployed unchanged
   }
   const missing = await get('/no/such/page');
   assert.equal(missing.response.status, 404, "Astro's own 404 for an unknown route");
+});
+
+test("Astro's adapter before 13, its output as that adapter writes it: the worker in dist/_worker.js/, which .assetsignore names, deploys and is never served", async () => {
+  assert.equal(installProblem, null, 'the node starts once the project installs');
+  const dir = projectDir({
+    'wrangler.jsonc': `{
+  "name": "astro-legacy",
+  "main": "dist/_worker.js/index.js",
+  "compatibility_date": "2025-03-25",
+  "assets": { "binding": "ASSETS", "directory": "./dist" }
+}
+`,
+    'dist/.assetsignore': '_worker.js\n_routes.json\n',
+    'dist/_routes.json': '{"version":1,"include":["/*"],"exclude":["/_astro/*"]}',
+    'dist/index.html': '<h1>prerendered</h1>',
+    'dist/_worker.js/index.js': `import { render } from './chunks/render.mjs';
+export default {
+  async fetch(request, env) {
+    const url = new URL(request.url);
+    if (url.pathname === '/ssr') return new Response(render(url), { headers: { 'content-type': 'text/html' } });
+    return env.ASSETS.fetch(request);
+  },
+};
+`,
+    'dist/_worker.js/chunks/render.mjs':
+      "export const render = (url) => '<h1>rendered for ' + url.searchParams.get('name') + '</h1>';\n",
+  });
+  const node = target as DeployNode;
+  try {
+    const deployed = await node.deploy(dir);
+    assert.equal(deployed.code, 0, deployed.stderr);
+    const port = await node.portOf('astro-legacy');
+    const get = async (path: string) => {
+      const response = await fetch(`http://127.0.0.1:${port}${path}`);
+      return { status: response.status, body: await response.text() };
+    };
+    assert.deepEqual(await get('/'), { status: 200, body: '<h1>prerendered</h1>' });
+    assert.deepEqual(await get('/ssr?name=Ada'), { status: 200, body: '<h1>rendered for Ada</h1>' });
+    for (const path of [
+      '/_worker.js/index.js',
+      '/_worker.js/chunks/render.mjs',
+      '/_routes.json',
+      '/.assetsignore',
+    ]) {
+      assert.equal((await get(path)).status, 404, `${path} is not served`);
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });
