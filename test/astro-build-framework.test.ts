@@ -5,8 +5,10 @@
 // `cloudflare:workers`, a public file and an imported image. Installed from the npm registry into
 // a cache under `.tools/framework-builds/` (helpers/framework-build.ts), built with its own
 // `astro build`, deployed through the redirect the build writes, against a real `svc sail`
-// running the real runtime. The adapter's two defaults that need bindings svc does not provide yet
-// are turned off as docs/deploys.md tells users to: sessions (a KV binding) and Cloudflare Images.
+// running the real runtime. The adapter's two defaults whose bindings svc cannot serve as declared
+// are turned off as docs/deploys.md tells users to: sessions (a KV binding with no namespace id)
+// and Cloudflare Images. A second test deploys the older adapter's output (the worker in
+// `dist/_worker.js/`, which `.assetsignore` names) as that adapter writes it.
 
 import assert from 'node:assert/strict';
 import { existsSync, readFileSync, rmSync } from 'node:fs';
