@@ -30,6 +30,8 @@ export interface LimitSettings {
 const TICKS_PER_SECOND = 100;
 /** How often the groups' processes, CPU times and OOM counters are read. */
 export const LIMIT_SAMPLE_MS = 1_000;
+/** A slow sample waits this many times its own duration before the next (#sampleLater). */
+const SAMPLE_SHARE = 20;
 const CFS_PERIOD_US = 100_000;
 
 /** One cgroup hierarchy the limits are written into. */
@@ -200,7 +202,8 @@ export class ApplicationLimits {
   readonly #log: LimitsLog;
   readonly #events: EventSink | undefined;
   readonly #watched = new Map<string, Watched>();
-  readonly #timer: NodeJS.Timeout;
+  readonly #sampleMs: number;
+  #timer: NodeJS.Timeout | undefined;
 
   constructor(input: {
     settings: LimitSettings;
@@ -213,8 +216,8 @@ export class ApplicationLimits {
     this.#controllers = input.controllers;
     this.#log = input.log;
     this.#events = input.events;
-    this.#timer = setInterval(() => this.#sample(), input.sampleMs ?? LIMIT_SAMPLE_MS);
-    this.#timer.unref();
+    this.#sampleMs = input.sampleMs ?? LIMIT_SAMPLE_MS;
+    this.#sampleLater(this.#sampleMs);
     this.#weighNode();
     this.#announce();
   }
@@ -290,7 +293,8 @@ export class ApplicationLimits {
 
   /** Stops watching; this node's cgroup folders go if nothing is left in them. */
   close(): void {
-    clearInterval(this.#timer);
+    clearTimeout(this.#timer);
+    this.#timer = undefined;
     for (const h of [this.#controllers.memory, this.#controllers.cpu]) {
       if (h === null) continue;
       let entries: string[] = [];
@@ -366,6 +370,26 @@ export class ApplicationLimits {
     const text = readText(join(dir, 'memory.oom_control')) ?? readText(join(dir, 'memory.events')) ?? '';
     const match = /^oom_kill (\d+)$/m.exec(text);
     return match ? Number(match[1]) : 0;
+  }
+
+  /**
+   * The next sample comes `sampleMs` after this one ended, or later when a sample is slow: its reads
+   * are synchronous and grow with the processes on the machine, and at 1,000 applications one took
+   * longer than the interval, so samples ran back to back and the daemon's event loop stopped
+   * answering its runtimes (bench/RESULTS.md "1,000 idle applications on one node"). The sampler
+   * keeps at most 1/SAMPLE_SHARE of the loop.
+   */
+  #sampleLater(delayMs: number): void {
+    this.#timer = setTimeout(() => {
+      const started = performance.now();
+      try {
+        this.#sample();
+      } finally {
+        if (this.#timer !== undefined)
+          this.#sampleLater(Math.max(this.#sampleMs, (performance.now() - started) * SAMPLE_SHARE));
+      }
+    }, delayMs);
+    this.#timer.unref();
   }
 
   #sample(): void {
