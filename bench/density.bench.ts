@@ -4,13 +4,18 @@
 //           applications, sampled every 5 s through the idle window and averaged (the runtime's
 //           Node steward runs only while it has bucket work, at the time scale's pace).
 //           Target: at most 25 MB PSS per application at 5 and at 50 applications.
-//   CPU:    seconds of CPU the runtime's processes used while idle, per application per hour,
-//           scaled back like the requests (an idle runtime's work is its schedule's).
+//   CPU:    seconds of CPU per idle application per hour: the runtime's processes (cell-front and
+//           workerd, everything below the daemon) over the idle window, plus the daemon's share
+//           (its own CPU in the window minus what it used with no application, the `0` count,
+//           divided by the applications), extrapolated from the window to an hour. Not scaled
+//           back: the supervisor's health probes and the host socket's keepalive run at their own
+//           pace whatever the time scale, so run it at time scale 1 (a faster schedule only
+//           overstates it). Target: at most 0.2 s per application per hour.
 //   Bucket: requests under the runtime's `fleets/` prefix per replica per hour while idle.
 //           Target: at most 60, flat in the number of applications.
 // Run: scripts/with-node node bench/density.bench.ts [counts] [window seconds] [time scale] [runtime]
-//   counts        comma-separated numbers of applications (default 5,10,50), each on a fresh
-//                 bucket and node
+//   counts        comma-separated numbers of applications (default 0,5,50), each on a fresh
+//                 bucket and node; 0 measures the daemon alone, the baseline of its share
 //   window        idle seconds during which bucket requests are counted (default 60)
 //   time scale    k >= 1 (default 1): the runtime's idle schedule (selector poll and lease
 //                 lifetime, from its own defaults) is run k times faster through --cell-env, so a
@@ -23,7 +28,7 @@
 // `svc sail` on it with the real runtime (runtime/bin/cell, workerd), `svc deploy` of copies of
 // examples/hello under names dens-<i>. Every wait has a deadline.
 
-import { readdirSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { tuningFromEnv } from '../runtime/src/serve.ts';
 import { buildDist, DIST_CELL } from '../scripts/build-dist.ts';
@@ -34,8 +39,9 @@ import { signerFor, trustOperator } from '../test/helpers/in-process-node.ts';
 import { startMinio } from '../test/helpers/minio.ts';
 import { startS3Proxy } from '../test/helpers/s3-proxy.ts';
 import { runSvc, type SailProcess, startSail, waitFor } from '../test/helpers/svc.ts';
+import { descendants, memoryOf, ownCpu, type ProcessMemory } from './idle-fleet.ts';
 
-const counts = (process.argv[2] ?? '5,10,50').split(',').map(Number);
+const counts = (process.argv[2] ?? '0,5,50').split(',').map(Number);
 const windowSeconds = Number(process.argv[3] ?? 60);
 const scale = Number(process.argv[4] ?? 1);
 const runtime = process.argv[5] ?? 'checkout';
@@ -47,13 +53,6 @@ const MB = 1024 * 1024;
 const SAMPLE_EVERY_MS = 5_000;
 const cellBin: string[] = [];
 
-interface ProcessMemory {
-  pid: number;
-  command: string;
-  pss: number;
-  rss: number;
-}
-
 interface Row {
   applications: number;
   pss: number;
@@ -64,8 +63,10 @@ interface Row {
   daemonRequests: number;
   /** How many times the node's processes were measured during the idle window. */
   samples: number;
-  /** CPU time the runtime's processes (stewards that came and went included) used in the window. */
+  /** CPU time the runtime's processes (any that came and went included) used in the window. */
   cpuMs: number;
+  /** CPU time the daemon itself used in the window. */
+  daemonCpuMs: number;
 }
 
 async function main(): Promise<void> {
@@ -96,16 +97,27 @@ async function main(): Promise<void> {
   }
   console.log('');
   console.log(
-    'apps  processes  PSS total  PSS / app  RSS total  RSS / app  fleets/ requests per replica per hour  daemon requests per hour  runtime CPU s per app per hour',
+    'apps  processes  PSS total  PSS / app  RSS total  RSS / app  fleets/ requests per replica per hour  daemon requests per hour  runtime CPU s per app per hour  daemon CPU s per hour  CPU s per app per hour (runtime + daemon share)',
   );
+  const baseline = rows.find((r) => r.applications === 0);
+  const perHour = 3600 / windowSeconds;
   for (const r of rows) {
+    if (r.applications === 0) {
+      console.log(`   0  daemon alone: ${((r.daemonCpuMs / 1000) * perHour).toFixed(1)} s CPU per hour`);
+      continue;
+    }
     const hour = 3600 / (windowSeconds * scale);
+    const runtimeCpu = (r.cpuMs / 1000 / r.applications) * perHour;
+    const daemonShare = baseline
+      ? (((r.daemonCpuMs - baseline.daemonCpuMs) / 1000 / r.applications) * perHour).toFixed(2)
+      : 'n/a (no 0 count)';
     console.log(
       `${String(r.applications).padStart(4)}  ${r.processes.toFixed(1).padStart(9)}  ${mb(r.pss).padStart(9)}  ` +
         `${mb(r.pss / r.applications).padStart(9)}  ${mb(r.rss).padStart(9)}  ${mb(r.rss / r.applications).padStart(9)}  ` +
         `${((r.runtimeRequests / r.applications) * hour).toFixed(0).padStart(38)}  ` +
         `${(r.daemonRequests * (3600 / windowSeconds)).toFixed(0).padStart(24)}  ` +
-        `${((r.cpuMs / 1000 / r.applications) * hour).toFixed(1).padStart(30)}`,
+        `${runtimeCpu.toFixed(2).padStart(30)}  ${((r.daemonCpuMs / 1000) * perHour).toFixed(1).padStart(21)}  ` +
+        `${baseline ? (runtimeCpu + Number(daemonShare)).toFixed(2) : '?'} (daemon share ${daemonShare})`,
     );
     for (const [kind, k] of r.byKind) {
       console.log(
@@ -202,10 +214,12 @@ async function measure(
     sample();
     const seenBefore = proxy.seen.length;
     const cpuBefore = cpuOfTree(node.child.pid!);
+    const daemonCpuBefore = ownCpu(node.child.pid!);
     const sampling = setInterval(sample, SAMPLE_EVERY_MS);
     await new Promise((r) => setTimeout(r, windowSeconds * 1000));
     clearInterval(sampling);
     const cpuMs = cpuOfTree(node.child.pid!) - cpuBefore;
+    const daemonCpuMs = ownCpu(node.child.pid!) - daemonCpuBefore;
     sample();
     const byKind = new Map<string, { count: number; pss: number; rss: number }>();
     for (const p of samples.flat()) {
@@ -229,12 +243,13 @@ async function measure(
       runtimeRequests,
       daemonRequests: window.length - runtimeRequests,
       cpuMs,
+      daemonCpuMs,
     };
     console.log(
       `  ${applications} applications: ${row.processes.toFixed(1)} processes, PSS ${mb(row.pss)}, RSS ${mb(row.rss)} ` +
         `(mean of ${samples.length} samples); ` +
         `${runtimeRequests} fleets/ and ${row.daemonRequests} other bucket requests in ${windowSeconds} s; ` +
-        `the runtime's processes used ${(cpuMs / 1000).toFixed(1)} s of CPU`,
+        `the runtime's processes used ${(cpuMs / 1000).toFixed(2)} s of CPU, the daemon ${(daemonCpuMs / 1000).toFixed(2)} s`,
     );
     return row;
   } finally {
@@ -268,46 +283,6 @@ function cpuOfTree(root: number): number {
     }
   }
   return ticks * 10;
-}
-
-/** Every process below `root` (children, their children, ...), root excluded. */
-export function descendants(root: number): number[] {
-  const children = new Map<number, number[]>();
-  for (const name of readdirSync('/proc')) {
-    if (!/^\d+$/.test(name)) continue;
-    try {
-      const stat = readFileSync(`/proc/${name}/stat`, 'utf8');
-      // The command sits in parentheses and may hold spaces; ppid is the second field after it.
-      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
-      const list = children.get(ppid) ?? [];
-      list.push(Number(name));
-      children.set(ppid, list);
-    } catch {
-      // Gone meanwhile.
-    }
-  }
-  const out: number[] = [];
-  const walk = (pid: number) => {
-    for (const child of children.get(pid) ?? []) {
-      out.push(child);
-      walk(child);
-    }
-  };
-  walk(root);
-  return out;
-}
-
-/** PSS and RSS in bytes from smaps_rollup; null for a process gone meanwhile. */
-export function memoryOf(pid: number): ProcessMemory | null {
-  try {
-    const rollup = readFileSync(`/proc/${pid}/smaps_rollup`, 'utf8');
-    const field = (name: string) =>
-      Number(new RegExp(`^${name}:\\s+(\\d+) kB`, 'm').exec(rollup)?.[1] ?? 0) * 1024;
-    const command = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').join(' ').trim();
-    return { pid, command, pss: field('Pss'), rss: field('Rss') };
-  } catch {
-    return null;
-  }
 }
 
 function mb(bytes: number): string {
