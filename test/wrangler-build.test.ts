@@ -158,9 +158,9 @@ const ENV_PROJECT = {
     'LEVEL = "staging"',
     '',
     '[env.cached]',
-    '[[env.cached.kv_namespaces]]',
+    '[[env.cached.r2_buckets]]',
     'binding = "CACHE"',
-    'id = "1"',
+    'bucket_name = "1"',
     '',
   ].join('\n'),
   'src/index.js': 'export default { fetch: (request, env) => new Response(env.LEVEL) };\n',
@@ -177,7 +177,7 @@ describe('svc deploy builds as wrangler deploy', () => {
     assert.equal(cached.code, 1);
     assert.match(
       cached.stderr,
-      /^svc: Invalid worker config: \S*wrangler\.toml:12:1: "kv_namespaces" declares bindings this runtime does not provide yet \(CACHE\).*\[urn:svc:invalid-input\]$/m,
+      /^svc: Invalid worker config: \S*wrangler\.toml:12:1: "r2_buckets" declares bindings this runtime does not provide yet \(CACHE\).*\[urn:svc:invalid-input\]$/m,
     );
     assert.doesNotMatch(cached.stderr, /packed|accepted/, 'refused before anything is sent');
   });

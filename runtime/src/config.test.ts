@@ -82,9 +82,9 @@ describe('worker config', () => {
     );
     assert.match(
       refusal(
-        '{"main":"a.js","compatibility_date":"2025-01-01","kv_namespaces":[{"binding":"CACHE","id":"x"}]}',
+        '{"main":"a.js","compatibility_date":"2025-01-01","d1_databases":[{"binding":"DB","database_id":"x"}]}',
       ),
-      /"kv_namespaces" declares bindings this runtime does not provide yet \(CACHE\)/,
+      /"d1_databases" declares bindings this runtime does not provide yet \(DB\)/,
     );
     assert.match(refusal('{"main":"a.js","compatibility_date":"2025-01-01","no_bundle":"yes"}'), /no_bundle/);
     assert.match(refusal('[]'), /must be a JSON object/);
@@ -124,9 +124,9 @@ describe('worker config', () => {
       '  "main": "a.js",',
       '  "r2_buckets": [{ "binding": "FILES", "bucket_name": "f" }],',
       '  "compatibility_date": "2025-01-01",',
-      '  "kv_namespaces": [{ "binding": "CACHE", "id": "1" }, { "binding": "SESSIONS", "id": "2" }],',
+      '  "d1_databases": [{ "binding": "DB", "database_id": "1" }, { "binding": "LOGS", "database_id": "2" }],',
       '  "ai": { "binding": "AI" },',
-      '  "d1_databases": []',
+      '  "queues": []',
       '}',
     ].join('\n');
     const lines = refusal(text).split('\n');
@@ -135,10 +135,7 @@ describe('worker config', () => {
       lines[0]!,
       /^cell\.jsonc:3:3: "r2_buckets" declares bindings this runtime does not provide yet \(FILES\): the section R2 buckets of svc's docs\/bindings\.md says when/,
     );
-    assert.match(
-      lines[1]!,
-      /^cell\.jsonc:5:3: "kv_namespaces" .*\(CACHE, SESSIONS\).*section KV namespaces of/,
-    );
+    assert.match(lines[1]!, /^cell\.jsonc:5:3: "d1_databases" .*\(DB, LOGS\).*section D1 databases of/);
     assert.match(lines[2]!, /^cell\.jsonc:6:3: "ai" .*\(AI\).*section Workers AI of/);
     assert.doesNotMatch(refusal(text), /remove the key/);
   });

@@ -36,6 +36,8 @@ export interface LookContext {
   /** Where the workerd binary is found (`CELL_WORKERD`). */
   env: NodeJS.ProcessEnv;
   log: (line: string) => void;
+  /** The runtime host's bindings socket, for a deployment with KV bindings (instance.ts). */
+  bindingsSocket?: () => Promise<string>;
 }
 
 /** What the front knows when it asks for a look. */

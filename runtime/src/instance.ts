@@ -59,6 +59,12 @@ export interface MaterializeContext {
   env: NodeJS.ProcessEnv;
   /** Where a line about the instance goes (the application's output). */
   log: (line: string) => void;
+  /**
+   * The path of the runtime host's bindings socket (KV, runtime/src/bindings/kv.ts), asked only
+   * of a deployment with bindings; absent for the publish load check, whose worker starts but
+   * reaches no KV data.
+   */
+  bindingsSocket?: () => Promise<string>;
 }
 
 /**
@@ -116,6 +122,12 @@ export async function materialize(
       `${clash.join(', ')} is both a var of ${label} and a secret; remove the secret (svc app secret remove) or the var, then deploy again`,
     );
   }
+  const kvClash = (m.kv_namespaces ?? []).filter((n) => Object.hasOwn(secrets.values, n.binding));
+  if (kvClash.length > 0) {
+    throw new CellError(
+      `${kvClash.map((n) => n.binding).join(', ')} is both a KV namespace binding of ${label} and a secret; remove the secret (svc app secret remove) or rename the binding, then deploy again`,
+    );
+  }
   await mkdir(join(dir, 'secrets'), { mode: 0o700 });
   for (const [i, [name, value]] of Object.entries(secrets.values).entries()) {
     const file = join('secrets', `${i}.txt`);
@@ -147,6 +159,13 @@ export async function materialize(
       blobsDir,
       binding: m.assets.binding,
     };
+  }
+  const namespaces = m.kv_namespaces ?? [];
+  if (namespaces.length > 0) {
+    // Without a host (the load check) the bindings point at a socket nothing listens on: the
+    // worker loads, and a KV call during the check fails instead of reaching any data.
+    const socket = context.bindingsSocket ? await context.bindingsSocket() : join(dir, 'no-bindings.sock');
+    plan.kv = { address: `unix:${socket}`, application, namespaces };
   }
   plan.egressAllow = await egressRanges(egressEntriesFor(context.env, application), context.log);
   if (paths.cronSocketPath) {

@@ -112,7 +112,12 @@ export async function publish(options: {
   const assetRules =
     (config.assets?.run_worker_first ?? false) !== false ||
     (assets !== null && (assets.headers.length > 0 || assets.redirects.length > 0));
-  const features = ['modules', ...(assets ? ['assets'] : []), ...(assetRules ? ['asset-rules'] : [])];
+  const features = [
+    'modules',
+    ...(assets ? ['assets'] : []),
+    ...(assetRules ? ['asset-rules'] : []),
+    ...(config.kv_namespaces.length > 0 ? ['kv'] : []),
+  ];
   const manifest: Manifest = {
     schema_version: SCHEMA_VERSION,
     required_features: features,
@@ -135,6 +140,7 @@ export async function publish(options: {
         }
       : null,
     ...(config.crons.length > 0 ? { crons: config.crons } : {}),
+    ...(config.kv_namespaces.length > 0 ? { kv_namespaces: config.kv_namespaces } : {}),
   };
 
   options.log(`cell: checking that ${script} loads in workerd`);

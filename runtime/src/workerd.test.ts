@@ -30,6 +30,35 @@ describe('workerd config', () => {
     assert.match(text, /compatibilityFlags = \[ "nodejs_compat" \]/);
   });
 
+  it('binds each KV namespace to the bindings socket, the application and namespace in injected headers', () => {
+    const text = renderWorkerdConfig({
+      address: 'unix:/tmp/x.sock',
+      modules: [{ name: 'index.js', type: 'esm', file: 'modules/index.js' }],
+      compatibilityDate: '2025-06-01',
+      compatibilityFlags: [],
+      vars: [],
+      assets: null,
+      kv: {
+        address: 'unix:/state/bindings.sock',
+        application: 'shop',
+        namespaces: [
+          { binding: 'CACHE', id: 'cache' },
+          { binding: 'SESSIONS', id: 's"1' },
+          { binding: 'ALSO_CACHE', id: 'cache' },
+        ],
+      },
+    });
+    const service = (n: number, id: string) =>
+      `(name = "cell-kv-${n}", external = (address = "unix:/state/bindings.sock", http = (injectRequestHeaders = [ (name = "cell-kv-application", value = "shop"), (name = "cell-kv-namespace", value = ${id}) ])))`;
+    assert.ok(text.includes(service(0, '"cache"')), text);
+    assert.ok(text.includes(service(1, '"s\\"1"')), text);
+    assert.match(
+      text,
+      /\(name = "CACHE", kvNamespace = "cell-kv-0"\), \(name = "SESSIONS", kvNamespace = "cell-kv-1"\), \(name = "ALSO_CACHE", kvNamespace = "cell-kv-0"\)/,
+    );
+    assert.doesNotMatch(text, /cell-kv-2/, 'one service per namespace id');
+  });
+
   it('serves the worker directly without assets', () => {
     const text = renderWorkerdConfig({
       address: '127.0.0.1:9000',

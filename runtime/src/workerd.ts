@@ -5,6 +5,7 @@
 // is ever parsed as configuration.
 
 import { createRequire } from 'node:module';
+import { KV_APPLICATION_HEADER, KV_NAMESPACE_HEADER } from './bindings/kv.ts';
 import { EGRESS_ENTRY_MODULE, EGRESS_MODULE, egressEntrySource, egressModuleSource } from './egress.ts';
 import { ASSETS_ONLY_MODULE, ROUTER_MODULE } from './router-worker.ts';
 
@@ -54,6 +55,11 @@ export interface WorkerdPlan {
   cronAddress?: string | null;
   /** Private CIDR ranges the operator allows the worker to reach (egress.ts `egressRanges`). */
   egressAllow?: readonly string[];
+  /**
+   * KV namespace bindings (docs/bindings.md "KV namespaces"), served by the runtime host at
+   * `address` (`unix:/path`); the application and namespace travel in injected headers.
+   */
+  kv?: { address: string; application: string; namespaces: { binding: string; id: string }[] } | null;
 }
 
 /**
@@ -152,6 +158,22 @@ const assetsWorker :Workerd.Worker = (
   bindings = [ ${routerBindings.join(', ')} ],
 );
 `;
+  }
+  if (plan.kv) {
+    // One service per namespace: workerd replaces any header of these names a request carries,
+    // and the worker's KV calls carry none of its own, so the namespace is the config's to name.
+    const ids = [...new Set(plan.kv.namespaces.map((n) => n.id))];
+    for (const [i, id] of ids.entries()) {
+      const headers = [
+        `(name = ${q(KV_APPLICATION_HEADER)}, value = ${q(plan.kv.application)})`,
+        `(name = ${q(KV_NAMESPACE_HEADER)}, value = ${q(id)})`,
+      ];
+      services.push(
+        `(name = "cell-kv-${i}", external = (address = ${q(plan.kv.address)}, http = (injectRequestHeaders = [ ${headers.join(', ')} ])))`,
+      );
+    }
+    for (const n of plan.kv.namespaces)
+      userBindings.push(`(name = ${q(n.binding)}, kvNamespace = "cell-kv-${ids.indexOf(n.id)}")`);
   }
   const sockets = [`(name = "http", address = ${q(plan.address)}, http = (), service = ${q(entry)})`];
   const modules = plan.modules.map(

@@ -269,9 +269,9 @@ workers_dev = true
 [vars]
 LEVEL = "top"
 
-[[kv_namespaces]]
+[[r2_buckets]]
 binding = "TOP_ONLY"
-id = "1"
+bucket_name = "1"
 
 [env.staging]
 compatibility_date = "2025-07-01"
@@ -283,9 +283,9 @@ LEVEL = "staging"
 main = "src/bare.js"
 
 [env.cached]
-[[env.cached.kv_namespaces]]
+[[env.cached.r2_buckets]]
 binding = "CACHE"
-id = "2"
+bucket_name = "2"
 `;
 
 test('--env merges the section as wrangler does: inheritable keys fall back, vars and bindings do not', async () => {
@@ -293,7 +293,7 @@ test('--env merges the section as wrangler does: inheritable keys fall back, var
   const staging = (await readProjectConfig(dir, { env: 'staging' }))!;
   const doc = parse(staging.bytes.toString());
   assert.deepEqual(
-    [doc.name, doc.main, doc.compatibility_date, doc.vars, doc.kv_namespaces, doc.env],
+    [doc.name, doc.main, doc.compatibility_date, doc.vars, doc.r2_buckets, doc.env],
     ['shop-staging', 'src/index.js', '2025-07-01', { LEVEL: 'staging' }, undefined, undefined],
   );
   assert.equal(configName(staging), 'shop', 'the application is still <name>-<env> by svc --env');
@@ -302,7 +302,7 @@ test('--env merges the section as wrangler does: inheritable keys fall back, var
   // The binding the chosen section declares is refused at its place in wrangler.toml.
   assert.match(
     checkRefusal(await readProjectConfig(dir, { env: 'cached' })),
-    /^wrangler\.toml:23:1: "kv_namespaces" declares bindings this runtime does not provide yet \(CACHE\)/,
+    /^wrangler\.toml:23:1: "r2_buckets" declares bindings this runtime does not provide yet \(CACHE\)/,
   );
   const unknown = await refusalOf(readProjectConfig(dir, { env: 'prod' }));
   assert.match(
@@ -319,7 +319,7 @@ test('without --env the top level deploys, its environments dropped, with a note
   );
   assert.equal(parse(config.bytes.toString()).env, undefined);
   // The top level's binding is refused at its own line of wrangler.toml, not of the JSON.
-  assert.match(checkRefusal(config), /^wrangler\.toml:9:1: "kv_namespaces" declares bindings .*\(TOP_ONLY\)/);
+  assert.match(checkRefusal(config), /^wrangler\.toml:9:1: "r2_buckets" declares bindings .*\(TOP_ONLY\)/);
 });
 
 test('TOML: every refusal in one run, in file order, and every warning, at their lines in wrangler.toml', async () => {

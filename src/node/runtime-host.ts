@@ -3,9 +3,11 @@
 // leases, cron claims) on one owner-only Unix socket in its state directory, through the bucket
 // client it already holds. So an application's runtime keeps no Node process and opens no bucket
 // client of its own, and a redeploy costs the runtime no bucket read. It starts before the fleet
-// and stops after it: a draining runtime releases its lease through it.
+// and stops after it: a draining runtime releases its lease through it. Beside it, the bindings
+// socket answers the workers' KV calls (docs/bindings.md "KV namespaces").
 
 import { join } from 'node:path';
+import { type KvSocket, listenKvSocket } from '../../runtime/src/bindings/kv-socket.ts';
 import { type HostSocket, listenHostSocket } from '../../runtime/src/host/socket.ts';
 import type { DaemonService } from './context.ts';
 
@@ -14,22 +16,35 @@ export function runtimeHostSocketPath(stateDir: string): string {
   return join(stateDir, 'runtime.sock');
 }
 
+/** The KV bindings socket beside it (runtime/src/bindings/kv.ts); workerd's config names it. */
+export function bindingsSocketPath(stateDir: string): string {
+  return join(stateDir, 'bindings.sock');
+}
+
 export function runtimeHostService(): DaemonService {
   let socket: HostSocket | null = null;
+  let bindings: KvSocket | null = null;
   return {
     name: 'runtime-host',
     async start(ctx) {
       const log = ctx.log.child({ part: 'runtime-host' });
+      const kv = await listenKvSocket(bindingsSocketPath(ctx.settings.node.stateDir), ctx.store, (line) =>
+        log.warn(line),
+      );
+      bindings = kv;
       socket = await listenHostSocket(runtimeHostSocketPath(ctx.settings.node.stateDir), {
         store: ctx.store,
         name: `svc ${ctx.version}`,
         log: (line) => log.warn(line),
+        bindingsSocket: async () => kv.path,
       });
     },
     // On a restart (SIGUSR2) too: the runtimes keep serving, and connect to the next daemon.
     async stop() {
       await socket?.close();
       socket = null;
+      await bindings?.close();
+      bindings = null;
     },
   };
 }

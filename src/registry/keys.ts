@@ -128,4 +128,13 @@ export const keys = {
   runtimeCronClaim: (name: string, cron: string, scheduledMs: number) =>
     `fleets/${name}/crons/${cron}/${scheduledMs}.json`,
   runtimeCronClaimsPrefix: (name: string) => `fleets/${name}/crons/`,
+  /**
+   * Workers KV (docs/bindings.md "KV namespaces"): one object per KV key under its namespace.
+   * `encoded` is the key's UTF-8 bytes in base32hex, split into 200-character segments, then a
+   * last segment `-`: byte order of the KV keys is the bucket's key order, every backend holds
+   * every 512-byte key, and no entry is ever a prefix of another (runtime/src/bindings/kv.ts).
+   */
+  runtimeKvNamespacePrefix: (name: string, namespace: string) => `fleets/${name}/kv/${namespace}/`,
+  runtimeKvEntry: (name: string, namespace: string, encoded: string) =>
+    `fleets/${name}/kv/${namespace}/${encoded}/-`,
 } as const;

@@ -12,9 +12,11 @@ export const SCHEMA_VERSION = 1;
  * `modules`: code under `modules/`; `assets`: static files content-addressed in `deploy-blobs/`;
  * `containers`: container images under `deploy/images/` named by `containers[].image` and
  * `fence_image` (written by no release of `cell` yet, but understood by prune); `asset-rules`:
- * `run_worker_first`, `_headers` or `_redirects` rules a reader must apply to serve the assets.
+ * `run_worker_first`, `_headers` or `_redirects` rules a reader must apply to serve the assets;
+ * `kv`: `kv_namespaces` bindings the runtime must serve (a runtime without them must not start
+ * the worker, whose KV calls would fail).
  */
-export const KNOWN_FEATURES: readonly string[] = ['modules', 'assets', 'containers', 'asset-rules'];
+export const KNOWN_FEATURES: readonly string[] = ['modules', 'assets', 'containers', 'asset-rules', 'kv'];
 
 /** Runtime releases the storage tools (prune, lease) were verified against (docs/cli.md). */
 export const VERIFIED_RUNTIME_RELEASES: readonly string[] = [
@@ -55,6 +57,15 @@ export interface AssetsConfig {
   run_worker_first?: boolean | string[];
 }
 
+/** One Workers KV binding: the worker's binding name and the namespace id its keys live under. */
+export interface KvNamespaceBinding {
+  binding: string;
+  id: string;
+}
+
+/** A KV namespace id: 1-64 of [A-Za-z0-9_-], a folder name in the bucket. */
+export const KV_NAMESPACE_ID = /^[A-Za-z0-9_-]{1,64}$/;
+
 /** One `_headers` rule: its URL pattern, the headers it sets and those it detaches. */
 export interface HeaderRule {
   path: string;
@@ -92,6 +103,8 @@ export interface Manifest {
   fence_image?: string;
   /** Cron schedules (five fields, UTC) the worker's `scheduled` handler runs on; absent: none. */
   crons?: string[];
+  /** KV namespace bindings (required feature `kv`); absent: none. */
+  kv_namespaces?: KvNamespaceBinding[];
 }
 
 /** One static file: its request path maps to a blob in `deploy-blobs/`. */
@@ -210,9 +223,26 @@ export function parseManifest(body: Uint8Array | string): ParsedVersioned<Manife
   if (doc.assets !== null && !isAssetsConfig(doc.assets)) return fail('assets is malformed');
   if (doc.crons !== undefined && !(Array.isArray(doc.crons) && doc.crons.every(isString)))
     return fail('crons is malformed');
+  if (
+    doc.kv_namespaces !== undefined &&
+    !(Array.isArray(doc.kv_namespaces) && doc.kv_namespaces.every(isKvBinding))
+  )
+    return fail('kv_namespaces is malformed');
   const images = imageReferences(doc);
   if (!images.ok) return images;
   return { ok: true, value: doc as unknown as Manifest };
+}
+
+function isKvBinding(v: unknown): v is KvNamespaceBinding {
+  const b = v as Record<string, unknown> | null;
+  return (
+    !!b &&
+    typeof b === 'object' &&
+    isString(b.binding) &&
+    /^[A-Za-z_][A-Za-z0-9_]*$/.test(b.binding) &&
+    isString(b.id) &&
+    KV_NAMESPACE_ID.test(b.id)
+  );
 }
 
 function isModuleEntry(v: unknown): v is ModuleEntry {

@@ -28,8 +28,8 @@ describe('the shared worker config parser', () => {
 
   it('places a refused key at the key itself', () => {
     const text =
-      '{\n  "main": "a.js",\n  "compatibility_date": "2025-01-01",\n    "kv_namespaces": [{ "binding": "C" }]\n}';
-    assert.match(refusal(text).message, /^cell\.jsonc:4:5: "kv_namespaces" declares bindings/);
+      '{\n  "main": "a.js",\n  "compatibility_date": "2025-01-01",\n    "d1_databases": [{ "binding": "C" }]\n}';
+    assert.match(refusal(text).message, /^cell\.jsonc:4:5: "d1_databases" declares bindings/);
     const nested =
       '{\n  "main": "a.js",\n  "compatibility_date": "2025-01-01",\n  "vars": {\n    "1X": "a"\n  }\n}';
     assert.match(refusal(nested).message, /^cell\.jsonc:5:5: "vars\.1X" is no variable name/);
@@ -92,6 +92,72 @@ describe('the shared worker config parser', () => {
         }
       }),
       { numRuns: 500 },
+    );
+  });
+});
+
+describe('kv_namespaces (docs/bindings.md "KV namespaces")', () => {
+  const config = (kv: string, extra = '') =>
+    `{\n  "main": "a.js",\n  "compatibility_date": "2025-01-01",${extra}\n  "kv_namespaces": ${kv}\n}`;
+
+  it('reads each binding and id, ignores preview_id with a warning, and reads [] as no binding', () => {
+    const parsed = parseWorkerConfig(
+      config(
+        '[{ "binding": "CACHE", "id": "cache-1" }, { "binding": "SESSIONS", "id": "s_2", "preview_id": "p" }]',
+      ),
+      'cell.jsonc',
+    );
+    assert.deepEqual(parsed.kv_namespaces, [
+      { binding: 'CACHE', id: 'cache-1' },
+      { binding: 'SESSIONS', id: 's_2' },
+    ]);
+    assert.deepEqual(parsed.warnings, [
+      'cell.jsonc:4:100: ignoring "kv_namespaces[1].preview_id": svc has no preview namespaces; the binding always reaches "id"',
+    ]);
+    assert.deepEqual(parseWorkerConfig(config('[]'), 'cell.jsonc').kv_namespaces, []);
+    assert.deepEqual(parseWorkerConfig(config('[]'), 'cell.jsonc').warnings, []);
+  });
+
+  it('refuses a bad declaration at the offending key', () => {
+    const cases: [string, string, RegExp][] = [
+      ['{ "binding": "C", "id": "x" }', '', /^cell\.jsonc:4:3: "kv_namespaces" must be a list/],
+      ['["CACHE"]', '', /^cell\.jsonc:4:21: "kv_namespaces\[0\]" must be an object/],
+      ['[{ "id": "x" }]', '', /^cell\.jsonc:4:21: "kv_namespaces\[0\]" needs "binding"/],
+      ['[{ "binding": "C" }]', '', /^cell\.jsonc:4:21: "kv_namespaces\[0\]" needs "id"/],
+      [
+        '[{ "binding": "1C", "id": "x" }]',
+        '',
+        /^cell\.jsonc:4:23: "kv_namespaces\[0\]\.binding" must be a binding name/,
+      ],
+      [
+        '[{ "binding": "C", "id": "" }]',
+        '',
+        /^cell\.jsonc:4:39: "kv_namespaces\[0\]\.id" must be 1-64 letters, digits, "_" or "-" .*got ""/,
+      ],
+      ['[{ "binding": "C", "id": "a/b" }]', '', /"kv_namespaces\[0\]\.id" must be 1-64 .*got "a\/b"/],
+      [`[{ "binding": "C", "id": "${'x'.repeat(65)}" }]`, '', /"kv_namespaces\[0\]\.id" must be 1-64/],
+      ['[{ "binding": "C", "id": 7 }]', '', /"kv_namespaces\[0\]\.id" must be 1-64 .*got 7/],
+      [
+        '[{ "binding": "GREETING", "id": "x" }]',
+        '\n  "vars": { "GREETING": "hi" },',
+        /^cell\.jsonc:5:23: "kv_namespaces\[0\]\.binding" names GREETING, which vars also binds/,
+      ],
+      [
+        '[{ "binding": "ASSETS", "id": "x" }]',
+        '\n  "assets": { "directory": "p", "binding": "ASSETS" },',
+        /"kv_namespaces\[0\]\.binding" names ASSETS, which assets\.binding also binds/,
+      ],
+      [
+        '[{ "binding": "C", "id": "x" }, { "binding": "C", "id": "y" }]',
+        '',
+        /^cell\.jsonc:4:54: "kv_namespaces\[1\]\.binding" names C, which an earlier KV namespace binds/,
+      ],
+    ];
+    for (const [kv, extra, expected] of cases) assert.match(refusal(config(kv, extra)).message, expected, kv);
+    assert.deepEqual(
+      parseWorkerConfig(config(`[{ "binding": "C", "id": "${'x'.repeat(64)}" }]`), 'cell.jsonc')
+        .kv_namespaces,
+      [{ binding: 'C', id: 'x'.repeat(64) }],
     );
   });
 });

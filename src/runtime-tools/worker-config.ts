@@ -11,7 +11,7 @@
 import { findNodeAtLocation, type Node, type ParseError, parseTree, printParseErrorCode } from 'jsonc-parser';
 import { isScriptName } from '../registry/names.ts';
 import { cronProblem } from './cron-schedule.ts';
-import type { AssetsConfig } from './layout.ts';
+import { type AssetsConfig, KV_NAMESPACE_ID, type KvNamespaceBinding } from './layout.ts';
 
 export const CONFIG_FILES = ['cell.jsonc', 'cell.json'] as const;
 
@@ -45,6 +45,8 @@ export interface WorkerConfig {
     jsx_fragment: string | null;
     tsconfig: string | null;
   };
+  /** `kv_namespaces`: each binding name and the namespace id its data is kept under. */
+  kv_namespaces: KvNamespaceBinding[];
   /** Unknown keys this runtime ignores. */
   ignored: string[];
   /** One sentence per thing the user should know but that does not stop the deploy. */
@@ -92,7 +94,6 @@ export class WorkerConfigError extends Error {
  * An empty declaration (`[]`, `{ "bindings": [] }`, as framework builds write) declares nothing.
  */
 const UNSUPPORTED_BINDINGS: Record<string, string> = {
-  kv_namespaces: 'KV namespaces',
   r2_buckets: 'R2 buckets',
   d1_databases: 'D1 databases',
   durable_objects: 'Durable Objects',
@@ -177,6 +178,7 @@ const KNOWN_KEYS = [
   'jsx_factory',
   'jsx_fragment',
   'tsconfig',
+  'kv_namespaces',
 ];
 
 const VAR_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
@@ -323,6 +325,17 @@ export function parseWorkerConfig(text: string, file: string, options: ParseOpti
   if (assets?.binding && has(vars, assets.binding)) {
     throw bad(['assets', 'binding'], `names ${assets.binding}, which vars also binds; choose another name`);
   }
+  const kvNamespaces = parseKvNamespaces(doc.kv_namespaces, bad, vars, assets?.binding ?? null);
+  if (Array.isArray(doc.kv_namespaces)) {
+    doc.kv_namespaces.forEach((entry, i) => {
+      if (isObject(entry) && entry.preview_id !== undefined) {
+        const where = place(['kv_namespaces', i, 'preview_id']);
+        warnings.push(
+          `${file}:${where.line}:${where.column}: ignoring "kv_namespaces[${i}].preview_id": svc has no preview namespaces; the binding always reaches "id"`,
+        );
+      }
+    });
+  }
   if (main === null && assets === null) {
     throw bad(
       ['main'],
@@ -381,6 +394,7 @@ export function parseWorkerConfig(text: string, file: string, options: ParseOpti
     base_dir: typeof doc.base_dir === 'string' ? doc.base_dir : null,
     preserve_file_names: doc.preserve_file_names === true,
     build: parseBuildOptions(doc, bad),
+    kv_namespaces: kvNamespaces,
     ignored,
     warnings,
   };
@@ -407,6 +421,69 @@ function bindingNames(value: unknown): string {
     .map((entry) => (isObject(entry) ? (entry.binding ?? entry.name) : undefined))
     .filter((name): name is string => typeof name === 'string');
   return names.length > 0 ? names.join(', ') : 'a binding';
+}
+
+/**
+ * `kv_namespaces`: a list of `{ binding, id }`. A binding name is a JS identifier no var, the
+ * assets binding or another namespace already takes; an id is 1-64 of [A-Za-z0-9_-], since it
+ * names a folder in the bucket. Two bindings may share an id (they reach the same data).
+ */
+function parseKvNamespaces(
+  value: unknown,
+  bad: (path: KeyPath, why: string) => WorkerConfigError,
+  vars: Record<string, unknown>,
+  assetsBinding: string | null,
+): KvNamespaceBinding[] {
+  if (value === undefined || value === null) return [];
+  if (!Array.isArray(value)) {
+    throw bad(['kv_namespaces'], 'must be a list such as [{ "binding": "CACHE", "id": "cache" }]');
+  }
+  const taken = new Set<string>();
+  return value.map((entry, i) => {
+    if (!isObject(entry))
+      throw bad(['kv_namespaces', i], 'must be an object such as { "binding": "CACHE", "id": "cache" }');
+    const { binding, id } = entry;
+    // A missing field is placed at its entry, a bad one at itself.
+    const at = (field: string): KeyPath =>
+      entry[field] === undefined ? ['kv_namespaces', i] : ['kv_namespaces', i, field];
+    if (binding === undefined)
+      throw bad(
+        at('binding'),
+        'needs "binding": the name the worker reaches the namespace by, such as "CACHE"',
+      );
+    if (id === undefined)
+      throw bad(at('id'), 'needs "id": the namespace\'s name in the fleet\'s bucket, such as "cache"');
+    if (typeof binding !== 'string' || !VAR_NAME.test(binding) || FORBIDDEN_NAMES.includes(binding)) {
+      throw bad(
+        ['kv_namespaces', i, 'binding'],
+        'must be a binding name: letters, digits and underscores, not starting with a digit',
+      );
+    }
+    if (has(vars, binding))
+      throw bad(
+        ['kv_namespaces', i, 'binding'],
+        `names ${binding}, which vars also binds; choose another name`,
+      );
+    if (binding === assetsBinding) {
+      throw bad(
+        ['kv_namespaces', i, 'binding'],
+        `names ${binding}, which assets.binding also binds; choose another name`,
+      );
+    }
+    if (taken.has(binding))
+      throw bad(
+        ['kv_namespaces', i, 'binding'],
+        `names ${binding}, which an earlier KV namespace binds; choose another name`,
+      );
+    taken.add(binding);
+    if (typeof id !== 'string' || !KV_NAMESPACE_ID.test(id)) {
+      throw bad(
+        ['kv_namespaces', i, 'id'],
+        `must be 1-64 letters, digits, "_" or "-" (the namespace's name in the fleet's bucket), got ${JSON.stringify(id ?? null)}`,
+      );
+    }
+    return { binding, id };
+  });
 }
 
 /** wrangler's build options, checked as wrangler types them. */

@@ -1,8 +1,11 @@
 // `cell host` (docs/runtime.md "The runtime host"): with `--stdio`, the private host of a `cell serve`
 // run without a node daemon: its front starts it once and talks to it on its stdin and stdout,
 // and it exits when its input ends. With `--socket`, a node's host without svc's daemon. Either
-// way it opens the bucket the environment names.
+// way it opens the bucket the environment names, and serves KV bindings (runtime/src/bindings/kv.ts)
+// on a `bindings.sock` beside its socket (a private host: in the front's private folder).
 
+import { dirname, join } from 'node:path';
+import { type KvSocket, listenKvSocket } from '../bindings/kv-socket.ts';
 import { openBucketFromEnv } from '../bucket.ts';
 import { CELL_VERSION_LINE } from '../version.ts';
 import { serveFront } from './host.ts';
@@ -13,6 +16,13 @@ export async function hostOnStdio(env: NodeJS.ProcessEnv, log: (line: string) =>
   process.stdout.on('error', () => {});
   process.stderr.on('error', () => {});
   const store = await openBucketFromEnv(env);
+  const hostLog = (line: string) => log(`cell host: ${line}`);
+  // The front's own KV socket, in its private folder, opened when a deployment binds KV.
+  const bindings: { socket: Promise<KvSocket> | null } = { socket: null };
+  const bindingsSocket = async (stateDir: string) => {
+    bindings.socket ??= listenKvSocket(join(stateDir, 'bindings.sock'), store, hostLog);
+    return (await bindings.socket).path;
+  };
   try {
     await serveFront(
       {
@@ -24,9 +34,10 @@ export async function hostOnStdio(env: NodeJS.ProcessEnv, log: (line: string) =>
           process.stdin.destroy();
         },
       },
-      { store, name: CELL_VERSION_LINE, log: (line) => log(`cell host: ${line}`) },
+      { store, name: CELL_VERSION_LINE, log: hostLog, bindingsSocket },
     );
   } finally {
+    await (await bindings.socket?.catch(() => null))?.close();
     await store.close();
   }
   return 0;
@@ -39,10 +50,13 @@ export async function hostOnSocket(
   log: (line: string) => void,
 ): Promise<number> {
   const store = await openBucketFromEnv(env);
+  const hostLog = (line: string) => log(`cell host: ${line}`);
+  const bindings = await listenKvSocket(join(dirname(path), 'bindings.sock'), store, hostLog);
   const host = await listenHostSocket(path, {
     store,
     name: CELL_VERSION_LINE,
-    log: (line) => log(`cell host: ${line}`),
+    log: hostLog,
+    bindingsSocket: async () => bindings.path,
   });
   log(`cell host: serving runtimes on ${path}`);
   await new Promise<void>((resolve) => {
@@ -50,6 +64,7 @@ export async function hostOnSocket(
     process.once('SIGINT', resolve);
   });
   await host.close();
+  await bindings.close();
   await store.close();
   return 0;
 }

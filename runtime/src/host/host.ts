@@ -36,6 +36,11 @@ export interface HostOptions {
   name: string;
   /** The host's own log (a front that cannot be served, a broken connection). */
   log: (line: string) => void;
+  /**
+   * The bindings socket (KV) serving a front whose private folder is `stateDir`, asked when a
+   * deployment with bindings starts; absent: such a deployment cannot start.
+   */
+  bindingsSocket?: (stateDir: string) => Promise<string>;
 }
 
 /** One front's connection, as two streams (a socket is both). */
@@ -125,6 +130,10 @@ function greet(
       secretsFile: new SecretsFile(context.secretsFile ?? undefined),
       env: { ...context.env, CELL_WORKERD: context.workerd },
       log,
+      bindingsSocket: async () => {
+        if (!options.bindingsSocket) throw new Error('this runtime host serves no KV bindings');
+        return options.bindingsSocket(stateDir);
+      },
     },
     lease: { store: options.store, application, node, log },
     leaseChain: Promise.resolve(),

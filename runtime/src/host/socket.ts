@@ -17,15 +17,6 @@ export interface HostSocket {
 }
 
 export async function listenHostSocket(path: string, options: HostOptions): Promise<HostSocket> {
-  if (Buffer.byteLength(path) > MAX_SOCKET_PATH)
-    throw new Error(
-      `the runtime host socket ${path} is longer than ${MAX_SOCKET_PATH} bytes; choose a shorter state directory (--state-dir)`,
-    );
-  // A socket file is left behind by a host that was killed; one that still answers belongs to a
-  // host that runs, whose fronts must not be taken from it.
-  if (await answers(path))
-    throw new Error(`another runtime host is listening on ${path}: one svc sail per state directory`);
-  await rm(path, { force: true });
   const sockets = new Set<Socket>();
   const server: Server = createServer((socket) => {
     sockets.add(socket);
@@ -46,6 +37,34 @@ export async function listenHostSocket(path: string, options: HostOptions): Prom
       },
     );
   });
+  await listenOwnerOnly(server, path, 'runtime host');
+  return {
+    path,
+    async close() {
+      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      for (const socket of sockets) socket.destroy();
+      await closed;
+      await rm(path, { force: true });
+    },
+  };
+}
+
+/**
+ * Listens on the Unix socket at `path`, owner-only, with the rules every socket of the host
+ * keeps (the runtime socket, the bindings socket): a path too long is refused naming
+ * --state-dir, a stale file a killed process left is replaced, and a socket something still
+ * answers on is never taken from it. `what` names the socket in the refusals.
+ */
+export async function listenOwnerOnly(server: Server, path: string, what: string): Promise<void> {
+  if (Buffer.byteLength(path) > MAX_SOCKET_PATH)
+    throw new Error(
+      `the ${what} socket ${path} is longer than ${MAX_SOCKET_PATH} bytes; choose a shorter state directory (--state-dir)`,
+    );
+  // A socket file is left behind by a host that was killed; one that still answers belongs to a
+  // host that runs, whose clients must not be taken from it.
+  if (await answers(path))
+    throw new Error(`another ${what} is listening on ${path}: one svc sail per state directory`);
+  await rm(path, { force: true });
   // Owner-only from the first instant: the file is made with the process's umask, so tighten it
   // for the listen and restore it at once.
   const umask = process.umask(0o077);
@@ -61,15 +80,6 @@ export async function listenHostSocket(path: string, options: HostOptions): Prom
     process.umask(umask);
   }
   await chmod(path, 0o600);
-  return {
-    path,
-    async close() {
-      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
-      for (const socket of sockets) socket.destroy();
-      await closed;
-      await rm(path, { force: true });
-    },
-  };
 }
 
 /** Whether something accepts connections on the socket at `path`. */
