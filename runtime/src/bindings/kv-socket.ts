@@ -33,7 +33,7 @@ export async function listenKvSocket(
       res.end();
     });
   });
-  await listenOwnerOnly(server, path, 'bindings');
+  await listenOwnerOnly(server, path, 'KV bindings host');
   return {
     path,
     async close() {
