@@ -9,10 +9,13 @@
 // namespace of the same id.
 
 import assert from 'node:assert/strict';
+import { statSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { encodeKey } from '../runtime/src/bindings/kv.ts';
 import { keys } from '../src/registry/keys.ts';
 import { openDirStore } from '../src/store/dir.ts';
+import { type Bucket, call, keyArg, openBucket } from './helpers/applications.ts';
 import {
   type BucketEnv,
   type CellProcess,
@@ -22,8 +25,9 @@ import {
   publish,
   startCell,
 } from './helpers/cell.ts';
+import { CELL_REAL } from './helpers/deploys.ts';
 import { type Minio, useMinio } from './helpers/minio.ts';
-import { tempDir, waitFor } from './helpers/svc.ts';
+import { runSvc, tempDir, waitFor } from './helpers/svc.ts';
 
 const FOLLOW_DEADLINE_MS = 60_000;
 const minioStarting = useMinio();
@@ -190,5 +194,46 @@ describe('Workers KV in workerd, through cell publish and cell serve', () => {
       });
       await conformance(cell);
     });
+  });
+});
+
+describe('Workers KV through the node daemon', () => {
+  let bucket: Bucket;
+  before(async () => {
+    bucket = await openBucket();
+  });
+  after(async () => {
+    await bucket.close();
+  });
+
+  it("serves the runtimes' KV calls on <state dir>/bindings.sock, owner-only", async () => {
+    const admin = await bucket.operator('op-kv', 'admin', ['*']);
+    const node = await bucket.sail(['--cell-bin', CELL_REAL]);
+    const socket = join(node.stateDir, 'bindings.sock');
+    assert.equal(statSync(socket).mode & 0o777, 0o600);
+    const run = await runSvc(['deploy', join(EXAMPLES, 'kv'), '--node', node.url, '--key', keyArg(admin)], {
+      timeoutMs: 120_000,
+    });
+    assert.equal(run.code, 0, run.stderr);
+    const port = await waitFor(
+      async () => {
+        const state = (await call(node.url, 'GET', '/v1/state', { signer: admin })).body as {
+          processes: { application: string; port: number; ready: boolean }[];
+        };
+        const p = state.processes.find((process) => process.application === 'kv');
+        return p?.ready ? p.port : undefined;
+      },
+      `kv ready\n${node.log()}`,
+      FOLLOW_DEADLINE_MS,
+    );
+    const url = `http://127.0.0.1:${port}`;
+    assert.equal((await fetchText(`${url}/put?key=k&value=through-the-daemon`))?.status, 200);
+    assert.deepEqual(JSON.parse((await fetchText(`${url}/get?key=k`))!.body), {
+      value: 'through-the-daemon',
+    });
+    assert.ok(
+      await bucket.store.stat(keys.runtimeKvEntry('kv', 'data', encodeKey(Buffer.from('k')))),
+      'the key sits in the bucket',
+    );
   });
 });
