@@ -65,4 +65,26 @@ describe('the bindings socket', () => {
     }
     assert.throws(() => statSync(path), /ENOENT/);
   });
+
+  it('answers 503 when the bucket fails, never 500', async () => {
+    const store = await openDirStore(join(dir, 'bucket-2'));
+    // A stand-in at the Store interface: a bucket whose reads fail.
+    const failing = Object.assign(Object.create(store), {
+      get: async () => {
+        throw new Error('connection refused');
+      },
+    });
+    const lines: string[] = [];
+    const path = join(dir, 'failing.sock');
+    const socket = await listenKvSocket(path, failing, (line) => lines.push(line));
+    try {
+      const answer = await call(path, 'GET', '/k?urlencoded=true', names);
+      assert.equal(answer.status, 503);
+      assert.equal(answer.statusText, 'the bucket did not answer the KV request');
+      assert.deepEqual(lines, ['a KV request failed: connection refused']);
+    } finally {
+      await socket.close();
+      await store.close();
+    }
+  });
 });

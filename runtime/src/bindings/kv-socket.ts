@@ -27,7 +27,8 @@ export async function listenKvSocket(
     serve(store, req, res).catch((err: unknown) => {
       log(`a KV request failed: ${(err as Error).message}`);
       if (!res.headersSent) {
-        res.statusCode = 500;
+        // The bucket failed, not the request: the worker sees `KV <METHOD> failed: 503 ...`.
+        res.statusCode = 503;
         res.statusMessage = 'the bucket did not answer the KV request';
       }
       res.end();
