@@ -50,7 +50,10 @@ export function buildProgram(): Command {
       "Serve the bucket side of cell serve's fronts (env SVC_S3_*): on a Unix socket, as a node daemon does, or on stdin/stdout for the one front that started it",
     )
     .option('--socket <path>', 'Listen on this Unix socket (owner-only) until SIGTERM or SIGINT')
-    .option('--stdio', 'Serve one front on stdin and stdout until stdin ends (how cell serve starts its private host)')
+    .option(
+      '--stdio',
+      'Serve one front on stdin and stdout until stdin ends (how cell serve starts its private host)',
+    )
     .action(async (flags: { socket?: string; stdio?: boolean }) => {
       if (Boolean(flags.socket) === Boolean(flags.stdio))
         throw new CellError('cell host needs exactly one of --socket <path> and --stdio');
