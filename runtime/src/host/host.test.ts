@@ -24,6 +24,7 @@ import {
 } from '../../../test/helpers/cell.ts';
 import { waitFor } from '../../../test/helpers/svc.ts';
 import { cronId } from '../cron.ts';
+import { CELL_VERSION_LINE } from '../version.ts';
 import { workerdBinary } from '../workerd.ts';
 import { HOST_PROTOCOL_VERSION } from './protocol.ts';
 
@@ -145,7 +146,7 @@ describe('cell host', () => {
     });
     assert.deepEqual(greeted, {
       id: 0,
-      result: { protocol: HOST_PROTOCOL_VERSION, host: (await runCell(['--version'])).stdout.trim() },
+      result: { protocol: HOST_PROTOCOL_VERSION, host: CELL_VERSION_LINE },
     });
     return host;
   };
