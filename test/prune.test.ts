@@ -455,7 +455,7 @@ describe('deployment prune', () => {
     it('refuses unless every answering node reports a verified release', async () => {
       const guard = () => requireVerifiedRuntimes(store, Date.now(), 'svc deployment prune');
       await guard(); // n1 reports 0.6.2
-      for (const release of ['0.5.0', '0.5.1', '0.6.0', '0.6.1', 'cell 0.6.2', '0.7.0', '0.8.0']) {
+      for (const release of ['0.5.0', '0.5.1', '0.6.0', '0.6.1', 'cell 0.6.2', '0.7.0', '0.8.0', '0.8.1']) {
         await seedNode(store, 'n2', { cell: release });
         await guard();
       }

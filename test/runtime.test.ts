@@ -89,7 +89,7 @@ async function writeUncheckedDeployment(
     script: application,
     deployment,
     created_ms: Date.now(),
-    runtime: 'cell 0.8.0',
+    runtime: 'cell 0.8.1',
     main_module: 'w.js',
     modules: [
       {
@@ -134,7 +134,7 @@ describe('cell', () => {
   it('prints its version', async () => {
     const result = await runCell(['--version']);
     assert.equal(result.code, 0);
-    assert.equal(result.stdout, 'cell 0.8.0\n');
+    assert.equal(result.stdout, 'cell 0.8.1\n');
   });
 
   it('publishes examples/hello and serves its var and its asset through workerd', async () => {

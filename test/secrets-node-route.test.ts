@@ -97,10 +97,20 @@ function sealedBody(sealed: SealedSecrets) {
 const postSecrets = (signer: Signer | undefined, payload: unknown, application = APP, headers = {}) =>
   call(node.url, 'POST', `/v1/applications/${application}/secrets`, { signer, body: payload, headers });
 
-function filesUnder(dir: string): string[] {
-  return readdirSync(dir, { recursive: true, withFileTypes: true })
-    .filter((entry) => entry.isFile())
-    .map((entry) => join(entry.parentPath, entry.name));
+/** The text of every file under `dir` smaller than 10 MB, by path. A file removed between the
+ * listing and the read (the running node's lock and temporary files come and go) is left out. */
+function textsUnder(dir: string): Map<string, string> {
+  const texts = new Map<string, string>();
+  for (const entry of readdirSync(dir, { recursive: true, withFileTypes: true })) {
+    if (!entry.isFile()) continue;
+    const path = join(entry.parentPath, entry.name);
+    try {
+      if (statSync(path).size < 10_000_000) texts.set(path, readFileSync(path, 'utf8'));
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
+    }
+  }
+  return texts;
 }
 
 before(async () => {
@@ -268,11 +278,11 @@ describe('through a node, without bucket credentials', () => {
 
   test('no bucket object, node log or command output carries a value', () => {
     const bucketDir = new URL(bucket.endpoint).pathname;
-    const files = filesUnder(bucketDir).filter((f) => statSync(f).size < 10_000_000);
-    assert.ok(files.some((f) => f.includes(`/_svc/apps/${APP}/secrets.json`)));
+    const texts = textsUnder(bucketDir);
+    assert.ok([...texts.keys()].some((f) => f.includes(`/_svc/apps/${APP}/secrets.json`)));
     for (const value of [SECRET, CI_SECRET]) {
       assert.deepEqual(
-        files.filter((f) => readFileSync(f, 'utf8').includes(value)),
+        [...texts].filter(([, text]) => text.includes(value)).map(([path]) => path),
         [],
       );
       assert.ok(!node.log().includes(value), 'the node log');

@@ -48,7 +48,7 @@ type Prepared struct {
 // Instance is one workerd process and the requests in flight to it.
 type Instance struct {
 	Prepared
-	transport *http.Transport
+	transport *workerdLink
 
 	cmd      *exec.Cmd
 	exited   chan struct{}
@@ -92,23 +92,6 @@ func StartInstance(p Prepared, stateDir string, timeout time.Duration, log func(
 		return nil, err
 	}
 	return in, nil
-}
-
-// newTransport keeps the connections to one workerd; a failed dial is marked as such (nothing
-// reached the worker, so the request may be sent again).
-func newTransport(dial func(context.Context) (net.Conn, error)) *http.Transport {
-	return &http.Transport{
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			conn, err := dial(ctx)
-			if err != nil {
-				return nil, dialError{err}
-			}
-			return conn, nil
-		},
-		MaxIdleConnsPerHost: 256,
-		IdleConnTimeout:     60 * time.Second,
-		DisableCompression:  true,
-	}
 }
 
 func (in *Instance) spawn(stateDir string, log func(string), lost func(*Instance)) error {

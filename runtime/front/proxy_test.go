@@ -492,3 +492,25 @@ func TestAnAnswerBeforeTheBodyEndedSaysTheConnectionCloses(t *testing.T) {
 		t.Fatalf("%d, Connection: %q", res.StatusCode, res.Header.Get("Connection"))
 	}
 }
+
+// workerd's assets answer a POST with 405 without reading its body and close the connection:
+// the answer reaches the client even though the rest of the body could not be written.
+func TestAnAnswerGivenBeforeTheBodyWasWrittenIsNotLost(t *testing.T) {
+	socket := standInWorkerd(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		conn, buffered, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		_, _ = buffered.WriteString("HTTP/1.1 405 Method Not Allowed\r\nContent-Length: 0\r\n\r\n")
+		_ = buffered.Flush()
+		conn.Close() // the unread body makes the close a reset
+	}))
+	addr, logged := frontServing(t, dialUnix(socket))
+	for range 20 { // each time on a new connection, since the answer closes the one it came on
+		body := strings.Repeat("x", 1<<20)
+		res, _ := exchange(t, addr, fmt.Sprintf("POST /form HTTP/1.1\r\nHost: app\r\nContent-Length: %d\r\n\r\n%s", len(body), body))
+		if res.StatusCode != http.StatusMethodNotAllowed {
+			t.Fatalf("%d, logged %q", res.StatusCode, *logged)
+		}
+	}
+}

@@ -27,6 +27,7 @@ export const VERIFIED_RUNTIME_RELEASES: readonly string[] = [
   '0.6.2',
   '0.7.0',
   '0.8.0',
+  '0.8.1',
 ];
 
 /** A deployment version: lowercase hex, as `cell publish` writes it. */
