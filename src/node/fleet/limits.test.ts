@@ -9,7 +9,7 @@ import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import type { EventInput } from '../../observability/events.ts';
-import { ApplicationLimits, detectControllers } from './limits.ts';
+import { ApplicationLimits, detectControllers, limitSampleMs } from './limits.ts';
 
 const quietLog = { info() {}, warn() {} };
 
@@ -130,4 +130,11 @@ test('without controllers the node says once at start what is not enforced, and 
   } finally {
     limits.close();
   }
+});
+
+test('the sampler reads a tenth of the CPU-time limit apart, between 1 s and 5 s', () => {
+  assert.deepEqual(
+    [30_000, 2_000, 12_000, 300_000, 0].map(limitSampleMs),
+    [3_000, 1_000, 1_200, 5_000, 5_000],
+  );
 });

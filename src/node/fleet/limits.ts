@@ -28,8 +28,20 @@ export interface LimitSettings {
 
 /** USER_HZ: the unit of /proc/<pid>/stat CPU times, fixed at 100 by the kernel's ABI. */
 const TICKS_PER_SECOND = 100;
-/** How often the groups' processes, CPU times and OOM counters are read. */
-export const LIMIT_SAMPLE_MS = 1_000;
+/**
+ * How often the groups' CPU times and OOM counters are read: a tenth of the CPU-time limit, so a
+ * looping workerd is killed at most 10% past it, between 1 s and 5 s (every 3 s at the default
+ * 30,000 ms); every 5 s with no CPU-time limit, when only the OOM counters are read.
+ */
+export function limitSampleMs(cpuMs: number): number {
+  return cpuMs > 0 ? Math.min(5_000, Math.max(1_000, Math.round(cpuMs / 10))) : 5_000;
+}
+/**
+ * How often every process of the machine is read to find a group's processes not yet in its
+ * cgroups (a workerd forked while its group was being placed). Otherwise a group's processes are
+ * its cgroup's members: its children inherit the cgroup.
+ */
+const FULL_SCAN_MS = 30_000;
 /** A slow sample waits this many times its own duration before the next (#sampleLater). */
 const SAMPLE_SHARE = 20;
 const CFS_PERIOD_US = 100_000;
@@ -154,6 +166,21 @@ export interface ProcessSample {
   ticks: number;
 }
 
+/** A process from /proc/<pid>/stat with its process group, or null when it is gone. */
+function readProcess(pid: number): (ProcessSample & { pgid: number }) | null {
+  const stat = readText(`/proc/${pid}/stat`);
+  if (stat === null) return null;
+  const close = stat.lastIndexOf(')');
+  // After the command: state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime.
+  const fields = stat.slice(close + 2).split(' ');
+  return {
+    pid,
+    pgid: Number(fields[2]),
+    comm: stat.slice(stat.indexOf('(') + 1, close),
+    ticks: Number(fields[11]) + Number(fields[12]),
+  };
+}
+
 /** Every process on the machine, by process group: one read of /proc serves every application. */
 export function processesByGroup(): Map<number, ProcessSample[]> {
   const groups = new Map<number, ProcessSample[]>();
@@ -165,21 +192,24 @@ export function processesByGroup(): Map<number, ProcessSample[]> {
   }
   for (const entry of entries) {
     if (!/^\d+$/.test(entry)) continue;
-    const stat = readText(`/proc/${entry}/stat`);
-    if (stat === null) continue;
-    const close = stat.lastIndexOf(')');
-    // After the command: state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime.
-    const fields = stat.slice(close + 2).split(' ');
-    const pgid = Number(fields[2]);
-    const list = groups.get(pgid) ?? [];
-    list.push({
-      pid: Number(entry),
-      comm: stat.slice(stat.indexOf('(') + 1, close),
-      ticks: Number(fields[11]) + Number(fields[12]),
-    });
-    groups.set(pgid, list);
+    const found = readProcess(Number(entry));
+    if (found === null) continue;
+    const list = groups.get(found.pgid) ?? [];
+    list.push({ pid: found.pid, comm: found.comm, ticks: found.ticks });
+    groups.set(found.pgid, list);
   }
   return groups;
+}
+
+/** The processes in a cgroup folder (its `cgroup.procs`), read from /proc. */
+function processesIn(dir: string): ProcessSample[] {
+  const members: ProcessSample[] = [];
+  for (const line of (readText(join(dir, 'cgroup.procs')) ?? '').split('\n')) {
+    if (line === '') continue;
+    const found = readProcess(Number(line));
+    if (found !== null) members.push({ pid: found.pid, comm: found.comm, ticks: found.ticks });
+  }
+  return members;
 }
 
 /** One supervised application: its process group and what was last read of it. */
@@ -190,6 +220,8 @@ interface Watched {
   oomKills: number;
   /** Per workerd pid, per thread: how long it has run without waiting. */
   runs: Map<number, Map<number, ThreadRun>>;
+  /** Per workerd pid: its CPU time (all threads) when last read. */
+  totals: Map<number, number>;
 }
 
 /**
@@ -204,6 +236,7 @@ export class ApplicationLimits {
   readonly #watched = new Map<string, Watched>();
   readonly #sampleMs: number;
   #timer: NodeJS.Timeout | undefined;
+  #lastFullScan = Number.NEGATIVE_INFINITY;
 
   constructor(input: {
     settings: LimitSettings;
@@ -216,7 +249,7 @@ export class ApplicationLimits {
     this.#controllers = input.controllers;
     this.#log = input.log;
     this.#events = input.events;
-    this.#sampleMs = input.sampleMs ?? LIMIT_SAMPLE_MS;
+    this.#sampleMs = input.sampleMs ?? limitSampleMs(input.settings.cpuMs);
     this.#sampleLater(this.#sampleMs);
     this.#weighNode();
     this.#announce();
@@ -270,6 +303,7 @@ export class ApplicationLimits {
       cpuDir,
       oomKills: memoryDir === null ? 0 : this.#readOomKills(memoryDir),
       runs: new Map(),
+      totals: new Map(),
     };
     this.#watched.set(application, w);
     this.#enter(w, processesByGroup().get(pgid) ?? []);
@@ -392,15 +426,25 @@ export class ApplicationLimits {
     this.#timer.unref();
   }
 
+  /**
+   * Reads what the limits need. A group in a cgroup is read through its members alone; the whole
+   * of /proc is read only every FULL_SCAN_MS (for a process that escaped placing) or for groups
+   * with no cgroup, since its cost grows with every process on the machine.
+   */
   #sample(): void {
     if (this.#watched.size === 0) return;
-    const groups = processesByGroup();
+    const now = performance.now();
+    const fullScan = now - this.#lastFullScan >= FULL_SCAN_MS;
+    if (fullScan) this.#lastFullScan = now;
+    let everyGroup: Map<number, ProcessSample[]> | undefined;
+    const groupOf = (pgid: number) => (everyGroup ??= processesByGroup()).get(pgid) ?? [];
     for (const [application, w] of this.#watched) {
-      const group = groups.get(w.pgid) ?? [];
+      const placed = w.memoryDir ?? w.cpuDir;
       // A process the group started before it was placed (or an adopted group's workerd) joins now.
-      this.#enter(w, group);
+      if (fullScan && placed !== null) this.#enter(w, groupOf(w.pgid));
       this.#checkMemory(application, w);
-      if (this.#settings.cpuMs > 0) this.#checkCpu(application, w, group);
+      if (this.#settings.cpuMs > 0)
+        this.#checkCpu(application, w, placed === null ? groupOf(w.pgid) : processesIn(placed));
     }
   }
 
@@ -429,6 +473,14 @@ export class ApplicationLimits {
       seen.add(p.pid);
       const runs = w.runs.get(p.pid) ?? new Map<number, ThreadRun>();
       w.runs.set(p.pid, runs);
+      const idle = w.totals.get(p.pid) === p.ticks;
+      w.totals.set(p.pid, p.ticks);
+      if (idle) {
+        // No thread used anything since the last look, so none is looping: its threads' files
+        // need no reading (an idle workerd is most of them).
+        for (const run of runs.values()) run.sinceTicks = run.ticks;
+        continue;
+      }
       const usedTicks = longestRun(p.pid, runs);
       if (usedTicks < limitTicks) continue;
       try {
@@ -437,6 +489,7 @@ export class ApplicationLimits {
         continue;
       }
       w.runs.delete(p.pid);
+      w.totals.delete(p.pid);
       const usedMs = Math.round((usedTicks * 1000) / TICKS_PER_SECOND);
       this.#log.warn(
         { application, pid: p.pid, cpuMs: this.#settings.cpuMs, usedMs },
@@ -451,6 +504,7 @@ export class ApplicationLimits {
       });
     }
     for (const pid of w.runs.keys()) if (!seen.has(pid)) w.runs.delete(pid);
+    for (const pid of w.totals.keys()) if (!seen.has(pid)) w.totals.delete(pid);
   }
 }
 
