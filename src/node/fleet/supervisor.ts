@@ -198,6 +198,13 @@ export const NEVER_READY_MS = 30_000;
 export const READY_PROBE_MS = 30_000;
 /** How often, and for how long at most, a process told to switch is probed until it has. */
 const SWITCH_PROBE_MS = 50;
+/**
+ * How many probes a second go to processes not ready yet, all of them together: each is probed
+ * every 200 ms (`healthPollMs`) while few start, less often when many do. At 1,000 starting
+ * processes, 200 ms each was 5,000 probes a second, which took the daemon's loop from the
+ * runtime host's calls those processes were waiting on to become ready.
+ */
+export const NOT_READY_PROBES_PER_SECOND = 100;
 const SWITCH_WATCH_MS = 5_000;
 
 export class Supervisor {
@@ -573,7 +580,7 @@ export class Supervisor {
       });
     });
     this.#noteProcesses();
-    this.#schedule(m, this.#options.healthPollMs ?? 200, () => this.#probeHealth(m, child));
+    this.#schedule(m, this.#notReadyProbeMs(), () => this.#probeHealth(m, child));
     return finish;
   }
 
@@ -642,8 +649,16 @@ export class Supervisor {
       ? SWITCH_PROBE_MS
       : m.ready
         ? (this.#options.healthCheckMs ?? READY_PROBE_MS)
-        : (this.#options.healthPollMs ?? 200);
+        : this.#notReadyProbeMs();
     this.#schedule(m, every, () => this.#probeHealth(m, child));
+  }
+
+  /** The probe interval of a process not ready yet: `healthPollMs`, or longer while many start. */
+  #notReadyProbeMs(): number {
+    let starting = 0;
+    for (const m of this.#managed.values()) if (m.child !== null && !m.ready) starting++;
+    const shared = Math.round((starting * 1000) / NOT_READY_PROBES_PER_SECOND);
+    return Math.max(this.#options.healthPollMs ?? 200, shared);
   }
 
   #exited(m: Managed, child: RuntimeChild, why: string): void {
