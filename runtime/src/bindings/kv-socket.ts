@@ -6,7 +6,8 @@ import { rm } from 'node:fs/promises';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Store } from '../../../src/store/store.ts';
 import { listenOwnerOnly } from '../host/socket.ts';
-import { handleKv, KV_LIMITS, valueTooLong } from './kv.ts';
+import { type Entry, handleKv, KV_LIMITS, valueTooLong } from './kv.ts';
+import { KvCache } from './kv-cache.ts';
 
 export interface KvSocket {
   path: string;
@@ -23,8 +24,10 @@ export async function listenKvSocket(
   store: Store,
   log: (line: string) => void,
 ): Promise<KvSocket> {
+  // One cache for every application of the node: the bucket keys it holds name the application.
+  const cache = new KvCache<Entry>();
   const server: Server = createServer((req, res) => {
-    serve(store, req, res).catch((err: unknown) => {
+    serve(store, cache, req, res).catch((err: unknown) => {
       log(`a KV request failed: ${(err as Error).message}`);
       if (!res.headersSent) {
         // The bucket failed, not the request: the worker sees `KV <METHOD> failed: 503 ...`.
@@ -46,7 +49,12 @@ export async function listenKvSocket(
   };
 }
 
-async function serve(store: Store, req: IncomingMessage, res: ServerResponse): Promise<void> {
+async function serve(
+  store: Store,
+  cache: KvCache<Entry>,
+  req: IncomingMessage,
+  res: ServerResponse,
+): Promise<void> {
   const declared = Number(req.headers['content-length']);
   if (declared > KV_LIMITS.maxValueBytes) {
     const refusal = valueTooLong(declared);
@@ -70,12 +78,12 @@ async function serve(store: Store, req: IncomingMessage, res: ServerResponse): P
   const headers: Record<string, string | undefined> = {};
   for (const [name, value] of Object.entries(req.headers))
     headers[name] = Array.isArray(value) ? value[0] : value;
-  const answer = await handleKv(store, {
-    method: req.method ?? 'GET',
-    target: req.url ?? '/',
-    headers,
-    body: Buffer.concat(chunks),
-  });
+  const answer = await handleKv(
+    store,
+    { method: req.method ?? 'GET', target: req.url ?? '/', headers, body: Buffer.concat(chunks) },
+    Date.now(),
+    cache,
+  );
   // A status text is one line of visible ASCII; the body carries the same words whole.
   res.writeHead(answer.status, answer.statusText?.replace(/[^\x20-\x7e]/g, '?'), answer.headers);
   res.end(answer.body ?? '');

@@ -22,6 +22,7 @@ import { keys } from '../../../src/registry/keys.ts';
 import { isApplicationName } from '../../../src/registry/names.ts';
 import { KV_NAMESPACE_ID } from '../../../src/runtime-tools/layout.ts';
 import { isCasConflict, type Store } from '../../../src/store/store.ts';
+import { DEFAULT_CACHE_TTL_SECONDS, type KvCache } from './kv-cache.ts';
 
 /** Cloudflare's Workers KV limits (developers.cloudflare.com/kv/platform/limits/). */
 export const KV_LIMITS = {
@@ -71,7 +72,7 @@ export class KvRefusal extends Error {
   }
 }
 
-interface Entry {
+export interface Entry {
   /** Seconds since the epoch, or null: never expires. */
   expiration: number | null;
   /** The metadata's JSON text, or null: none. */
@@ -80,14 +81,22 @@ interface Entry {
   etag: string;
 }
 
-/** Answers one KV request against the bucket; `nowMs` is the clock expirations are judged by. */
-export async function handleKv(store: Store, request: KvRequest, nowMs = Date.now()): Promise<KvResponse> {
+/**
+ * Answers one KV request against the bucket; `nowMs` is the clock expirations are judged by.
+ * With a `cache` (one per node: kv-cache.ts), reads within their cache TTL cost no bucket request.
+ */
+export async function handleKv(
+  store: Store,
+  request: KvRequest,
+  nowMs = Date.now(),
+  cache?: KvCache<Entry>,
+): Promise<KvResponse> {
   try {
     const application = request.headers[KV_APPLICATION_HEADER];
     const namespace = request.headers[KV_NAMESPACE_HEADER];
     if (!isApplicationName(application) || namespace === undefined || !KV_NAMESPACE_ID.test(namespace))
       throw new KvRefusal(400, 'the request names no application and KV namespace');
-    const space: Namespace = { store, application, namespace, now: Math.floor(nowMs / 1000) };
+    const space: Namespace = { store, cache, application, namespace, nowMs, now: Math.floor(nowMs / 1000) };
     // The target is split by hand: a URL parser would resolve a key such as `..` away.
     const cut = request.target.indexOf('?');
     const url = {
@@ -101,7 +110,9 @@ export async function handleKv(store: Store, request: KvRequest, nowMs = Date.no
     if (request.method === 'PUT') return await putOne(space, key, url.searchParams, request);
     if (request.method === 'DELETE') {
       checkKeyName(key);
-      await store.delete(entryKey(space, key));
+      const deleted = entryKey(space, key);
+      await store.delete(deleted);
+      cache?.remember(deleted, null, 0, nowMs);
       return { status: 200 };
     }
     throw new KvRefusal(405, `method ${request.method} is not part of the KV API`);
@@ -113,8 +124,11 @@ export async function handleKv(store: Store, request: KvRequest, nowMs = Date.no
 
 interface Namespace {
   store: Store;
+  cache: KvCache<Entry> | undefined;
   application: string;
   namespace: string;
+  /** Milliseconds since the epoch. */
+  nowMs: number;
   /** Seconds since the epoch. */
   now: number;
 }
@@ -145,20 +159,22 @@ function checkKeyLength(key: string): void {
     );
 }
 
-function checkCacheTtl(raw: unknown): void {
-  if (raw === undefined || raw === null) return;
+/** The read's cache TTL in seconds: the worker's `cacheTtl`, else Cloudflare's default. */
+function checkCacheTtl(raw: unknown): number {
+  if (raw === undefined || raw === null) return DEFAULT_CACHE_TTL_SECONDS;
   const ttl = Number(raw);
   if (Number.isNaN(ttl) || ttl < KV_LIMITS.minCacheTtlSeconds)
     throw new KvRefusal(
       400,
       `Invalid cache_ttl of ${raw}. Cache TTL must be at least ${KV_LIMITS.minCacheTtlSeconds}.`,
     );
+  return ttl;
 }
 
 async function getOne(space: Namespace, key: string, query: URLSearchParams): Promise<KvResponse> {
   checkKeyName(key);
-  checkCacheTtl(query.get('cache_ttl'));
-  const entry = await readEntry(space, key);
+  const ttl = checkCacheTtl(query.get('cache_ttl'));
+  const entry = await readEntry(space, key, ttl);
   if (!entry) return { status: 404, statusText: 'Not Found' };
   const headers: Record<string, string> = {};
   if (entry.expiration !== null) headers[EXPIRATION_HEADER] = String(entry.expiration);
@@ -184,11 +200,11 @@ async function bulkGet(space: Namespace, body: Uint8Array): Promise<KvResponse> 
     throw new KvRefusal(400, `You can request a maximum of ${KV_LIMITS.maxBulkGetKeys} keys`);
   if (names.length < 1) throw new KvRefusal(400, 'You must request a minimum of 1 key');
   for (const name of names) checkKeyName(name);
-  checkCacheTtl(request.cacheTtl);
+  const ttl = checkCacheTtl(request.cacheTtl);
   const answer: Record<string, unknown> = {};
   let total = 0;
   for (const name of names as string[]) {
-    const entry = await readEntry(space, name);
+    const entry = await readEntry(space, name, ttl);
     if (!entry) {
       answer[name] = null;
       continue;
@@ -242,7 +258,10 @@ async function putOne(
   }
   if (request.body.byteLength > KV_LIMITS.maxValueBytes) throw valueTooLong(request.body.byteLength);
   const header = `${JSON.stringify({ expiration, metadata })}\n`;
-  await space.store.put(entryKey(space, key), Buffer.concat([Buffer.from(header), request.body]));
+  const written = entryKey(space, key);
+  const etag = await space.store.put(written, Buffer.concat([Buffer.from(header), request.body]));
+  const value = Buffer.from(request.body); // a copy: the cache outlives the request
+  space.cache?.remember(written, { expiration, metadata, value, etag }, value.byteLength, space.nowMs);
   return { status: 200 };
 }
 
@@ -316,7 +335,9 @@ async function list(space: Namespace, query: URLSearchParams): Promise<KvRespons
   while (page.length < limit && next < candidates.length) {
     const batch = candidates.slice(next, next + Math.min(LIST_READS_AT_ONCE, limit - page.length));
     next += batch.length;
-    const entries = await Promise.all(batch.map((c) => readEncoded(space, c.encoded)));
+    const entries = await Promise.all(
+      batch.map((c) => readEncoded(space, c.encoded, DEFAULT_CACHE_TTL_SECONDS)),
+    );
     batch.forEach((c, i) => {
       const entry = entries[i];
       last = c.encoded;
@@ -336,20 +357,30 @@ async function list(space: Namespace, query: URLSearchParams): Promise<KvRespons
   return { status: 200, headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) };
 }
 
-async function readEntry(space: Namespace, key: string): Promise<Entry | null> {
-  return readEncoded(space, encodeKey(Buffer.from(key)));
+async function readEntry(space: Namespace, key: string, ttlSeconds: number): Promise<Entry | null> {
+  return readEncoded(space, encodeKey(Buffer.from(key)), ttlSeconds);
 }
 
-/** The entry at an encoded key; null when absent or expired (an expired one is deleted). */
-async function readEncoded(space: Namespace, encoded: string): Promise<Entry | null> {
+/**
+ * The entry at an encoded key; null when absent or expired (an expired one is deleted). A read
+ * cached within `ttlSeconds` is answered from the cache.
+ */
+async function readEncoded(space: Namespace, encoded: string, ttlSeconds: number): Promise<Entry | null> {
   const key = keys.runtimeKvEntry(space.application, space.namespace, segments(encoded));
-  const object = await space.store.get(key);
-  if (!object) return null;
-  const entry = parseEntry(object.body, object.etag);
-  if (!entry) return null; // not written by this module: not a KV entry
+  let entry: Entry | null;
+  const cached = space.cache?.fresh(key, ttlSeconds, space.nowMs);
+  if (cached !== undefined) entry = cached.value;
+  else {
+    const object = await space.store.get(key);
+    // An object not written by this module is no KV entry.
+    entry = object ? parseEntry(object.body, object.etag) : null;
+    space.cache?.remember(key, entry, entry?.value.byteLength ?? 0, space.nowMs);
+  }
+  if (!entry) return null;
   if (entry.expiration !== null && entry.expiration <= space.now) {
+    space.cache?.remember(key, null, 0, space.nowMs);
     // Only the expired version: a put that landed meanwhile stays.
-    await space.store.delete(key, { ifMatch: object.etag }).catch((err: unknown) => {
+    await space.store.delete(key, { ifMatch: entry.etag }).catch((err: unknown) => {
       if (!isCasConflict(err)) throw err;
     });
     return null;
