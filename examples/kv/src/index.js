@@ -91,7 +91,11 @@ export default {
       await env.DATA.put(key, url.searchParams.get('value') ?? '');
       return new Response('stored\n');
     }
-    if (url.pathname === '/get' && key) return Response.json({ value: await env.DATA.get(key) });
-    return new Response('GET /put?key=&value=, /get?key=, /conformance\n', { status: 404 });
+    if (url.pathname === '/get' && key) {
+      const cacheTtl = url.searchParams.get('cacheTtl');
+      const options = cacheTtl ? { cacheTtl: Number(cacheTtl) } : {};
+      return Response.json({ value: await env.DATA.get(key, options) });
+    }
+    return new Response('GET /put?key=&value=, /get?key=[&cacheTtl=], /conformance\n', { status: 404 });
   },
 };
