@@ -168,8 +168,8 @@ describe('svc deploy', () => {
       // A syntax error is reported as one, not as a missing name.
       ['{\n  "name": "shop-bad",\n  "main" "src/index.js"\n}\n', /cell\.jsonc:3:10: ColonExpected: /],
       [
-        '{\n  "name": "shop-bad",\n  "main": "src/index.js",\n  "compatibility_date": "2025-06-01",\n    "r2_buckets": [{ "binding": "CACHE" }]\n}\n',
-        /cell\.jsonc:5:5: "r2_buckets" declares bindings this runtime does not provide/,
+        '{\n  "name": "shop-bad",\n  "main": "src/index.js",\n  "compatibility_date": "2025-06-01",\n    "hyperdrive": [{ "binding": "CACHE" }]\n}\n',
+        /cell\.jsonc:5:5: "hyperdrive" declares bindings this runtime does not provide/,
       ],
       [
         '{\n  "name": "shop-bad",\n  "main": "src/index.js"\n}\n',

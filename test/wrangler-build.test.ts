@@ -158,7 +158,7 @@ const ENV_PROJECT = {
     'LEVEL = "staging"',
     '',
     '[env.cached]',
-    '[[env.cached.r2_buckets]]',
+    '[[env.cached.hyperdrive]]',
     'binding = "CACHE"',
     'bucket_name = "1"',
     '',
@@ -177,7 +177,7 @@ describe('svc deploy builds as wrangler deploy', () => {
     assert.equal(cached.code, 1);
     assert.match(
       cached.stderr,
-      /^svc: Invalid worker config: \S*wrangler\.toml:12:1: "r2_buckets" declares bindings this runtime does not provide yet \(CACHE\).*\[urn:svc:invalid-input\]$/m,
+      /^svc: Invalid worker config: \S*wrangler\.toml:12:1: "hyperdrive" declares bindings this runtime does not provide yet \(CACHE\).*\[urn:svc:invalid-input\]$/m,
     );
     assert.doesNotMatch(cached.stderr, /packed|accepted/, 'refused before anything is sent');
   });

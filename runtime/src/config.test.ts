@@ -122,7 +122,7 @@ describe('worker config', () => {
     const text = [
       '{',
       '  "main": "a.js",',
-      '  "r2_buckets": [{ "binding": "FILES", "bucket_name": "f" }],',
+      '  "hyperdrive": [{ "binding": "FILES", "bucket_name": "f" }],',
       '  "compatibility_date": "2025-01-01",',
       '  "d1_databases": [{ "binding": "DB", "database_id": "1" }, { "binding": "LOGS", "database_id": "2" }],',
       '  "ai": { "binding": "AI" },',
@@ -133,7 +133,7 @@ describe('worker config', () => {
     assert.equal(lines.length, 3);
     assert.match(
       lines[0]!,
-      /^cell\.jsonc:3:3: "r2_buckets" declares bindings this runtime does not provide yet \(FILES\): the section R2 buckets of svc's docs\/bindings\.md says when/,
+      /^cell\.jsonc:3:3: "hyperdrive" declares bindings this runtime does not provide yet \(FILES\): the section Hyperdrive of svc's docs\/bindings\.md says when/,
     );
     assert.match(lines[1]!, /^cell\.jsonc:5:3: "d1_databases" .*\(DB, LOGS\).*section D1 databases of/);
     assert.match(lines[2]!, /^cell\.jsonc:6:3: "ai" .*\(AI\).*section Workers AI of/);

@@ -60,9 +60,9 @@ export interface MaterializeContext {
   /** Where a line about the instance goes (the application's output). */
   log: (line: string) => void;
   /**
-   * The path of the runtime host's bindings socket (KV, runtime/src/bindings/kv.ts), asked only
+   * The path of the runtime host's bindings socket (KV and R2, runtime/src/bindings/), asked only
    * of a deployment with bindings; absent for the publish load check, whose worker starts but
-   * reaches no KV data.
+   * reaches no KV or R2 data.
    */
   bindingsSocket?: () => Promise<string>;
 }
@@ -128,6 +128,12 @@ export async function materialize(
       `${kvClash.map((n) => n.binding).join(', ')} is both a KV namespace binding of ${label} and a secret; remove the secret (svc app secret remove) or rename the binding, then deploy again`,
     );
   }
+  const r2Clash = (m.r2_buckets ?? []).filter((b) => Object.hasOwn(secrets.values, b.binding));
+  if (r2Clash.length > 0) {
+    throw new CellError(
+      `${r2Clash.map((b) => b.binding).join(', ')} is both an R2 bucket binding of ${label} and a secret; remove the secret (svc app secret remove) or rename the binding, then deploy again`,
+    );
+  }
   await mkdir(join(dir, 'secrets'), { mode: 0o700 });
   for (const [i, [name, value]] of Object.entries(secrets.values).entries()) {
     const file = join('secrets', `${i}.txt`);
@@ -161,11 +167,13 @@ export async function materialize(
     };
   }
   const namespaces = m.kv_namespaces ?? [];
-  if (namespaces.length > 0) {
+  const buckets = m.r2_buckets ?? [];
+  if (namespaces.length > 0 || buckets.length > 0) {
     // Without a host (the load check) the bindings point at a socket nothing listens on: the
-    // worker loads, and a KV call during the check fails instead of reaching any data.
+    // worker loads, and a KV or R2 call during the check fails instead of reaching any data.
     const socket = context.bindingsSocket ? await context.bindingsSocket() : join(dir, 'no-bindings.sock');
-    plan.kv = { address: `unix:${socket}`, application, namespaces };
+    if (namespaces.length > 0) plan.kv = { address: `unix:${socket}`, application, namespaces };
+    if (buckets.length > 0) plan.r2 = { address: `unix:${socket}`, application, buckets };
   }
   plan.egressAllow = await egressRanges(egressEntriesFor(context.env, application), context.log);
   if (paths.cronSocketPath) {

@@ -117,6 +117,7 @@ export async function publish(options: {
     ...(assets ? ['assets'] : []),
     ...(assetRules ? ['asset-rules'] : []),
     ...(config.kv_namespaces.length > 0 ? ['kv'] : []),
+    ...(config.r2_buckets.length > 0 ? ['r2'] : []),
   ];
   const manifest: Manifest = {
     schema_version: SCHEMA_VERSION,
@@ -141,6 +142,7 @@ export async function publish(options: {
       : null,
     ...(config.crons.length > 0 ? { crons: config.crons } : {}),
     ...(config.kv_namespaces.length > 0 ? { kv_namespaces: config.kv_namespaces } : {}),
+    ...(config.r2_buckets.length > 0 ? { r2_buckets: config.r2_buckets } : {}),
   };
 
   options.log(`cell: checking that ${script} loads in workerd`);

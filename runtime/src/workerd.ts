@@ -6,6 +6,7 @@
 
 import { createRequire } from 'node:module';
 import { KV_APPLICATION_HEADER, KV_NAMESPACE_HEADER } from './bindings/kv.ts';
+import { R2_APPLICATION_HEADER, R2_BUCKET_HEADER } from './bindings/r2-headers.ts';
 import { EGRESS_ENTRY_MODULE, EGRESS_MODULE, egressEntrySource, egressModuleSource } from './egress.ts';
 import { ASSETS_ONLY_MODULE, ROUTER_MODULE } from './router-worker.ts';
 
@@ -60,6 +61,11 @@ export interface WorkerdPlan {
    * `address` (`unix:/path`); the application and namespace travel in injected headers.
    */
   kv?: { address: string; application: string; namespaces: { binding: string; id: string }[] } | null;
+  /**
+   * R2 bucket bindings (docs/bindings.md "R2 buckets"), served on the same bindings socket; the
+   * application and bucket name travel in injected headers.
+   */
+  r2?: { address: string; application: string; buckets: { binding: string; bucket_name: string }[] } | null;
 }
 
 /**
@@ -174,6 +180,21 @@ const assetsWorker :Workerd.Worker = (
     }
     for (const n of plan.kv.namespaces)
       userBindings.push(`(name = ${q(n.binding)}, kvNamespace = "cell-kv-${ids.indexOf(n.id)}")`);
+  }
+  if (plan.r2) {
+    // As KV: one service per bucket name, whose injected headers name the application and bucket.
+    const names = [...new Set(plan.r2.buckets.map((b) => b.bucket_name))];
+    for (const [i, name] of names.entries()) {
+      const headers = [
+        `(name = ${q(R2_APPLICATION_HEADER)}, value = ${q(plan.r2.application)})`,
+        `(name = ${q(R2_BUCKET_HEADER)}, value = ${q(name)})`,
+      ];
+      services.push(
+        `(name = "cell-r2-${i}", external = (address = ${q(plan.r2.address)}, http = (injectRequestHeaders = [ ${headers.join(', ')} ])))`,
+      );
+    }
+    for (const b of plan.r2.buckets)
+      userBindings.push(`(name = ${q(b.binding)}, r2Bucket = "cell-r2-${names.indexOf(b.bucket_name)}")`);
   }
   const sockets = [`(name = "http", address = ${q(plan.address)}, http = (), service = ${q(entry)})`];
   const modules = plan.modules.map(

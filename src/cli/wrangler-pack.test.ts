@@ -269,7 +269,7 @@ workers_dev = true
 [vars]
 LEVEL = "top"
 
-[[r2_buckets]]
+[[hyperdrive]]
 binding = "TOP_ONLY"
 bucket_name = "1"
 
@@ -283,7 +283,7 @@ LEVEL = "staging"
 main = "src/bare.js"
 
 [env.cached]
-[[env.cached.r2_buckets]]
+[[env.cached.hyperdrive]]
 binding = "CACHE"
 bucket_name = "2"
 `;
@@ -293,7 +293,7 @@ test('--env merges the section as wrangler does: inheritable keys fall back, var
   const staging = (await readProjectConfig(dir, { env: 'staging' }))!;
   const doc = parse(staging.bytes.toString());
   assert.deepEqual(
-    [doc.name, doc.main, doc.compatibility_date, doc.vars, doc.r2_buckets, doc.env],
+    [doc.name, doc.main, doc.compatibility_date, doc.vars, doc.hyperdrive, doc.env],
     ['shop-staging', 'src/index.js', '2025-07-01', { LEVEL: 'staging' }, undefined, undefined],
   );
   assert.equal(configName(staging), 'shop', 'the application is still <name>-<env> by svc --env');
@@ -302,7 +302,7 @@ test('--env merges the section as wrangler does: inheritable keys fall back, var
   // The binding the chosen section declares is refused at its place in wrangler.toml.
   assert.match(
     checkRefusal(await readProjectConfig(dir, { env: 'cached' })),
-    /^wrangler\.toml:23:1: "r2_buckets" declares bindings this runtime does not provide yet \(CACHE\)/,
+    /^wrangler\.toml:23:1: "hyperdrive" declares bindings this runtime does not provide yet \(CACHE\)/,
   );
   const unknown = await refusalOf(readProjectConfig(dir, { env: 'prod' }));
   assert.match(
@@ -319,7 +319,7 @@ test('without --env the top level deploys, its environments dropped, with a note
   );
   assert.equal(parse(config.bytes.toString()).env, undefined);
   // The top level's binding is refused at its own line of wrangler.toml, not of the JSON.
-  assert.match(checkRefusal(config), /^wrangler\.toml:9:1: "r2_buckets" declares bindings .*\(TOP_ONLY\)/);
+  assert.match(checkRefusal(config), /^wrangler\.toml:9:1: "hyperdrive" declares bindings .*\(TOP_ONLY\)/);
 });
 
 test('TOML: every refusal in one run, in file order, and every warning, at their lines in wrangler.toml', async () => {
@@ -328,7 +328,7 @@ test('TOML: every refusal in one run, in file order, and every warning, at their
     'main = "src/index.js"',
     'compatibility_date = "2025-06-01"',
     'mystery = 1',
-    'r2_buckets = [{ binding = "FILES", bucket_name = "f" }]',
+    'hyperdrive = [{ binding = "FILES", bucket_name = "f" }]',
     '',
     '[[queues.producers]]',
     'binding = "JOBS"',
@@ -343,7 +343,7 @@ test('TOML: every refusal in one run, in file order, and every warning, at their
     lines.map((line) => line.split(': ')[0]),
     ['wrangler.toml:5:1', 'wrangler.toml:7:1', 'wrangler.toml:11:1'],
   );
-  assert.match(lines[0]!, /"r2_buckets" .*\(FILES\)/);
+  assert.match(lines[0]!, /"hyperdrive" .*\(FILES\)/);
   assert.match(lines[1]!, /"queues" .*\(JOBS\).*section Queues of/);
   assert.match(lines[2]!, /"d1_databases" .*\(DB\)/);
   const warned = check(
@@ -353,7 +353,7 @@ test('TOML: every refusal in one run, in file order, and every warning, at their
           .split('\n')
           .slice(0, 5)
           .join('\n')
-          .replace(/^r2.*$/m, ''),
+          .replace(/^hyperdrive.*$/m, ''),
       }),
     ),
   );

@@ -104,3 +104,17 @@ export function isBindingName(name: string): boolean {
 
 export const BINDING_NAME_RULE =
   'letters, digits and underscores, not starting with a digit, never __proto__, constructor or prototype';
+
+/**
+ * An R2 bucket name, as Cloudflare's (developers.cloudflare.com/r2/buckets/create-buckets/):
+ * 3-63 of lowercase letters, digits and hyphens, not starting or ending with a hyphen. It is a
+ * folder name in the fleet's bucket (runtime/src/bindings/r2.ts).
+ */
+const R2_BUCKET_NAME = /^[a-z0-9][a-z0-9-]{1,61}[a-z0-9]$/;
+
+export function isR2BucketName(value: unknown): value is string {
+  return typeof value === 'string' && R2_BUCKET_NAME.test(value);
+}
+
+export const R2_BUCKET_NAME_RULE =
+  '3-63 lowercase letters, digits and hyphens, not starting or ending with a hyphen';

@@ -2,7 +2,7 @@
 // understand, and the strict parsers both `cell` and the svc storage tools (prune, lease) use.
 // A parser answers a value or a reason; callers turn the reason into their own refusal.
 
-import { isScriptName } from '../registry/names.ts';
+import { isR2BucketName, isScriptName } from '../registry/names.ts';
 
 /** The one schema version of every runtime document this release writes and reads. */
 export const SCHEMA_VERSION = 1;
@@ -14,9 +14,16 @@ export const SCHEMA_VERSION = 1;
  * `fence_image` (written by no release of `cell` yet, but understood by prune); `asset-rules`:
  * `run_worker_first`, `_headers` or `_redirects` rules a reader must apply to serve the assets;
  * `kv`: `kv_namespaces` bindings the runtime must serve (a runtime without them must not start
- * the worker, whose KV calls would fail).
+ * the worker, whose KV calls would fail); `r2`: `r2_buckets` bindings, alike.
  */
-export const KNOWN_FEATURES: readonly string[] = ['modules', 'assets', 'containers', 'asset-rules', 'kv'];
+export const KNOWN_FEATURES: readonly string[] = [
+  'modules',
+  'assets',
+  'containers',
+  'asset-rules',
+  'kv',
+  'r2',
+];
 
 /** Runtime releases the storage tools (prune, lease) were verified against (docs/cli.md). */
 export const VERIFIED_RUNTIME_RELEASES: readonly string[] = [
@@ -67,6 +74,12 @@ export interface KvNamespaceBinding {
 /** A KV namespace id: 1-64 of [A-Za-z0-9_-], a folder name in the bucket. */
 export const KV_NAMESPACE_ID = /^[A-Za-z0-9_-]{1,64}$/;
 
+/** One R2 binding: the worker's binding name and the bucket name its objects live under. */
+export interface R2BucketBinding {
+  binding: string;
+  bucket_name: string;
+}
+
 /** One `_headers` rule: its URL pattern, the headers it sets and those it detaches. */
 export interface HeaderRule {
   path: string;
@@ -106,6 +119,8 @@ export interface Manifest {
   crons?: string[];
   /** KV namespace bindings (required feature `kv`); absent: none. */
   kv_namespaces?: KvNamespaceBinding[];
+  /** R2 bucket bindings (required feature `r2`); absent: none. */
+  r2_buckets?: R2BucketBinding[];
 }
 
 /** One static file: its request path maps to a blob in `deploy-blobs/`. */
@@ -229,6 +244,8 @@ export function parseManifest(body: Uint8Array | string): ParsedVersioned<Manife
     !(Array.isArray(doc.kv_namespaces) && doc.kv_namespaces.every(isKvBinding))
   )
     return fail('kv_namespaces is malformed');
+  if (doc.r2_buckets !== undefined && !(Array.isArray(doc.r2_buckets) && doc.r2_buckets.every(isR2Binding)))
+    return fail('r2_buckets is malformed');
   const images = imageReferences(doc);
   if (!images.ok) return images;
   return { ok: true, value: doc as unknown as Manifest };
@@ -243,6 +260,17 @@ function isKvBinding(v: unknown): v is KvNamespaceBinding {
     /^[A-Za-z_][A-Za-z0-9_]*$/.test(b.binding) &&
     isString(b.id) &&
     KV_NAMESPACE_ID.test(b.id)
+  );
+}
+
+function isR2Binding(v: unknown): v is R2BucketBinding {
+  const b = v as Record<string, unknown> | null;
+  return (
+    !!b &&
+    typeof b === 'object' &&
+    isString(b.binding) &&
+    /^[A-Za-z_][A-Za-z0-9_]*$/.test(b.binding) &&
+    isR2BucketName(b.bucket_name)
   );
 }
 

@@ -161,3 +161,100 @@ describe('kv_namespaces (docs/bindings.md "KV namespaces")', () => {
     );
   });
 });
+
+describe('r2_buckets (docs/bindings.md "R2 buckets")', () => {
+  const config = (r2: string, extra = '') =>
+    `{\n  "main": "a.js",\n  "compatibility_date": "2025-01-01",${extra}\n  "r2_buckets": ${r2}\n}`;
+
+  it('reads each binding and bucket_name, ignores preview_bucket_name and jurisdiction with a warning, and reads [] as no binding', () => {
+    const parsed = parseWorkerConfig(
+      config(
+        '[{ "binding": "FILES", "bucket_name": "files-1" }, { "binding": "LOGS", "bucket_name": "abc", "preview_bucket_name": "p", "jurisdiction": "eu" }]',
+      ),
+      'cell.jsonc',
+    );
+    assert.deepEqual(parsed.r2_buckets, [
+      { binding: 'FILES', bucket_name: 'files-1' },
+      { binding: 'LOGS', bucket_name: 'abc' },
+    ]);
+    assert.deepEqual(parsed.warnings, [
+      'cell.jsonc:4:111: ignoring "r2_buckets[1].preview_bucket_name": svc has no preview buckets; the binding always reaches "bucket_name"',
+      `cell.jsonc:4:139: ignoring "r2_buckets[1].jurisdiction": svc keeps every bucket's objects in the fleet's own bucket, wherever that is`,
+    ]);
+    assert.deepEqual(parseWorkerConfig(config('[]'), 'cell.jsonc').r2_buckets, []);
+    assert.deepEqual(parseWorkerConfig(config('[]'), 'cell.jsonc').warnings, []);
+  });
+
+  it('refuses a bad declaration at the offending key', () => {
+    // Bucket name rule: developers.cloudflare.com/r2/buckets/create-buckets/ (3-63 of a-z, 0-9
+    // and "-", not starting or ending with "-").
+    const cases: [string, string, RegExp][] = [
+      ['{ "binding": "F", "bucket_name": "abc" }', '', /^cell\.jsonc:4:3: "r2_buckets" must be a list/],
+      ['["FILES"]', '', /^cell\.jsonc:4:18: "r2_buckets\[0\]" must be an object/],
+      ['[{ "bucket_name": "abc" }]', '', /^cell\.jsonc:4:18: "r2_buckets\[0\]" needs "binding"/],
+      ['[{ "binding": "F" }]', '', /^cell\.jsonc:4:18: "r2_buckets\[0\]" needs "bucket_name"/],
+      [
+        '[{ "binding": "1F", "bucket_name": "abc" }]',
+        '',
+        /^cell\.jsonc:4:20: "r2_buckets\[0\]\.binding" must be a binding name/,
+      ],
+      [
+        '[{ "binding": "F", "bucket_name": "ab" }]',
+        '',
+        /"r2_buckets\[0\]\.bucket_name" must be an R2 bucket name: 3-63 .*got "ab"/,
+      ],
+      [
+        '[{ "binding": "F", "bucket_name": "-abc" }]',
+        '',
+        /"r2_buckets\[0\]\.bucket_name" must be an R2 .*got "-abc"/,
+      ],
+      [
+        '[{ "binding": "F", "bucket_name": "abc-" }]',
+        '',
+        /"r2_buckets\[0\]\.bucket_name" must be an R2 .*got "abc-"/,
+      ],
+      [
+        '[{ "binding": "F", "bucket_name": "Abc" }]',
+        '',
+        /"r2_buckets\[0\]\.bucket_name" must be an R2 .*got "Abc"/,
+      ],
+      [
+        '[{ "binding": "F", "bucket_name": "a_c" }]',
+        '',
+        /"r2_buckets\[0\]\.bucket_name" must be an R2 .*got "a_c"/,
+      ],
+      [
+        `[{ "binding": "F", "bucket_name": "${'x'.repeat(64)}" }]`,
+        '',
+        /"r2_buckets\[0\]\.bucket_name" must be an R2/,
+      ],
+      ['[{ "binding": "F", "bucket_name": 7 }]', '', /"r2_buckets\[0\]\.bucket_name" must be an R2 .*got 7/],
+      [
+        '[{ "binding": "GREETING", "bucket_name": "abc" }]',
+        '\n  "vars": { "GREETING": "hi" },',
+        /^cell\.jsonc:5:20: "r2_buckets\[0\]\.binding" names GREETING, which vars also binds/,
+      ],
+      [
+        '[{ "binding": "ASSETS", "bucket_name": "abc" }]',
+        '\n  "assets": { "directory": "p", "binding": "ASSETS" },',
+        /"r2_buckets\[0\]\.binding" names ASSETS, which assets\.binding also binds/,
+      ],
+      [
+        '[{ "binding": "CACHE", "bucket_name": "abc" }]',
+        '\n  "kv_namespaces": [{ "binding": "CACHE", "id": "c" }],',
+        /"r2_buckets\[0\]\.binding" names CACHE, which a KV namespace binds/,
+      ],
+      [
+        '[{ "binding": "F", "bucket_name": "abc" }, { "binding": "F", "bucket_name": "def" }]',
+        '',
+        /"r2_buckets\[1\]\.binding" names F, which an earlier R2 bucket binds/,
+      ],
+    ];
+    for (const [r2, extra, expected] of cases) assert.match(refusal(config(r2, extra)).message, expected, r2);
+    assert.deepEqual(
+      parseWorkerConfig(config(`[{ "binding": "F", "bucket_name": "${'x'.repeat(63)}" }]`), 'cell.jsonc')
+        .r2_buckets,
+      [{ binding: 'F', bucket_name: 'x'.repeat(63) }],
+    );
+  });
+});

@@ -9,9 +9,14 @@
 // syntax error), `<file>:<line>:<column>: ...`, as compilers do, so an editor can jump there.
 
 import { findNodeAtLocation, type Node, type ParseError, parseTree, printParseErrorCode } from 'jsonc-parser';
-import { isScriptName } from '../registry/names.ts';
+import { isR2BucketName, isScriptName, R2_BUCKET_NAME_RULE } from '../registry/names.ts';
 import { cronProblem } from './cron-schedule.ts';
-import { type AssetsConfig, KV_NAMESPACE_ID, type KvNamespaceBinding } from './layout.ts';
+import {
+  type AssetsConfig,
+  KV_NAMESPACE_ID,
+  type KvNamespaceBinding,
+  type R2BucketBinding,
+} from './layout.ts';
 
 export const CONFIG_FILES = ['cell.jsonc', 'cell.json'] as const;
 
@@ -47,6 +52,8 @@ export interface WorkerConfig {
   };
   /** `kv_namespaces`: each binding name and the namespace id its data is kept under. */
   kv_namespaces: KvNamespaceBinding[];
+  /** `r2_buckets`: each binding name and the bucket name its objects are kept under. */
+  r2_buckets: R2BucketBinding[];
   /** Unknown keys this runtime ignores. */
   ignored: string[];
   /** One sentence per thing the user should know but that does not stop the deploy. */
@@ -94,7 +101,6 @@ export class WorkerConfigError extends Error {
  * An empty declaration (`[]`, `{ "bindings": [] }`, as framework builds write) declares nothing.
  */
 const UNSUPPORTED_BINDINGS: Record<string, string> = {
-  r2_buckets: 'R2 buckets',
   d1_databases: 'D1 databases',
   durable_objects: 'Durable Objects',
   queues: 'Queues',
@@ -179,6 +185,7 @@ const KNOWN_KEYS = [
   'jsx_fragment',
   'tsconfig',
   'kv_namespaces',
+  'r2_buckets',
 ];
 
 const VAR_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
@@ -336,6 +343,19 @@ export function parseWorkerConfig(text: string, file: string, options: ParseOpti
       }
     });
   }
+  const r2Buckets = parseR2Buckets(doc.r2_buckets, bad, vars, assets?.binding ?? null, kvNamespaces);
+  if (Array.isArray(doc.r2_buckets)) {
+    doc.r2_buckets.forEach((entry, i) => {
+      if (!isObject(entry)) return;
+      for (const field of ['preview_bucket_name', 'jurisdiction'] as const) {
+        if (entry[field] === undefined) continue;
+        const where = place(['r2_buckets', i, field]);
+        warnings.push(
+          `${file}:${where.line}:${where.column}: ignoring "r2_buckets[${i}].${field}": ${field === 'jurisdiction' ? "svc keeps every bucket's objects in the fleet's own bucket, wherever that is" : 'svc has no preview buckets; the binding always reaches "bucket_name"'}`,
+        );
+      }
+    });
+  }
   if (main === null && assets === null) {
     throw bad(
       ['main'],
@@ -395,6 +415,7 @@ export function parseWorkerConfig(text: string, file: string, options: ParseOpti
     preserve_file_names: doc.preserve_file_names === true,
     build: parseBuildOptions(doc, bad),
     kv_namespaces: kvNamespaces,
+    r2_buckets: r2Buckets,
     ignored,
     warnings,
   };
@@ -483,6 +504,51 @@ function parseKvNamespaces(
       );
     }
     return { binding, id };
+  });
+}
+
+/**
+ * `r2_buckets`: a list of `{ binding, bucket_name }`. A binding name follows the KV rule (a JS
+ * identifier no var, the assets binding, a KV namespace or another bucket takes); a bucket name
+ * follows Cloudflare's R2 rule (names.ts `isR2BucketName`). Two bindings may share a bucket.
+ */
+function parseR2Buckets(
+  value: unknown,
+  bad: (path: KeyPath, why: string) => WorkerConfigError,
+  vars: Record<string, unknown>,
+  assetsBinding: string | null,
+  kvNamespaces: KvNamespaceBinding[],
+): R2BucketBinding[] {
+  if (value === undefined || value === null) return [];
+  const example = '{ "binding": "FILES", "bucket_name": "files" }';
+  if (!Array.isArray(value)) throw bad(['r2_buckets'], `must be a list such as [${example}]`);
+  const taken = new Set<string>();
+  return value.map((entry, i) => {
+    if (!isObject(entry)) throw bad(['r2_buckets', i], `must be an object such as ${example}`);
+    const { binding, bucket_name: bucketName } = entry;
+    const at = (field: string): KeyPath =>
+      entry[field] === undefined ? ['r2_buckets', i] : ['r2_buckets', i, field];
+    if (binding === undefined)
+      throw bad(at('binding'), 'needs "binding": the name the worker reaches the bucket by, such as "FILES"');
+    if (bucketName === undefined)
+      throw bad(at('bucket_name'), 'needs "bucket_name": the bucket\'s name, such as "files"');
+    const place: KeyPath = ['r2_buckets', i, 'binding'];
+    if (typeof binding !== 'string' || !VAR_NAME.test(binding) || FORBIDDEN_NAMES.includes(binding))
+      throw bad(place, 'must be a binding name: letters, digits and underscores, not starting with a digit');
+    if (has(vars, binding)) throw bad(place, `names ${binding}, which vars also binds; choose another name`);
+    if (binding === assetsBinding)
+      throw bad(place, `names ${binding}, which assets.binding also binds; choose another name`);
+    if (kvNamespaces.some((n) => n.binding === binding))
+      throw bad(place, `names ${binding}, which a KV namespace binds; choose another name`);
+    if (taken.has(binding))
+      throw bad(place, `names ${binding}, which an earlier R2 bucket binds; choose another name`);
+    taken.add(binding);
+    if (!isR2BucketName(bucketName))
+      throw bad(
+        ['r2_buckets', i, 'bucket_name'],
+        `must be an R2 bucket name: ${R2_BUCKET_NAME_RULE}, got ${JSON.stringify(bucketName ?? null)}`,
+      );
+    return { binding, bucket_name: bucketName };
   });
 }
 
