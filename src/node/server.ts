@@ -15,6 +15,7 @@ import { deployRoutes } from './routes/deploys.ts';
 import { freezeRoutes } from './routes/freeze.ts';
 import { healthRoutes } from './routes/health.ts';
 import { ingressRoutes } from './routes/ingress.ts';
+import { kvRoutes } from './routes/kv.ts';
 import { operatorRoutes } from './routes/operators.ts';
 import { secretRoutes } from './routes/secrets.ts';
 import { stateRoutes } from './routes/state.ts';
@@ -28,6 +29,7 @@ const routePlugins: RoutePlugin[] = [
   operatorRoutes,
   applicationRoutes,
   secretRoutes,
+  kvRoutes,
   freezeRoutes,
   deployRoutes,
   stateRoutes,
