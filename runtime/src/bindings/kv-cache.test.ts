@@ -25,6 +25,7 @@ describe('the node-local KV read cache', () => {
   before(async () => {
     bucket = await openDirStore(join(dir, 'bucket'));
     counted = {
+      description: bucket.description,
       get: (key) => {
         gets++;
         return bucket.get(key);

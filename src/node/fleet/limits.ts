@@ -222,6 +222,8 @@ interface Watched {
   runs: Map<number, Map<number, ThreadRun>>;
   /** Per workerd pid: its CPU time (all threads) when last read. */
   totals: Map<number, number>;
+  /** The group's CPU time as its cgroup counts it when last read; null: not readable. */
+  usage: string | null;
 }
 
 /**
@@ -304,6 +306,7 @@ export class ApplicationLimits {
       oomKills: memoryDir === null ? 0 : this.#readOomKills(memoryDir),
       runs: new Map(),
       totals: new Map(),
+      usage: null,
     };
     this.#watched.set(application, w);
     this.#enter(w, processesByGroup().get(pgid) ?? []);
@@ -437,15 +440,29 @@ export class ApplicationLimits {
     const fullScan = now - this.#lastFullScan >= FULL_SCAN_MS;
     if (fullScan) this.#lastFullScan = now;
     let everyGroup: Map<number, ProcessSample[]> | undefined;
-    const groupOf = (pgid: number) => (everyGroup ??= processesByGroup()).get(pgid) ?? [];
+    const groupOf = (pgid: number) => {
+      everyGroup ??= processesByGroup();
+      return everyGroup.get(pgid) ?? [];
+    };
     for (const [application, w] of this.#watched) {
       const placed = w.memoryDir ?? w.cpuDir;
       // A process the group started before it was placed (or an adopted group's workerd) joins now.
       if (fullScan && placed !== null) this.#enter(w, groupOf(w.pgid));
+      // A group that used no CPU since the last look neither looped nor allocated: an idle
+      // application costs one read.
+      if (!fullScan && this.#unchanged(w)) continue;
       this.#checkMemory(application, w);
       if (this.#settings.cpuMs > 0)
         this.#checkCpu(application, w, placed === null ? groupOf(w.pgid) : processesIn(placed));
     }
+  }
+
+  /** Whether the group's cgroup counts the same CPU time as at the last look (false: unknown). */
+  #unchanged(w: Watched): boolean {
+    const usage = groupCpuUsage(w, this.#controllers.cpu?.version ?? this.#controllers.memory?.version);
+    const same = usage !== null && usage === w.usage;
+    w.usage = usage;
+    return same;
   }
 
   #checkMemory(application: string, w: Watched): void {
@@ -506,6 +523,20 @@ export class ApplicationLimits {
     for (const pid of w.runs.keys()) if (!seen.has(pid)) w.runs.delete(pid);
     for (const pid of w.totals.keys()) if (!seen.has(pid)) w.totals.delete(pid);
   }
+}
+
+/**
+ * The CPU time a group's cgroup counts, as its text: `cpu.stat`'s `usage_usec` on cgroup v2 (there
+ * in every cgroup, whatever its controllers), `cpuacct.usage` on v1 (where cpuacct is mounted with
+ * cpu); null when neither is readable.
+ */
+function groupCpuUsage(w: Watched, version: 1 | 2 | undefined): string | null {
+  if (version === 2) {
+    const dir = w.cpuDir ?? w.memoryDir;
+    const stat = dir === null ? null : readText(join(dir, 'cpu.stat'));
+    return stat === null ? null : (/^usage_usec (\d+)$/m.exec(stat)?.[1] ?? null);
+  }
+  return w.cpuDir === null ? null : (readText(join(w.cpuDir, 'cpuacct.usage'))?.trim() ?? null);
 }
 
 /** One thread of a workerd: its CPU time and voluntary switches when last read, and since when it ran unbroken. */
