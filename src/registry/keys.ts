@@ -137,4 +137,17 @@ export const keys = {
   runtimeKvNamespacePrefix: (name: string, namespace: string) => `fleets/${name}/kv/${namespace}/`,
   runtimeKvEntry: (name: string, namespace: string, encoded: string) =>
     `fleets/${name}/kv/${namespace}/${encoded}/-`,
+  /**
+   * R2 buckets (docs/bindings.md "R2 buckets"): per object, a record (its metadata, naming its
+   * body) under `objects/`, at the object key encoded as KV's keys are (`encoded`: base32hex in
+   * 200-character segments, then `-`), and the body under `bodies/<version>`: a put writes the
+   * body, then the record, so an object is seen whole or not at all (runtime/src/bindings/r2.ts).
+   */
+  runtimeR2BucketPrefix: (name: string, bucket: string) => `fleets/${name}/r2/${bucket}/`,
+  runtimeR2RecordsPrefix: (name: string, bucket: string) => `fleets/${name}/r2/${bucket}/objects/`,
+  /** The empty key, which R2 allows, is `objects/-`: `-` is no base32hex folder name. */
+  runtimeR2Record: (name: string, bucket: string, encoded: string) =>
+    `fleets/${name}/r2/${bucket}/objects/${encoded === '' ? '' : `${encoded}/`}-`,
+  runtimeR2Body: (name: string, bucket: string, version: string) =>
+    `fleets/${name}/r2/${bucket}/bodies/${version}`,
 } as const;

@@ -1,6 +1,7 @@
-// The bindings socket (docs/bindings.md "KV namespaces"): the runtime socket's rules (owner-only,
-// a stale file replaced, a listening host never displaced), and workerd's KV requests carried
-// over HTTP to the KV service, a value past 25 MiB refused by its declared length.
+// The bindings socket (docs/bindings.md "KV namespaces", "R2 buckets"): the runtime socket's rules
+// (owner-only, a stale file replaced, a listening host never displaced), workerd's KV requests
+// carried over HTTP to the KV service, a value past 25 MiB refused by its declared length, and
+// requests with the R2 headers carried to the R2 service on the same listener.
 
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
@@ -17,14 +18,21 @@ function call(
   path: string,
   headers: Record<string, string>,
   body = '',
-): Promise<{ status: number; statusText: string; body: string }> {
+): Promise<{ status: number; statusText: string; body: string; headers: Record<string, unknown> }> {
   return new Promise((resolve, reject) => {
     const req = request({ socketPath, method, path, headers }, (res) => {
       let text = '';
       res.on('data', (chunk) => {
         text += chunk;
       });
-      res.on('end', () => resolve({ status: res.statusCode!, statusText: res.statusMessage!, body: text }));
+      res.on('end', () =>
+        resolve({
+          status: res.statusCode!,
+          statusText: res.statusMessage!,
+          body: text,
+          headers: res.headers,
+        }),
+      );
     });
     req.on('error', reject);
     req.end(body);
@@ -44,11 +52,8 @@ describe('the bindings socket', () => {
     try {
       assert.equal(statSync(path).mode & 0o777, 0o600);
       assert.equal((await call(path, 'PUT', '/k%20y?urlencoded=true', names, 'value')).status, 200);
-      assert.deepEqual(await call(path, 'GET', '/k%20y?urlencoded=true', names), {
-        status: 200,
-        statusText: 'OK',
-        body: 'value',
-      });
+      const read = await call(path, 'GET', '/k%20y?urlencoded=true', names);
+      assert.deepEqual([read.status, read.statusText, read.body], [200, 'OK', 'value']);
       const big = await call(path, 'PUT', '/big?urlencoded=true', {
         ...names,
         'content-length': String(25 * 1024 * 1024 + 1),
@@ -57,7 +62,7 @@ describe('the bindings socket', () => {
       assert.equal(big.statusText, 'Value length of 26214401 exceeds limit of 26214400.');
       await assert.rejects(
         listenKvSocket(path, store, () => {}),
-        new RegExp(`another KV bindings host is listening on ${path}: one svc sail per state directory`),
+        new RegExp(`another bindings host is listening on ${path}: one svc sail per state directory`),
       );
     } finally {
       await socket.close();
@@ -66,7 +71,45 @@ describe('the bindings socket', () => {
     assert.throws(() => statSync(path), /ENOENT/);
   });
 
-  it('answers 503 when the bucket fails, never 500', async () => {
+  it('carries a request with the R2 headers to R2, on the same listener, and refuses an R2 value past 100 MiB by its declared length', async () => {
+    const store = await openDirStore(join(dir, 'bucket-r2'));
+    const path = join(dir, 'both.sock');
+    const socket = await listenKvSocket(path, store, () => {});
+    const r2 = { 'cell-r2-application': 'shop', 'cell-r2-bucket': 'data' };
+    try {
+      const json = JSON.stringify({ version: 1, method: 'put', object: 'k' });
+      const put = await call(
+        path,
+        'PUT',
+        '/',
+        { ...r2, 'cf-r2-metadata-size': String(json.length) },
+        `${json}hello`,
+      );
+      assert.equal(put.status, 200);
+      const got = await call(path, 'GET', '/', {
+        ...r2,
+        'cf-r2-request': JSON.stringify({ version: 1, method: 'get', object: 'k' }),
+      });
+      assert.equal(got.status, 200);
+      const size = Number(got.headers['cf-r2-metadata-size']);
+      assert.equal(JSON.parse(got.body.slice(0, size)).etag, '5d41402abc4b2a76b9719d911017c592');
+      assert.equal(got.body.slice(size), 'hello');
+      // The same key through KV is another namespace's: absent.
+      assert.equal((await call(path, 'GET', '/k?urlencoded=true', names)).status, 404);
+      const big = await call(path, 'PUT', '/', { ...r2, 'content-length': String(101 * 1024 * 1024 + 1) });
+      assert.equal(big.status, 400);
+      assert.deepEqual(JSON.parse(String(big.headers['cf-r2-error'])), {
+        version: 1,
+        v4code: 100100,
+        message: 'Your proposed upload exceeds the maximum allowed object size.',
+      });
+    } finally {
+      await socket.close();
+      await store.close();
+    }
+  });
+
+  it('answers 503 when the bucket fails, never 500 (KV and R2)', async () => {
     const store = await openDirStore(join(dir, 'bucket-2'));
     // A stand-in at the Store interface: a bucket whose reads fail.
     const failing = Object.assign(Object.create(store), {
@@ -81,7 +124,17 @@ describe('the bindings socket', () => {
       const answer = await call(path, 'GET', '/k?urlencoded=true', names);
       assert.equal(answer.status, 503);
       assert.equal(answer.statusText, 'the bucket did not answer the KV request');
-      assert.deepEqual(lines, ['a KV request failed: connection refused']);
+      const r2 = await call(path, 'GET', '/', {
+        'cell-r2-application': 'shop',
+        'cell-r2-bucket': 'data',
+        'cf-r2-request': JSON.stringify({ version: 1, method: 'head', object: 'k' }),
+      });
+      assert.equal(r2.status, 503);
+      assert.equal(JSON.parse(String(r2.headers['cf-r2-error'])).v4code, 10001);
+      assert.deepEqual(lines, [
+        'a KV request failed: connection refused',
+        'an R2 request failed: connection refused',
+      ]);
     } finally {
       await socket.close();
       await store.close();

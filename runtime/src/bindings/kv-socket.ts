@@ -1,6 +1,7 @@
-// The bindings socket (docs/bindings.md "KV namespaces"): the runtime host's HTTP listener for
-// workerd's KV calls, owner-only, with the runtime socket's rules (host/socket.ts
-// `listenOwnerOnly`). What each request means is kv.ts's; this module only carries them.
+// The bindings socket (docs/bindings.md "KV namespaces", "R2 buckets"): the runtime host's one
+// HTTP listener for workerd's KV and R2 calls, owner-only, with the runtime socket's rules
+// (host/socket.ts `listenOwnerOnly`). A request carrying the R2 headers workerd's config injects
+// (r2-headers.ts) is R2's (r2.ts), any other KV's (kv.ts); this module only carries them.
 
 import { rm } from 'node:fs/promises';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
@@ -8,16 +9,21 @@ import type { Store } from '../../../src/store/store.ts';
 import { listenOwnerOnly } from '../host/socket.ts';
 import { type Entry, handleKv, KV_LIMITS, valueTooLong } from './kv.ts';
 import { KvCache } from './kv-cache.ts';
+import { handleR2, R2_LIMITS, refusalAnswer, valueTooLarge } from './r2.ts';
+import { R2_BUCKET_HEADER } from './r2-headers.ts';
 
 export interface KvSocket {
   path: string;
   close(): Promise<void>;
 }
 
+/** The most an R2 put's request JSON may add to its value. */
+const R2_MAX_REQUEST_JSON_BYTES = 1024 * 1024;
+
 /**
- * Serves KV for every application of the node on the owner-only Unix socket at `path`, with the
- * runtime socket's rules (runtime/src/host/socket.ts `listenOwnerOnly`). The value is read whole
- * (up to the 25 MiB limit, refused past it without reading on), then handed to `handleKv`.
+ * Serves KV and R2 for every application of the node on the owner-only Unix socket at `path`,
+ * with the runtime socket's rules (runtime/src/host/socket.ts `listenOwnerOnly`). A body is read
+ * whole (up to the KV value limit, or R2's), refused past it without reading on.
  */
 export async function listenKvSocket(
   path: string,
@@ -27,17 +33,28 @@ export async function listenKvSocket(
   // One cache for every application of the node: the bucket keys it holds name the application.
   const cache = new KvCache<Entry>();
   const server: Server = createServer((req, res) => {
-    serve(store, cache, req, res).catch((err: unknown) => {
-      log(`a KV request failed: ${(err as Error).message}`);
+    const r2 = req.headers[R2_BUCKET_HEADER] !== undefined;
+    (r2 ? serveR2(store, req, res) : serve(store, cache, req, res)).catch((err: unknown) => {
+      log(`${r2 ? 'an R2' : 'a KV'} request failed: ${(err as Error).message}`);
       if (!res.headersSent) {
-        // The bucket failed, not the request: the worker sees `KV <METHOD> failed: 503 ...`.
+        // The bucket failed, not the request: the worker sees KV's `KV <METHOD> failed: 503 ...`,
+        // or R2's internal error.
         res.statusCode = 503;
-        res.statusMessage = 'the bucket did not answer the KV request';
+        res.statusMessage = `the bucket did not answer the ${r2 ? 'R2' : 'KV'} request`;
+        if (r2)
+          res.setHeader(
+            'cf-r2-error',
+            JSON.stringify({
+              version: 1,
+              v4code: 10001,
+              message: 'We encountered an internal error. Please try again.',
+            }),
+          );
       }
       res.end();
     });
   });
-  await listenOwnerOnly(server, path, 'KV bindings host');
+  await listenOwnerOnly(server, path, 'bindings host');
   return {
     path,
     async close() {
@@ -47,6 +64,46 @@ export async function listenKvSocket(
       await rm(path, { force: true });
     },
   };
+}
+
+/** The bindings socket under the name of what it serves; the same listener. */
+export const listenBindingsSocket = listenKvSocket;
+
+/** The body whole, or null once it passes `limit` bytes (the rest is drained unread). */
+async function readBody(req: IncomingMessage, limit: number): Promise<Buffer | null> {
+  const chunks: Buffer[] = [];
+  let length = 0;
+  for await (const chunk of req) {
+    length += (chunk as Buffer).length;
+    if (length <= limit) chunks.push(chunk as Buffer);
+  }
+  return length > limit ? null : Buffer.concat(chunks);
+}
+
+function lowerCaseHeaders(req: IncomingMessage): Record<string, string | undefined> {
+  const headers: Record<string, string | undefined> = {};
+  for (const [name, value] of Object.entries(req.headers))
+    headers[name] = Array.isArray(value) ? value[0] : value;
+  return headers;
+}
+
+async function serveR2(store: Store, req: IncomingMessage, res: ServerResponse): Promise<void> {
+  const limit = R2_LIMITS.maxValueBytes + R2_MAX_REQUEST_JSON_BYTES;
+  const tooLarge = () => {
+    const answer = refusalAnswer(valueTooLarge());
+    res.writeHead(answer.status, answer.headers);
+    res.end();
+  };
+  if (Number(req.headers['content-length']) > limit) {
+    tooLarge();
+    req.resume();
+    return;
+  }
+  const body = await readBody(req, limit);
+  if (body === null) return tooLarge();
+  const answer = await handleR2(store, { method: req.method ?? 'GET', headers: lowerCaseHeaders(req), body });
+  res.writeHead(answer.status, { ...answer.headers, 'content-length': String(answer.body.byteLength) });
+  res.end(answer.body);
 }
 
 async function serve(
@@ -75,12 +132,14 @@ async function serve(
     res.end(refusal.message);
     return;
   }
-  const headers: Record<string, string | undefined> = {};
-  for (const [name, value] of Object.entries(req.headers))
-    headers[name] = Array.isArray(value) ? value[0] : value;
   const answer = await handleKv(
     store,
-    { method: req.method ?? 'GET', target: req.url ?? '/', headers, body: Buffer.concat(chunks) },
+    {
+      method: req.method ?? 'GET',
+      target: req.url ?? '/',
+      headers: lowerCaseHeaders(req),
+      body: Buffer.concat(chunks),
+    },
     Date.now(),
     cache,
   );

@@ -405,15 +405,15 @@ function entryKey(space: Namespace, key: string): string {
   return keys.runtimeKvEntry(space.application, space.namespace, segments(encodeKey(Buffer.from(key))));
 }
 
-/** An encoded key cut into its path segments. */
-function segments(encoded: string): string {
+/** An encoded key cut into its path segments (R2's records use it too: r2.ts). */
+export function segments(encoded: string): string {
   const parts: string[] = [];
   for (let i = 0; i < encoded.length; i += SEGMENT_CHARS) parts.push(encoded.slice(i, i + SEGMENT_CHARS));
   return parts.join('/');
 }
 
 /** The encoded key an entry's object key (below its namespace) holds; null for any other object. */
-function encodedOf(below: string): string | null {
+export function encodedOf(below: string): string | null {
   if (!below.endsWith('/-')) return null;
   const parts = below.slice(0, -2).split('/');
   if (parts.some((part, i) => part === '' || (i < parts.length - 1 && part.length !== SEGMENT_CHARS)))
