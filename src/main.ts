@@ -7,6 +7,7 @@ import { registerCompletion } from './cli/completion.ts';
 import { registerDeploy, registerDeployment } from './cli/deploy.ts';
 import { registerFleet } from './cli/fleet.ts';
 import { registerHealth } from './cli/health.ts';
+import { registerKv } from './cli/kv.ts';
 import { registerMetrics, registerTraces } from './cli/observe.ts';
 import { registerOperator } from './cli/operator.ts';
 import { registerRemote } from './cli/remote.ts';
@@ -30,6 +31,7 @@ export function buildProgram(): Command {
     registerOperator,
     registerFleet,
     registerApp,
+    registerKv,
     registerDeploy,
     registerDeployment,
     registerTrust,

@@ -45,6 +45,7 @@ test('bash: top-level commands in help order, nested subcommands, flags of the t
     'operator',
     'fleet',
     'app',
+    'kv',
     'deploy',
     'deployment',
     'trust',
@@ -55,6 +56,9 @@ test('bash: top-level commands in help order, nested subcommands, flags of the t
   assert.deepEqual(bashComplete(file, ['svc', 'de']), ['deploy', 'deployment']);
   assert.deepEqual(bashComplete(file, ['svc', 'fleet', '']), ['nodes', 'freeze', 'unfreeze']);
   assert.deepEqual(bashComplete(file, ['svc', 'app', 'secret', '']), ['set', 'bulk', 'list', 'remove']);
+  assert.deepEqual(bashComplete(file, ['svc', 'kv', '']), ['namespace', 'key', 'bulk']);
+  assert.deepEqual(bashComplete(file, ['svc', 'kv', 'key', '']), ['put', 'get', 'list', 'delete']);
+  assert.deepEqual(bashComplete(file, ['svc', 'kv', 'key', 'put', '--b']), ['--binding']);
   // Flags of `svc fleet nodes` after another flag, not those of `svc fleet`.
   const flags = bashComplete(file, ['svc', 'fleet', 'nodes', '--json', '--buc']);
   assert.deepEqual(flags, ['--bucket']);

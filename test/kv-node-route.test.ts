@@ -79,7 +79,8 @@ async function send(
   const headers: Record<string, string> = {};
   if (options.signer) headers.authorization = await options.signer.bearer();
   if (options.body !== undefined) headers['content-type'] = options.contentType ?? 'application/octet-stream';
-  const response = await fetch(`${node.url}${path}`, { method, headers, body: options.body });
+  const sent = options.body as BodyInit | undefined;
+  const response = await fetch(`${node.url}${path}`, { method, headers, body: sent });
   const bytes = Buffer.from(await response.arrayBuffer());
   const contentType = response.headers.get('content-type');
   let body: unknown = bytes;

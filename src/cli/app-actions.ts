@@ -22,6 +22,7 @@ import {
   domainsOf,
   releaseDomain,
 } from '../registry/domains.ts';
+import { keys } from '../registry/keys.ts';
 import { isNodeLive } from '../registry/liveness.ts';
 import { resolveApplicationName } from '../registry/names.ts';
 import type { ApplicationRecord } from '../registry/records.ts';
@@ -419,7 +420,10 @@ export async function appDelete(flags: AppFlags & { force?: boolean }): Promise<
         return { deleted: await deleteApplicationData(store, name) };
       }),
   );
-  say(`Deleted ${name}: ${deleted.length} store key${deleted.length === 1 ? '' : 's'} removed`);
+  // Workers KV entries are said apart: they are data, which no redeploy brings back.
+  const kvEntries = deleted.filter((key) => key.startsWith(`${keys.fleetPrefix(name)}kv/`)).length;
+  const kv = kvEntries === 0 ? '' : ` (${kvEntries} of them Workers KV entries)`;
+  say(`Deleted ${name}: ${deleted.length} store key${deleted.length === 1 ? '' : 's'} removed${kv}`);
   for (const key of deleted) say(key);
 }
 

@@ -196,6 +196,8 @@ export interface CallOptions {
   timeoutMs?: number;
   /** Title of the refusal when no node is known (default: No node to ask). */
   noNodeTitle?: string;
+  /** A 2xx answer is bytes, not JSON: `body` is its Buffer (`svc kv key get`). */
+  binary?: boolean;
 }
 
 /** A successful answer. */
@@ -272,13 +274,15 @@ export async function requestNode(
       failures.push(`${endpoint}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
       continue;
     }
-    return readAnswer(response, `${method} ${url.href}`);
+    return readAnswer(response, `${method} ${url.href}`, options.binary === true);
   }
   throw new Problem('not-found', 'Node is not answering', failures.join('; '));
 }
 
-function readAnswer(response: HttpAnswer, asked: string): NodeAnswer {
+function readAnswer(response: HttpAnswer, asked: string, binary = false): NodeAnswer {
   const { text, status } = response;
+  if (binary && status >= 200 && status < 300)
+    return { status, headers: response.headers, body: response.bytes };
   const type = response.headers.get('content-type') ?? '';
   let body: unknown = text === '' ? undefined : text;
   if (text !== '' && (type.startsWith('application/json') || type.startsWith(PROBLEM_CONTENT_TYPE))) {

@@ -44,6 +44,7 @@ test('the real program: top level in help order, completion itself hidden, neste
       'operator',
       'fleet',
       'app',
+      'kv',
       'deploy',
       'deployment',
       'trust',
@@ -54,6 +55,15 @@ test('the real program: top level in help order, completion itself hidden, neste
   );
   const paths = tree.map((entry) => entry.path.join(' '));
   assert.ok(paths.includes('app secret set'));
+  for (const path of [
+    'kv namespace list',
+    'kv key put',
+    'kv key get',
+    'kv key list',
+    'kv key delete',
+    'kv bulk put',
+  ])
+    assert.ok(paths.includes(path), path);
   assert.ok(!paths.some((path) => path.startsWith('completion')));
   const sail = tree.find((entry) => entry.path.join(' ') === 'sail');
   assert.ok(sail?.flags.some((f) => f.name === '--bucket'));

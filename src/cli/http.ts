@@ -8,6 +8,8 @@ export interface HttpAnswer {
   status: number;
   headers: Headers;
   text: string;
+  /** The body's bytes, for an answer that is no text (`svc kv key get`). */
+  bytes: Buffer;
 }
 
 export interface HttpOptions {
@@ -47,11 +49,8 @@ export function httpExchange(url: URL, options: HttpOptions): Promise<HttpAnswer
         const headers = new Headers();
         for (let i = 0; i + 1 < response.rawHeaders.length; i += 2)
           headers.append(response.rawHeaders[i]!, response.rawHeaders[i + 1]!);
-        resolve({
-          status: response.statusCode ?? 0,
-          headers,
-          text: Buffer.concat(chunks).toString('utf8'),
-        });
+        const bytes = Buffer.concat(chunks);
+        resolve({ status: response.statusCode ?? 0, headers, text: bytes.toString('utf8'), bytes });
       });
     });
     request.end(options.body);
