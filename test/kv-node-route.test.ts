@@ -1,7 +1,7 @@
 // Workers KV through a node (docs/api.md "Workers KV"), on a real `svc sail` over a local-directory
 // bucket with an application deployed by `svc deploy` that binds two namespaces: an operator key
 // scoped to `shop-*` lists the namespaces, puts, reads, lists, deletes and bulk-writes keys of
-// `shop-web`, the entries land in the binding's storage format under `fleets/shop-web/kv/<id>/`, and
+// `shop-web` (and a CI job's workload token the trust policy admits does too), the entries land in the binding's storage format under `fleets/shop-web/kv/<id>/`, and
 // every refusal answers a problem document (status, code, title), never a 500. Keys, values,
 // expirations and metadata behave as Cloudflare's KV (developers.cloudflare.com/kv/platform/limits/:
 // keys ≤ 512 bytes, values ≤ 25 MiB, metadata ≤ 1024 bytes, expirationTtl ≥ 60).
@@ -22,6 +22,7 @@ import {
 } from './helpers/applications.ts';
 import { projectDir } from './helpers/artifacts.ts';
 import { CELL_BIN } from './helpers/cell.ts';
+import { startTestIssuer, type TestIssuer } from './helpers/oidc-issuer.ts';
 import { runSvc, type SailProcess, tempDir } from './helpers/svc.ts';
 
 const APP = 'shop-web';
@@ -33,6 +34,9 @@ let node: SailProcess;
 let shop: Signer;
 let other: Signer;
 let nodeToken: Signer;
+let issuer: TestIssuer;
+const SUBJECT = 'repo:acme/shop:ref:refs/heads/main';
+const workloadToken = (sub = SUBJECT) => issuer.sign({ sub, aud: 'svc' });
 
 before(async () => {
   bucket = await openBucket();
@@ -64,9 +68,27 @@ before(async () => {
   assert.equal(deployed.code, 0, deployed.stderr);
   await bucket.application('shop-empty');
   await bucket.application('other-app');
+  issuer = await startTestIssuer();
+  const trusted = await runSvc(
+    [
+      'trust',
+      'set',
+      '--name',
+      APP,
+      '--issuer',
+      issuer.issuer,
+      '--subject',
+      'repo:acme/shop:*',
+      '--endpoint',
+      bucket.endpoint,
+    ],
+    { env: { SVC_STATE_DIR: tempDir() }, timeoutMs: 60_000 },
+  );
+  assert.equal(trusted.code, 0, trusted.stderr);
 });
 
 after(async () => {
+  await issuer?.close();
   await bucket?.close();
 });
 
@@ -247,6 +269,54 @@ describe('the namespaces and keys of an application, through a node', () => {
     assert.deepEqual(byName['bulk:ttl']?.metadata, { n: 1 });
     for (const pair of pairs) await call(node.url, 'DELETE', value(pair.key), { signer: shop });
   });
+});
+
+test('a CI job’s workload token the trust policy admits writes and reads, as an operator key does', async () => {
+  const bearer = async () => `Bearer ${await workloadToken()}`;
+  const put = await fetch(`${node.url}${value('ci')}`, {
+    method: 'PUT',
+    headers: { authorization: await bearer(), 'content-type': 'text/plain' },
+    body: 'from ci',
+  });
+  assert.equal(put.status, 200, await put.text());
+  const got = await fetch(`${node.url}${value('ci')}`, { headers: { authorization: await bearer() } });
+  assert.equal(await got.text(), 'from ci');
+  assertProblem(
+    await call(node.url, 'GET', BASE, {
+      headers: { authorization: `Bearer ${await workloadToken('repo:evil/fork:ref:refs/heads/main')}` },
+    }),
+    403,
+    'trust-mismatch',
+    'Workload not trusted',
+  );
+  // `svc kv --token` presents it instead of signing, as `svc app secret --token`.
+  const cli = await runSvc(
+    [
+      'kv',
+      'key',
+      'get',
+      'ci',
+      '--name',
+      APP,
+      '--binding',
+      'CACHE',
+      '--node',
+      node.url,
+      '--token',
+      await workloadToken(),
+    ],
+    {
+      env: {
+        SVC_HOME: tempDir(),
+        SVC_OPERATOR_KEY: undefined,
+        SVC_REMOTE: undefined,
+        SVC_STATE_DIR: tempDir(),
+      },
+    },
+  );
+  assert.equal(cli.code, 0, cli.stderr);
+  assert.equal(cli.stdout, 'from ci');
+  await call(node.url, 'DELETE', value('ci'), { signer: shop });
 });
 
 describe('refusals', () => {
