@@ -38,24 +38,26 @@ export function installFrameworkProject(dir: string, files: Record<string, strin
 }
 
 /**
- * `npm run build`, once per install: the build reads nothing of svc, so its output is kept with
- * the installed project and later runs deploy it again. A build that did not finish is redone
- * from scratch (`outputs`, relative to `dir`, removed first). The build runs with Cloudflare's
- * `Request.cf` download off (CLOUDFLARE_CF_FETCH_ENABLED), so a build that starts a local workerd
- * (Astro's prerendering) looks nothing up beyond loopback.
+ * `npm run build` (or the project's `script`), once per install: the build reads nothing of svc,
+ * so its output is kept with the installed project and later runs deploy it again. A build that
+ * did not finish is redone from scratch (`outputs`, relative to `dir`, removed first). The build
+ * runs with Cloudflare's `Request.cf` download off (CLOUDFLARE_CF_FETCH_ENABLED), so a build that
+ * starts a local workerd (Astro's prerendering) looks nothing up beyond loopback, and with
+ * Next.js's telemetry off (NEXT_TELEMETRY_DISABLED), which would otherwise report the build.
  */
 export function buildFrameworkProject(
   dir: string,
   outputs: readonly string[],
+  script = 'build',
 ): { status: number | null; output: string } {
   const built = join(dir, 'node_modules', '.built');
   if (existsSync(built)) return { status: 0, output: 'built by an earlier run' };
   for (const output of outputs) rmSync(join(dir, output), { recursive: true, force: true });
-  const build = spawnSync('npm', ['run', 'build'], {
+  const build = spawnSync('npm', ['run', script], {
     cwd: dir,
     encoding: 'utf8',
     timeout: 600_000,
-    env: { ...process.env, CLOUDFLARE_CF_FETCH_ENABLED: 'false' },
+    env: { ...process.env, CLOUDFLARE_CF_FETCH_ENABLED: 'false', NEXT_TELEMETRY_DISABLED: '1' },
   });
   if (build.status === 0) writeFileSync(built, '');
   return { status: build.status, output: `${build.stdout}\n${build.stderr}` };
