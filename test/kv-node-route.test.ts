@@ -1,10 +1,11 @@
 // Workers KV through a node (docs/api.md "Workers KV"), on a real `svc sail` over a local-directory
 // bucket with an application deployed by `svc deploy` that binds two namespaces: an operator key
 // scoped to `shop-*` lists the namespaces, puts, reads, lists, deletes and bulk-writes keys of
-// `shop-web` (and a CI job's workload token the trust policy admits does too), the entries land in the binding's storage format under `fleets/shop-web/kv/<id>/`, and
-// every refusal answers a problem document (status, code, title), never a 500. Keys, values,
-// expirations and metadata behave as Cloudflare's KV (developers.cloudflare.com/kv/platform/limits/:
-// keys ≤ 512 bytes, values ≤ 25 MiB, metadata ≤ 1024 bytes, expirationTtl ≥ 60).
+// `shop-web` (a CI job's workload token the trust policy admits does too), the entries land in the
+// binding's storage format under `fleets/shop-web/kv/<id>/`, and every refusal answers a problem
+// document (status, code, title), never a 500. Keys, values, expirations and metadata behave as
+// Cloudflare's KV (developers.cloudflare.com/kv/platform/limits/: keys ≤ 512 bytes, values ≤ 25 MiB,
+// metadata ≤ 1024 bytes, expirationTtl ≥ 60).
 
 import assert from 'node:assert/strict';
 import { request as httpRequest } from 'node:http';
@@ -317,6 +318,15 @@ test('a CI job’s workload token the trust policy admits writes and reads, as a
   assert.equal(cli.code, 0, cli.stderr);
   assert.equal(cli.stdout, 'from ci');
   await call(node.url, 'DELETE', value('ci'), { signer: shop });
+});
+
+test('an entry whose metadata is no JSON (written to the bucket by hand) lists with its text, not a 500', async () => {
+  const key = keys.runtimeKvEntry(APP, 'sessions', encodeKey(Buffer.from('odd')));
+  await bucket.store.put(key, `${JSON.stringify({ expiration: null, metadata: '{not json' })}\nv`);
+  const listed = await call(node.url, 'GET', `${BASE}/sessions/keys?prefix=odd`, { signer: shop });
+  assert.equal(listed.status, 200, JSON.stringify(listed.body));
+  assert.deepEqual(listed.body.keys, [{ name: 'odd', metadata: '{not json' }]);
+  await bucket.store.delete(key);
 });
 
 describe('refusals', () => {

@@ -77,7 +77,7 @@ export async function kvRoutes(app: FastifyInstance, ctx: NodeContext): Promise<
           keys: page.keys.map((key) => ({
             name: key.name,
             ...(key.expiration !== undefined ? { expiration: key.expiration } : {}),
-            ...(key.metadata !== undefined ? { metadata: JSON.parse(key.metadata) as unknown } : {}),
+            ...(key.metadata !== undefined ? { metadata: metadataValue(key.metadata) } : {}),
           })),
           list_complete: page.list_complete,
           ...(page.cursor !== undefined ? { cursor: page.cursor } : {}),
@@ -179,6 +179,15 @@ function keyOf(request: FastifyRequest): string {
     return decodeURIComponent(raw);
   } catch {
     throw new Problem('invalid-input', 'Invalid key', 'Could not URL-decode key name');
+  }
+}
+
+/** Metadata as the JSON value it was written as; text no put wrote (an edited object) as it is. */
+function metadataValue(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return text;
   }
 }
 
