@@ -141,6 +141,26 @@ function checkConformance(r: Record<string, Outcome>): void {
   });
   assert.deepEqual(r.deleteOne, { ok: null });
   assert.deepEqual(r.deleteMany, { ok: ['list/a/b'] });
+
+  // Multipart: R2's etag for a multipart object is the MD5 of the parts' MD5s, then `-<parts>`.
+  const partSize = 5 * 1024 * 1024;
+  const partMd5s = [md5('a'.repeat(partSize)), md5('b')].map((h) => Buffer.from(h, 'hex'));
+  assert.deepEqual(r.multipart, {
+    ok: {
+      key: 'multi',
+      size: partSize + 1,
+      etag: `${createHash('md5').update(Buffer.concat(partMd5s)).digest('hex')}-2`,
+      httpMetadata: { contentType: 'text/plain' },
+      across: 'ab',
+    },
+  });
+  assert.deepEqual(r.multipartAborted, {
+    error: 'Error: uploadPart: The specified multipart upload does not exist. (10024)',
+  });
+  assert.deepEqual(r.multipartTooSmall, {
+    error:
+      'Error: completeMultipartUpload: Your proposed upload is smaller than the minimum allowed object size. (10011)',
+  });
 }
 
 describe('R2 in workerd, through cell publish and cell serve', () => {

@@ -150,4 +150,11 @@ export const keys = {
     `fleets/${name}/r2/${bucket}/objects/${encoded === '' ? '' : `${encoded}/`}-`,
   runtimeR2Body: (name: string, bucket: string, version: string) =>
     `fleets/${name}/r2/${bucket}/bodies/${version}`,
+  /** A multipart upload: its record (`upload.json`: key, metadata, state) and one record per part. */
+  runtimeR2UploadPrefix: (name: string, bucket: string, upload: string) =>
+    `fleets/${name}/r2/${bucket}/uploads/${upload}/`,
+  runtimeR2Upload: (name: string, bucket: string, upload: string) =>
+    `fleets/${name}/r2/${bucket}/uploads/${upload}/upload.json`,
+  runtimeR2UploadPart: (name: string, bucket: string, upload: string, part: number) =>
+    `fleets/${name}/r2/${bucket}/uploads/${upload}/parts/${part}.json`,
 } as const;

@@ -156,6 +156,34 @@ async function conformance(bucket) {
     await bucket.delete(['list/a', 'list/ab', 'never-there']);
     return names(await bucket.list({ prefix: 'list/a' }));
   });
+  const partSize = 5 * 1024 * 1024;
+  r.multipart = await attempt(async () => {
+    const upload = await bucket.createMultipartUpload('multi', {
+      httpMetadata: { contentType: 'text/plain' },
+    });
+    const part1 = await upload.uploadPart(1, 'a'.repeat(partSize));
+    const part2 = await bucket.resumeMultipartUpload('multi', upload.uploadId).uploadPart(2, 'b');
+    const object = await upload.complete([part1, part2]);
+    const across = await bucket.get('multi', { range: { offset: partSize - 1, length: 2 } });
+    return {
+      key: object.key,
+      size: object.size,
+      etag: object.etag,
+      httpMetadata: object.httpMetadata,
+      across: await across.text(),
+    };
+  });
+  r.multipartAborted = await attempt(async () => {
+    const upload = await bucket.createMultipartUpload('multi-aborted');
+    await upload.uploadPart(1, 'x');
+    await upload.abort();
+    return upload.uploadPart(2, 'y');
+  });
+  r.multipartTooSmall = await attempt(async () => {
+    const upload = await bucket.createMultipartUpload('multi-small');
+    const parts = [await upload.uploadPart(1, 'x'), await upload.uploadPart(2, 'y')];
+    return upload.complete(parts);
+  });
   return r;
 }
 

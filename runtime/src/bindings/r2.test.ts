@@ -553,7 +553,7 @@ describe('R2 (docs/bindings.md "R2 buckets")', () => {
     assert.deepEqual(list.metadata!.objects.length, 1);
   });
 
-  it('refuses a request naming no application or bucket, or that is no R2 request, with 10029; multipart with 501', async () => {
+  it('refuses a request naming no application or bucket, or that is no R2 request, with 10029', async () => {
     const none = await handleR2(store, {
       method: 'GET',
       headers: { 'cf-r2-request': JSON.stringify({ version: 1, method: 'head', object: 'k' }) },
@@ -565,8 +565,180 @@ describe('R2 (docs/bindings.md "R2 buckets")', () => {
       status: 400,
       error: ERRORS.invalid,
     });
-    const multipart = await r2.viaPut({ method: 'createMultipartUpload', object: 'k' });
-    assert.equal(multipart.status, 501);
-    assert.equal(multipart.error!.v4code, 10001);
+  });
+
+  describe('multipart uploads', () => {
+    const PART = R2_LIMITS.minPartBytes;
+    const upload = (r2: ReturnType<typeof fresh>) => ({
+      create: (object: string, options: Record<string, unknown> = {}) =>
+        r2.viaPut({ method: 'createMultipartUpload', object, ...options }),
+      part: (object: string, uploadId: string, partNumber: number, value: string) =>
+        r2.viaPut({ method: 'uploadPart', object, uploadId, partNumber }, value),
+      complete: (object: string, uploadId: string, parts: { part: number; etag: string }[]) =>
+        r2.viaPut({ method: 'completeMultipartUpload', object, uploadId, parts }),
+      abort: (object: string, uploadId: string) =>
+        r2.viaPut({ method: 'abortMultipartUpload', object, uploadId }),
+    });
+    const bodies = async (bucket: string) =>
+      (await store.list(`${keys.runtimeR2BucketPrefix('shop', bucket)}bodies/`, { recursive: true })).objects
+        .length;
+    const NO_SUCH_UPLOAD = {
+      version: 1,
+      v4code: 10024,
+      message: 'The specified multipart upload does not exist.',
+    };
+    const INTERNAL = {
+      version: 1,
+      v4code: 10001,
+      message: 'We encountered an internal error. Please try again.',
+    };
+
+    it('creates distinct uploads for one key and validates the key (Miniflare "createMultipartUpload")', async () => {
+      const mp = upload(fresh());
+      const one = await mp.create('key', { customFields: [{ k: 'key', v: 'value' }] });
+      const two = await mp.create('key');
+      assert.equal(one.status, 200);
+      assert.match(one.metadata!.uploadId, /^[0-9a-f]{32}$/);
+      assert.notEqual(one.metadata!.uploadId, two.metadata!.uploadId);
+      assert.deepEqual(await mp.create('x'.repeat(513)), { status: 400, error: ERRORS.invalidName });
+    });
+
+    it('stores parts, a part uploaded again replacing the earlier, and refuses an unknown upload (Miniflare "uploadPart")', async () => {
+      const r2 = fresh();
+      const mp = upload(r2);
+      const id = (await mp.create('key')).metadata!.uploadId;
+      const one = await mp.part('key', id, 1, 'value1');
+      const two = await mp.part('key', id, 2, 'value two');
+      assert.equal(one.status, 200);
+      assert.notEqual(one.metadata!.etag, two.metadata!.etag);
+      const again = await mp.part('key', id, 1, 'value1');
+      assert.notEqual(again.metadata!.etag, one.metadata!.etag);
+      assert.equal(await bodies(`b-${count}`), 2, 'the replaced part body is gone');
+      assert.deepEqual(await mp.part('key', 'bad', 1, 'v'), { status: 400, error: NO_SUCH_UPLOAD });
+      assert.deepEqual(await mp.part('badkey', id, 1, 'v'), { status: 400, error: NO_SUCH_UPLOAD });
+      assert.deepEqual(await mp.part('x'.repeat(513), 'bad', 1, 'v'), {
+        status: 400,
+        error: ERRORS.invalidName,
+      });
+      assert.equal((await r2.head('key')).status, 404, 'nothing is visible before completion');
+    });
+
+    it('completes into one object: parts in order, R2 multipart etag, the upload metadata; sizes checked (Miniflare "completeMultipartUpload")', async () => {
+      const r2 = fresh();
+      const mp = upload(r2);
+      const id = (
+        await mp.create('key', {
+          customFields: [{ k: 'key', v: 'value' }],
+          httpFields: { contentType: 'text/plain' },
+        })
+      ).metadata!.uploadId;
+      const p1 = (await mp.part('key', id, 1, '1'.repeat(PART))).metadata!.etag;
+      const p2 = (await mp.part('key', id, 2, '2'.repeat(PART))).metadata!.etag;
+      const p3 = (await mp.part('key', id, 3, '3')).metadata!.etag;
+      const done = await mp.complete('key', id, [
+        { part: 1, etag: p1 },
+        { part: 2, etag: p2 },
+        { part: 3, etag: p3 },
+      ]);
+      assert.equal(done.status, 200);
+      const partMd5s = [md5('1'.repeat(PART)), md5('2'.repeat(PART)), md5('3')].map((h) =>
+        Buffer.from(h, 'hex'),
+      );
+      const etag = `${createHash('md5').update(Buffer.concat(partMd5s)).digest('hex')}-3`;
+      assert.deepEqual(
+        [done.metadata!.size, done.metadata!.etag, done.metadata!.range, done.metadata!.checksums],
+        [2 * PART + 1, etag, undefined, {}],
+      );
+      assert.deepEqual(done.metadata!.customFields, [{ k: 'key', v: 'value' }]);
+      assert.deepEqual(done.metadata!.httpFields, { contentType: 'text/plain' });
+      const got = await r2.get('key');
+      assert.equal(got.body, `${'1'.repeat(PART)}${'2'.repeat(PART)}3`);
+      // A range across the parts' boundary reads only the parts it touches.
+      const across = await r2.get('key', { range: { offset: String(PART - 2), length: '4' } });
+      assert.equal(across.body, '1122');
+      assert.equal((await r2.get('key', { range: { suffix: '2' } })).body, '23');
+      assert.deepEqual(
+        await mp.part('key', id, 4, 'v'),
+        { status: 400, error: NO_SUCH_UPLOAD },
+        'a completed upload takes no parts',
+      );
+      assert.deepEqual(await mp.complete('key', id, [{ part: 1, etag: p1 }]), {
+        status: 400,
+        error: NO_SUCH_UPLOAD,
+      });
+
+      // Parts smaller than 5 MiB but the last are refused; one small part alone is an object.
+      const second = (await mp.create('key')).metadata!.uploadId;
+      const s1 = (await mp.part('key', second, 1, '1')).metadata!.etag;
+      const s2 = (await mp.part('key', second, 2, '2')).metadata!.etag;
+      const tooSmall = {
+        version: 1,
+        v4code: 10011,
+        message: 'Your proposed upload is smaller than the minimum allowed object size.',
+      };
+      assert.deepEqual(
+        await mp.complete('key', second, [
+          { part: 1, etag: s1 },
+          { part: 2, etag: s2 },
+        ]),
+        {
+          status: 400,
+          error: tooSmall,
+        },
+      );
+      assert.deepEqual(await mp.complete('key', second, [{ part: 1, etag: 'wrong' }]), {
+        status: 400,
+        error: {
+          version: 1,
+          v4code: 10025,
+          message: 'One or more of the specified parts could not be found.',
+        },
+      });
+      const single = await mp.complete('key', second, [{ part: 1, etag: s1 }]);
+      // Miniflare's "completeMultipartUpload": one part "1" has etag 46d1741e8075da4ac72c71d8130fcb71-1.
+      assert.deepEqual(
+        [single.metadata!.size, single.metadata!.etag],
+        [1, '46d1741e8075da4ac72c71d8130fcb71-1'],
+      );
+      assert.equal((await r2.get('key')).body, '1');
+      assert.equal(await bodies(`b-${count}`), 1, "the replaced object's parts and the unused part are gone");
+    });
+
+    it('aborts: parts deleted, no more parts taken, a finished upload left as it is (Miniflare "abortMultipartUpload")', async () => {
+      const r2 = fresh();
+      const mp = upload(r2);
+      const one = (await mp.create('key')).metadata!.uploadId;
+      const two = (await mp.create('key')).metadata!.uploadId;
+      for (const n of [1, 2, 3]) await mp.part('key', one, n, `value${n}`);
+      assert.deepEqual(await mp.abort('key', one), { status: 200 });
+      assert.equal(await bodies(`b-${count}`), 0);
+      assert.deepEqual(await mp.part('key', one, 4, 'value4'), { status: 400, error: NO_SUCH_UPLOAD });
+      assert.deepEqual(await mp.abort('key', one), { status: 200 });
+      const p1 = (await mp.part('key', two, 1, 'value1')).metadata!.etag;
+      await mp.complete('key', two, [{ part: 1, etag: p1 }]);
+      assert.deepEqual(await mp.abort('key', two), { status: 200 });
+      assert.equal((await r2.get('key')).body, 'value1');
+      const three = (await mp.create('key')).metadata!.uploadId;
+      assert.deepEqual(await mp.abort('key', 'bad'), { status: 400, error: INTERNAL });
+      assert.deepEqual(await mp.abort('bad', three), { status: 400, error: INTERNAL });
+      assert.deepEqual(await mp.abort('x'.repeat(513), 'bad'), { status: 400, error: ERRORS.invalidName });
+    });
+
+    it('a put over or a delete of a multipart object removes its parts (Miniflare "put: is multipart aware", "delete: is multipart aware")', async () => {
+      const r2 = fresh();
+      const mp = upload(r2);
+      const make = async (key: string) => {
+        const id = (await mp.create(key)).metadata!.uploadId;
+        const etag = (await mp.part(key, id, 1, 'part')).metadata!.etag;
+        assert.equal((await mp.complete(key, id, [{ part: 1, etag }])).status, 200);
+      };
+      await make('a');
+      await make('b');
+      assert.equal(await bodies(`b-${count}`), 2);
+      await r2.put('a', 'plain');
+      await r2.delete('b');
+      assert.equal(await bodies(`b-${count}`), 1, 'only the plain body of a is left');
+      assert.equal((await r2.get('a')).body, 'plain');
+    });
   });
 });

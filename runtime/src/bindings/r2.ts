@@ -19,7 +19,8 @@
 // read (so two puts never lose a body), then deletes the body it replaced: the record is the
 // one write that makes a put visible, whole. The record's key is the object key encoded as KV's
 // keys are (kv.ts `encodeKey`, `segments`): no record is a prefix of another and every file name
-// stays under 255 bytes.
+// stays under 255 bytes. A multipart upload keeps a record of its own and one per part, each
+// part's bytes a body; completing writes an object record that names the parts' bodies in order.
 
 import { createHash, randomBytes } from 'node:crypto';
 import { keys } from '../../../src/registry/keys.ts';
@@ -39,6 +40,9 @@ export const R2_LIMITS = {
   maxValueBytes: 100 * 1024 * 1024,
   maxMetadataSize: 2048,
   maxListKeys: 1000,
+  /** Every part of a multipart upload but the last is at least this, and all of one size. */
+  minPartBytes: 5 * 1024 * 1024,
+  maxPartNumber: 10_000,
 } as const;
 
 const REQUEST_HEADER = 'cf-r2-request';
@@ -86,6 +90,14 @@ const preconditionFailed = () =>
   new R2Refusal(412, 10031, 'At least one of the pre-conditions you specified did not hold.');
 const invalidRange = () => new R2Refusal(416, 10039, 'The requested range is not satisfiable');
 const invalidMetadata = () => new R2Refusal(400, 10029, 'Metadata missing or invalid');
+// Miniflare answers these two with 500; the worker sees only the words and code, and nothing here
+// answers 500 to a request it refuses.
+const internalError = () => new R2Refusal(400, 10001, 'We encountered an internal error. Please try again.');
+const badUpload = () => new R2Refusal(400, 10048, 'There was a problem with the multipart upload.');
+const noSuchUpload = () => new R2Refusal(400, 10024, 'The specified multipart upload does not exist.');
+const invalidPart = () => new R2Refusal(400, 10025, 'One or more of the specified parts could not be found.');
+const entityTooSmall = () =>
+  new R2Refusal(400, 10011, 'Your proposed upload is smaller than the minimum allowed object size.');
 
 export function valueTooLarge(): R2Refusal {
   return entityTooLarge();
@@ -131,6 +143,8 @@ export interface R2Record {
   checksums: Checksums;
   httpMetadata: HttpFields;
   customMetadata: Record<string, string>;
+  /** A multipart object's bodies, in order; absent: the one body `bodies/<version>`. */
+  parts?: { body: string; size: number }[];
 }
 
 interface Bucket {
@@ -165,12 +179,16 @@ export async function handleR2(store: Store, request: R2Request, nowMs = Date.no
         await remove(space, body);
         return { status: 200, headers: {}, body: new Uint8Array() };
       }
-      if (typeof body.method === 'string' && body.method.includes('ultipart'))
-        throw new R2Refusal(
-          501,
-          10001,
-          'Multipart uploads are not provided by this runtime yet (svc docs/bindings.md "R2 buckets")',
-        );
+      if (body.method === 'createMultipartUpload')
+        return answerJson(await createUpload(space, objectKey(body), body));
+      if (body.method === 'uploadPart')
+        return answerJson(await uploadPart(space, objectKey(body), body, value));
+      if (body.method === 'completeMultipartUpload')
+        return answerObject(await completeUpload(space, objectKey(body), body), null);
+      if (body.method === 'abortMultipartUpload') {
+        await abortUpload(space, objectKey(body), body);
+        return { status: 200, headers: {}, body: new Uint8Array() };
+      }
     }
     throw invalidMetadata();
   } catch (err) {
@@ -245,16 +263,51 @@ async function get(space: Bucket, key: string, body: Json): Promise<R2Response> 
       throw refusal;
     }
     const range = rangeOf(body, object.size);
-    // Ranges are cut from the whole body: the store reads objects whole.
-    const bytes = await space.store.get(keys.runtimeR2Body(space.application, space.bucket, object.version));
-    if (!bytes) {
+    const value = await readValue(space, object, range);
+    if (!value) {
       // Replaced or deleted between the two reads: the record now says which.
       if (attempt + 1 < GET_TRIES) continue;
       throw noSuchKey();
     }
-    const value = bytes.body.subarray(range.offset, range.offset + range.length);
     return answerObject(object, range, value);
   }
+}
+
+function bodiesOf(space: Bucket, record: R2Record): { key: string; size: number }[] {
+  const at = (body: string) => keys.runtimeR2Body(space.application, space.bucket, body);
+  return record.parts
+    ? record.parts.map((part) => ({ key: at(part.body), size: part.size }))
+    : [{ key: at(record.version), size: record.size }];
+}
+
+/**
+ * The bytes of `range`; null when a body is gone (the object was replaced meanwhile). A range is
+ * cut from whole bodies, the store reading objects whole; of a multipart object only the parts
+ * the range touches are read.
+ */
+async function readValue(
+  space: Bucket,
+  record: R2Record,
+  range: { offset: number; length: number },
+): Promise<Uint8Array | null> {
+  const pieces: Uint8Array[] = [];
+  let start = 0;
+  for (const body of bodiesOf(space, record)) {
+    const end = start + body.size;
+    if (end > range.offset && start < range.offset + range.length) {
+      const object = await space.store.get(body.key);
+      if (!object) return null;
+      pieces.push(
+        object.body.subarray(Math.max(0, range.offset - start), range.offset + range.length - start),
+      );
+    }
+    start = end;
+  }
+  return pieces.length === 1 ? pieces[0]! : Buffer.concat(pieces);
+}
+
+async function deleteBodies(space: Bucket, record: R2Record): Promise<void> {
+  for (const body of bodiesOf(space, record)) await space.store.delete(body.key);
 }
 
 /** `range` ({offset, length, suffix}) or `rangeHeader`, as Miniflare's validator.worker.ts reads them. */
@@ -379,31 +432,51 @@ async function put(
     httpMetadata,
     customMetadata,
   };
-  const bodyKey = (version: string) => keys.runtimeR2Body(space.application, space.bucket, version);
   let written = false;
   try {
-    for (let attempt = 0; attempt < UPDATE_TRIES; attempt++) {
-      const current = await readRecord(space, key);
-      if (onlyIf && !conditionHolds(onlyIf, current?.record ?? null)) throw preconditionFailed();
-      if (!written) {
-        await space.store.put(bodyKey(record.version), value);
-        written = true;
-      }
-      const condition: WriteCondition = current ? { ifMatch: current.storeEtag } : { ifNoneMatch: '*' };
-      try {
-        await space.store.put(recordKey(space, key), JSON.stringify(record), condition);
-      } catch (err) {
-        if (isCasConflict(err)) continue;
-        throw err;
-      }
-      written = false; // the body is the record's now
-      if (current) await space.store.delete(bodyKey(current.record.version));
-      return { ...record, key };
-    }
-    throw new Error(`${UPDATE_TRIES} puts of one R2 object in a row lost to other writers`);
+    await commitRecord(space, key, record, onlyIf, async () => {
+      await space.store.put(keys.runtimeR2Body(space.application, space.bucket, record.version), value);
+      written = true;
+    });
+    written = false; // the body is the record's now
+    return { ...record, key };
   } finally {
-    if (written) await space.store.delete(bodyKey(record.version));
+    if (written)
+      await space.store.delete(keys.runtimeR2Body(space.application, space.bucket, record.version));
   }
+}
+
+/**
+ * Makes `record` the object at `key`: once `onlyIf` holds against the record there, `prepare`
+ * runs (once: a put writes its body), then the record is written on condition that the one read
+ * is still there (else all again), and the bodies of the object it replaced are deleted.
+ */
+async function commitRecord(
+  space: Bucket,
+  key: string,
+  record: R2Record,
+  onlyIf: Conditional | undefined,
+  prepare: () => Promise<void> = async () => {},
+): Promise<void> {
+  let prepared = false;
+  for (let attempt = 0; attempt < UPDATE_TRIES; attempt++) {
+    const current = await readRecord(space, key);
+    if (onlyIf && !conditionHolds(onlyIf, current?.record ?? null)) throw preconditionFailed();
+    if (!prepared) {
+      await prepare();
+      prepared = true;
+    }
+    const condition: WriteCondition = current ? { ifMatch: current.storeEtag } : { ifNoneMatch: '*' };
+    try {
+      await space.store.put(recordKey(space, key), JSON.stringify(record), condition);
+    } catch (err) {
+      if (isCasConflict(err)) continue;
+      throw err;
+    }
+    if (current) await deleteBodies(space, current.record);
+    return;
+  }
+  throw new Error(`${UPDATE_TRIES} writes of one R2 object in a row lost to other writers`);
 }
 
 function parseCustomFields(raw: unknown): Record<string, string> {
@@ -474,10 +547,188 @@ async function remove(space: Bucket, body: Json): Promise<void> {
         if (isCasConflict(err) && attempt + 1 < UPDATE_TRIES) continue;
         throw err;
       }
-      await space.store.delete(keys.runtimeR2Body(space.application, space.bucket, current.record.version));
+      await deleteBodies(space, current.record);
       break;
     }
   }
+}
+
+interface Upload {
+  key: string;
+  httpMetadata: HttpFields;
+  customMetadata: Record<string, string>;
+  state: 'in-progress' | 'completed' | 'aborted';
+}
+
+interface Part {
+  etag: string;
+  /** The part's MD5 in hex: the multipart object's etag is made of them. */
+  md5: string;
+  size: number;
+  body: string;
+}
+
+const UPLOAD_ID = /^[0-9a-f]{32}$/;
+
+async function createUpload(space: Bucket, key: string, body: Json): Promise<{ uploadId: string }> {
+  const upload: Upload = {
+    key,
+    httpMetadata: parseHttpFields(body.httpFields),
+    customMetadata: parseCustomFields(body.customFields),
+    state: 'in-progress',
+  };
+  const uploadId = randomBytes(16).toString('hex');
+  await space.store.put(
+    keys.runtimeR2Upload(space.application, space.bucket, uploadId),
+    JSON.stringify(upload),
+    {
+      ifNoneMatch: '*',
+    },
+  );
+  return { uploadId };
+}
+
+/** The upload `body.uploadId` names, for `key`; null when there is none such. */
+async function readUpload(
+  space: Bucket,
+  key: string,
+  body: Json,
+): Promise<{ id: string; upload: Upload; storeEtag: string } | null> {
+  const id = body.uploadId;
+  if (typeof id !== 'string' || !UPLOAD_ID.test(id)) return null;
+  const object = await space.store.get(keys.runtimeR2Upload(space.application, space.bucket, id));
+  if (!object) return null;
+  const upload = JSON.parse(Buffer.from(object.body).toString('utf8')) as Upload;
+  return upload.key === key ? { id, upload, storeEtag: object.etag } : null;
+}
+
+async function uploadPart(
+  space: Bucket,
+  key: string,
+  body: Json,
+  value: Uint8Array,
+): Promise<{ etag: string }> {
+  const number = body.partNumber;
+  if (
+    typeof number !== 'number' ||
+    !Number.isInteger(number) ||
+    number < 1 ||
+    number > R2_LIMITS.maxPartNumber
+  )
+    throw invalidMetadata();
+  if (value.byteLength > R2_LIMITS.maxValueBytes) throw entityTooLarge();
+  const found = await readUpload(space, key, body);
+  if (found?.upload.state !== 'in-progress') throw noSuchUpload();
+  const partKey = keys.runtimeR2UploadPart(space.application, space.bucket, found.id, number);
+  const previous = await space.store.get(partKey);
+  const part: Part = {
+    etag: randomBytes(16).toString('hex'),
+    md5: createHash('md5').update(value).digest('hex'),
+    size: value.byteLength,
+    body: randomBytes(16).toString('hex'),
+  };
+  await space.store.put(keys.runtimeR2Body(space.application, space.bucket, part.body), value);
+  await space.store.put(partKey, JSON.stringify(part));
+  // The part it replaced: its body is no object's.
+  if (previous)
+    await space.store.delete(
+      keys.runtimeR2Body(space.application, space.bucket, parsePart(previous.body).body),
+    );
+  return { etag: part.etag };
+}
+
+function parsePart(body: Uint8Array): Part {
+  return JSON.parse(Buffer.from(body).toString('utf8')) as Part;
+}
+
+/** Every part record of an upload, by part number. */
+async function partsOf(space: Bucket, id: string): Promise<Map<number, { key: string; part: Part }>> {
+  const prefix = `${keys.runtimeR2UploadPrefix(space.application, space.bucket, id)}parts/`;
+  const { objects } = await space.store.list(prefix, { recursive: true });
+  const parts = new Map<number, { key: string; part: Part }>();
+  for (const object of objects) {
+    const read = await space.store.get(object.key);
+    if (read)
+      parts.set(Number(object.key.slice(prefix.length, -'.json'.length)), {
+        key: object.key,
+        part: parsePart(read.body),
+      });
+  }
+  return parts;
+}
+
+/**
+ * Completes an upload with Miniflare's checks, in its order (bucket.worker.ts
+ * `completeMultipartUpload`): the parts named exist with those etags, every part but the last
+ * is at least 5 MiB, and in part order all but the last are one size, the last no larger. The
+ * object's record names the parts' bodies in order; its etag is R2's for multipart objects: the
+ * MD5 of the parts' MD5s, then `-<number of parts>`.
+ */
+async function completeUpload(space: Bucket, key: string, body: Json): Promise<R2Record & { key: string }> {
+  const found = await readUpload(space, key, body);
+  if (!found) throw internalError();
+  if (found.upload.state !== 'in-progress') throw noSuchUpload();
+  if (!Array.isArray(body.parts)) throw invalidMetadata();
+  const selected = body.parts as { etag?: unknown; part?: unknown }[];
+  const numbers = new Set<number>();
+  for (const { part } of selected) {
+    if (typeof part !== 'number' || numbers.has(part)) throw internalError();
+    numbers.add(part);
+  }
+  const uploaded = await partsOf(space, found.id);
+  const parts = selected.map((s) => {
+    const part = uploaded.get(s.part as number);
+    if (!part || part.part.etag !== s.etag) throw invalidPart();
+    return { number: s.part as number, ...part.part };
+  });
+  for (const part of parts.slice(0, -1)) if (part.size < R2_LIMITS.minPartBytes) throw entityTooSmall();
+  parts.sort((a, b) => a.number - b.number);
+  const first = parts[0];
+  for (const part of parts.slice(0, -1))
+    if (part.size < R2_LIMITS.minPartBytes || part.size !== first!.size) throw badUpload();
+  if (parts.length > 1 && parts.at(-1)!.size > first!.size) throw badUpload();
+  const etag = createHash('md5');
+  for (const part of parts) etag.update(Buffer.from(part.md5, 'hex'));
+  const record: R2Record = {
+    version: randomBytes(16).toString('hex'),
+    size: parts.reduce((total, part) => total + part.size, 0),
+    etag: `${etag.digest('hex')}-${parts.length}`,
+    uploaded: space.nowMs,
+    checksums: {},
+    httpMetadata: found.upload.httpMetadata,
+    customMetadata: found.upload.customMetadata,
+    parts: parts.map((part) => ({ body: part.body, size: part.size })),
+  };
+  await commitRecord(space, key, record, undefined);
+  await finishUpload(space, found, 'completed', uploaded, new Set(parts.map((part) => part.body)));
+  return { ...record, key };
+}
+
+/** Marks the upload done and drops its part records, and the bodies of parts no object holds. */
+async function finishUpload(
+  space: Bucket,
+  found: { id: string; upload: Upload; storeEtag: string },
+  state: Upload['state'],
+  parts: Map<number, { key: string; part: Part }>,
+  kept: Set<string>,
+): Promise<void> {
+  await space.store.put(
+    keys.runtimeR2Upload(space.application, space.bucket, found.id),
+    JSON.stringify({ ...found.upload, state }),
+  );
+  for (const { key, part } of parts.values()) {
+    if (!kept.has(part.body))
+      await space.store.delete(keys.runtimeR2Body(space.application, space.bucket, part.body));
+    await space.store.delete(key);
+  }
+}
+
+/** Aborts an upload in progress; one already completed or aborted stays as it is. */
+async function abortUpload(space: Bucket, key: string, body: Json): Promise<void> {
+  const found = await readUpload(space, key, body);
+  if (!found) throw internalError();
+  if (found.upload.state !== 'in-progress') return;
+  await finishUpload(space, found, 'aborted', await partsOf(space, found.id), new Set());
 }
 
 interface ListAnswer {
@@ -561,7 +812,9 @@ function wireObject(
 ) {
   const checksums: Record<string, string> = {};
   for (const { field, wire } of HASHES) {
-    const value = field === 'md5' ? (object.checksums.md5 ?? object.etag) : object.checksums[field];
+    // A single put's etag is its MD5; a multipart object's is not (Miniflare's r2Object.worker.ts).
+    const md5 = object.parts ? undefined : object.etag;
+    const value = field === 'md5' ? (object.checksums.md5 ?? md5) : object.checksums[field];
     if (value !== undefined) checksums[wire] = value;
   }
   return {
