@@ -10,10 +10,12 @@
 
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
+import { statSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { keys } from '../src/registry/keys.ts';
 import { openDirStore } from '../src/store/dir.ts';
+import { type Bucket, call, keyArg, openBucket } from './helpers/applications.ts';
 import {
   type BucketEnv,
   type CellProcess,
@@ -23,8 +25,9 @@ import {
   publish,
   startCell,
 } from './helpers/cell.ts';
+import { CELL_REAL } from './helpers/deploys.ts';
 import { type Minio, useMinio } from './helpers/minio.ts';
-import { tempDir, waitFor } from './helpers/svc.ts';
+import { runSvc, tempDir, waitFor } from './helpers/svc.ts';
 
 const FOLLOW_DEADLINE_MS = 60_000;
 const minioStarting = useMinio();
@@ -263,5 +266,42 @@ describe('R2 in workerd, through cell publish and cell serve', () => {
       assert.deepEqual(await o.get('dir'), { status: 200, body: 'file' });
       assert.deepEqual(await o.get('dir/child'), { status: 200, body: 'nested' });
     });
+  });
+});
+
+describe('R2 through the node daemon', () => {
+  let bucket: Bucket;
+  before(async () => {
+    bucket = await openBucket();
+  });
+  after(async () => {
+    await bucket.close();
+  });
+
+  it("serves the runtimes' R2 calls on <state dir>/bindings.sock, the socket KV's calls use", async () => {
+    const admin = await bucket.operator('op-r2', 'admin', ['*']);
+    const node = await bucket.sail(['--cell-bin', CELL_REAL]);
+    assert.equal(statSync(join(node.stateDir, 'bindings.sock')).mode & 0o777, 0o600);
+    const run = await runSvc(['deploy', join(EXAMPLES, 'r2'), '--node', node.url, '--key', keyArg(admin)], {
+      timeoutMs: 120_000,
+    });
+    assert.equal(run.code, 0, run.stderr);
+    const port = await waitFor(
+      async () => {
+        const state = (await call(node.url, 'GET', '/v1/state', { signer: admin })).body as {
+          processes: { application: string; port: number; ready: boolean }[];
+        };
+        const p = state.processes.find((process) => process.application === 'r2');
+        return p?.ready ? p.port : undefined;
+      },
+      `r2 ready\n${node.log()}`,
+      FOLLOW_DEADLINE_MS,
+    );
+    const url = `http://127.0.0.1:${port}/objects/k`;
+    const put = await fetchText(url, { method: 'PUT', body: 'through-the-daemon' });
+    assert.equal(put?.status, 200, put?.body);
+    assert.deepEqual(await fetchText(url), { status: 200, body: 'through-the-daemon' });
+    const records = await bucket.store.list(keys.runtimeR2RecordsPrefix('r2', 'files'), { recursive: true });
+    assert.equal(records.objects.length, 1, 'the object sits in the bucket under fleets/r2/r2/files/');
   });
 });
