@@ -1,4 +1,4 @@
-// Workers KV reads (docs/bindings.md "KV namespaces", "Consistency"): what a `get` costs a worker,
+// Workers KV reads (docs/bindings.md "KV namespaces", its consistency paragraph): what a `get` costs a worker,
 // hot (the same key again, answered by the node's read cache) and cold (a key not read before, one
 // bucket GET), and what 1,000 hot reads cost the bucket.
 //   Latency: each read is one HTTP request to the worker, whose handler does one `env.DATA.get`;

@@ -1,4 +1,4 @@
-// Workers KV across two nodes (docs/bindings.md "KV namespaces", "Consistency"): examples/kv served
+// Workers KV across two nodes (docs/bindings.md "KV namespaces", its consistency paragraph): examples/kv served
 // by two `cell serve` processes on one local-directory bucket, each with its own runtime host and
 // so its own read cache, as two nodes have. A write is read back at once where it was made, and
 // on the other node once that node's cached copy is older than the read's cacheTtl (30 s here,

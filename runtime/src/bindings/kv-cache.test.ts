@@ -1,4 +1,4 @@
-// The node-local KV read cache (docs/bindings.md "KV namespaces", "Consistency"), through the KV
+// The node-local KV read cache (docs/bindings.md "KV namespaces", its consistency paragraph), through the KV
 // service as workerd calls it, on the local-directory bucket with every bucket read counted. Two
 // caches on one bucket stand for two nodes. The bound is Cloudflare's: a read is cached for its
 // `cacheTtl` (default 60 s, at least 30; developers.cloudflare.com/kv/api/read-key-value-pairs/),

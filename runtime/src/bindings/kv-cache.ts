@@ -1,4 +1,4 @@
-// The node-local KV read cache (docs/bindings.md "KV namespaces", "Consistency"): a key read
+// The node-local KV read cache (docs/bindings.md "KV namespaces", its consistency paragraph): a key read
 // again within its cache TTL (the worker's `cacheTtl`, 60 s by default, as on Cloudflare) is
 // answered from memory, with no bucket request; a key this node wrote or deleted is answered as
 // written at once. A write on another node is seen here once the cached copy is older than its
