@@ -291,6 +291,26 @@ describe('R2 (docs/bindings.md "R2 buckets")', () => {
       assert.equal(objects.length, 4, 'two records and two bodies');
     });
 
+    it("keeps exactly one body when puts of one key race: the last record to land wins, the others' bodies are deleted", async () => {
+      const r2 = fresh();
+      const values = ['a', 'b', 'c', 'd', 'e'];
+      const answers = await Promise.all(values.map((v) => r2.put('key', v)));
+      assert.deepEqual(
+        answers.map((a) => a.status),
+        values.map(() => 200),
+      );
+      const got = await r2.get('key');
+      assert.ok(values.includes(got.body!), got.body);
+      assert.equal(got.metadata!.etag, md5(got.body!));
+      const { objects } = await store.list(`${keys.runtimeR2BucketPrefix('shop', `b-${count}`)}bodies/`, {
+        recursive: true,
+      });
+      assert.deepEqual(
+        objects.map((o) => o.key),
+        [keys.runtimeR2Body('shop', `b-${count}`, got.metadata!.version)],
+      );
+    });
+
     it('refuses a key past 512 bytes (Miniflare "put: validates key") and a value past 100 MiB (R2 limits: 5 GiB less 5 MiB; svc 100 MiB)', async () => {
       const r2 = fresh();
       assert.deepEqual(await r2.put('x'.repeat(513), 'v'), { status: 400, error: ERRORS.invalidName });
