@@ -168,6 +168,7 @@ test('Next.js with @opennextjs/cloudflare: built with opennextjs-cloudflare buil
   assert.match(home.response.headers.get('content-type') ?? '', /^text\/html/);
   assert.match(home.body, /<h1>Next\.js on svc<\/h1>/);
   assert.match(home.body, /<title>Next\.js on svc<\/title>/);
+  assert.equal(home.response.headers.get('x-opennext'), '1', "answered by OpenNext's worker");
 
   const hello = await get('/hello/Ada', { 'x-visitor': 'svc-test' });
   assert.equal(hello.response.status, 200, hello.body);
@@ -178,6 +179,7 @@ test('Next.js with @opennextjs/cloudflare: built with opennextjs-cloudflare buil
   );
   const other = await get('/hello/Grace');
   assert.match(other.body, /<h1>Hello Grace, seen by nobody<\/h1>/, 'rendered again for another request');
+  assert.match(other.response.headers.get('cache-control') ?? '', /no-store/, 'a dynamic page is not cached');
 
   const echo = await get('/api/echo?word=sail');
   assert.equal(echo.response.status, 200, echo.body);
