@@ -241,6 +241,20 @@ export const settingSpecs: readonly SettingSpec[] = [
     'api',
     'How often events and metric snapshots are written to the bucket',
   ),
+  s(
+    'metrics.listen',
+    'metrics-listen',
+    'string',
+    'api',
+    'host:port serving GET /metrics in the Prometheus text format; unset: nothing listens',
+  ),
+  s(
+    'metrics.token',
+    'metrics-token',
+    'string',
+    'api',
+    'Bearer token GET /metrics asks for; needs --metrics-listen; unset: no token asked',
+  ),
   s('api.public', 'api-public', 'bool', 'api', 'Serve the fleet API at each platform apex'),
   s('api.jsonBytes', 'json-bytes', 'count', 'api', 'Max bytes of a JSON control request'),
   s(
@@ -297,6 +311,7 @@ export interface Settings {
     outputBytes: number;
   };
   observability: { enabled: boolean; ingressAccessLog?: string; flushMs: number };
+  metrics: { listen?: string; token?: string };
   api: { public: boolean; jsonBytes: number };
 }
 
@@ -345,6 +360,7 @@ export function defaultSettings(): Settings {
       outputBytes: 64 * 1024,
     },
     observability: { enabled: false, flushMs: 60_000 },
+    metrics: {},
     api: { public: true, jsonBytes: 65_536 },
   };
 }
@@ -537,6 +553,7 @@ function validateSettings(settings: Settings): void {
   for (const [path, value] of [
     ['node.listen', settings.node.listen],
     ['node.advertise', settings.node.advertise],
+    ['metrics.listen', settings.metrics.listen],
   ] as const) {
     if (value === undefined) continue;
     const match = hostPort.exec(value);
@@ -556,6 +573,7 @@ function validateSettings(settings: Settings): void {
       `port range ${portRangeStart}-${portRangeEnd} is not within 1-65535 and ordered`,
     );
   }
+  validateMetrics(settings.metrics, bad);
   if (settings.api.jsonBytes < 2) throw bad('api.jsonBytes', 'must be at least 2 bytes');
   if (settings.coordinator.leaseTtlMs < 3) throw bad('coordinator.leaseTtlMs', 'must be at least 3 ms');
   validateLiveness(settings.liveness, bad);
@@ -568,6 +586,18 @@ function validateSettings(settings: Settings): void {
       throw bad('platform.domains', `${JSON.stringify(domain)} is not a lowercase domain name`);
     }
   }
+}
+
+/** The token travels in a header: printable ASCII without spaces; and it guards only a listener. */
+function validateMetrics(metrics: Settings['metrics'], bad: (path: string, why: string) => Problem): void {
+  if (metrics.token === undefined) return;
+  if (!/^[\x21-\x7e]{1,1024}$/.test(metrics.token))
+    throw bad('metrics.token', 'must be 1-1024 printable ASCII characters without spaces');
+  if (metrics.listen === undefined)
+    throw bad(
+      'metrics.token',
+      'guards GET /metrics, which is served only with --metrics-listen; give both or neither',
+    );
 }
 
 /**

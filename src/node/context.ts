@@ -42,8 +42,18 @@ export interface NodeContext {
    * service at boot, a sink that does nothing when observability is off.
    */
   events?: EventSink;
+  /** What the Prometheus metrics (src/metrics/) are told directly; set when `--metrics-listen` is given. */
+  metrics?: MetricsTap;
   /** A fresh single-use node token (src/auth/node-key.ts), for forwarding to the coordinator. */
   mintNodeToken?: () => Promise<string>;
+}
+
+/** What the observability part tells the Prometheus metrics: each access-log request it counted. */
+export interface MetricsTap {
+  served(
+    application: string,
+    request: { status: number; durationMs: number; bytesIn: number; bytesOut: number },
+  ): void;
 }
 
 /**

@@ -5,6 +5,9 @@ import { mkdir } from 'node:fs/promises';
 import type { FastifyInstance } from 'fastify';
 import { pino } from 'pino';
 import type { Settings } from '../config/settings.ts';
+import { NodeMetrics } from '../metrics/node-metrics.ts';
+import { metricsService } from '../metrics/service.ts';
+import { meteredStore } from '../metrics/store.ts';
 import { checkObservabilitySettings, observabilityService } from '../observability/service.ts';
 import { openStore } from '../store/open.ts';
 import { selfTestStore } from '../store/selftest.ts';
@@ -18,12 +21,20 @@ import { runtimeHostService } from './runtime-host.ts';
 import { buildServer } from './server.ts';
 
 /** Builds the daemon's services for one context; each concern adds its own here. */
-function buildServices(_ctx: NodeContext): DaemonService[] {
+function buildServices(_ctx: NodeContext, metrics: NodeMetrics | null): DaemonService[] {
   // Observability first, so every later service has its event sink, and it stops last, writing
-  // the events of the drain. Identity next: every later service may sign node tokens or need the
-  // ingress tokens. The runtime host before the fleet, so that it still answers the runtimes the
-  // fleet drains. The fleet last, so it stops (drains) first.
-  return [observabilityService(), identityService(), deployService(), runtimeHostService(), fleetService()];
+  // the events of the drain. Metrics next: it counts what goes into that sink. Identity next:
+  // every later service may sign node tokens or need the ingress tokens. The runtime host before
+  // the fleet, so that it still answers the runtimes the fleet drains. The fleet last, so it stops
+  // (drains) first.
+  return [
+    observabilityService(),
+    metricsService(metrics),
+    identityService(),
+    deployService(),
+    runtimeHostService(),
+    fleetService(),
+  ];
 }
 
 /** A started daemon. */
@@ -40,7 +51,10 @@ export async function startDaemon(settings: Settings): Promise<Daemon> {
   const log = pino({ name: 'svc', level: process.env.SVC_LOG_LEVEL ?? 'info' }, pino.destination(2));
   await mkdir(settings.node.stateDir, { recursive: true, mode: 0o700 });
   const nodeId = await ensureNodeId(settings.node.stateDir, settings.node.id);
-  const store = await openStore({ ...settings.bucket, stateDir: settings.node.stateDir });
+  // With --metrics-listen every bucket request is counted: the store is wrapped once, here.
+  const metrics = settings.metrics.listen ? new NodeMetrics(nodeId, () => ctx) : null;
+  const opened = await openStore({ ...settings.bucket, stateDir: settings.node.stateDir });
+  const store = metrics ? meteredStore(opened, metrics) : opened;
   try {
     await selfTestStore(store);
   } catch (err) {
@@ -48,7 +62,8 @@ export async function startDaemon(settings: Settings): Promise<Daemon> {
     throw err;
   }
   const ctx: NodeContext = { settings, store, nodeId, version: SVC_VERSION, log };
-  const services = buildServices(ctx);
+  if (metrics) ctx.metrics = metrics;
+  const services = buildServices(ctx, metrics);
   const started: DaemonService[] = [];
   const stopServices = async (options: StopOptions = {}) => {
     for (const service of started.reverse()) await service.stop(options);

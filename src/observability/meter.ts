@@ -26,6 +26,8 @@ export interface MeterOptions {
   applicationOf: (host: string, uri: string) => string | undefined;
   now?: () => number;
   log?: Pick<Logger, 'warn'>;
+  /** Told of each request counted for an application (the Prometheus metrics, when served). */
+  counted?: (application: string, entry: AccessEntry) => void;
 }
 
 export class Meter {
@@ -49,6 +51,7 @@ export class Meter {
     const totals = this.#apps.get(application) ?? emptyTotals();
     this.#apps.set(application, totals);
     countRequest(totals, entry);
+    this.#o.counted?.(application, entry);
   }
 
   /** Carries on from this node's newest snapshot in the bucket (none: from zero). */

@@ -59,7 +59,13 @@ async function startObservability(ctx: NodeContext): Promise<() => Promise<void>
   let meter: Meter | null = null;
   let follower: LogFollower | null = null;
   if (path) {
-    const m = new Meter({ store, nodeId, applicationOf: applicationResolver(ctx), log });
+    const m = new Meter({
+      store,
+      nodeId,
+      applicationOf: applicationResolver(ctx),
+      log,
+      counted: (application, entry) => ctx.metrics?.served(application, entry),
+    });
     meter = m;
     await m.resume().catch((err) => log.warn({ err }, 'could not read this node’s last metrics snapshot'));
     follower = new LogFollower(path, (line) => {
