@@ -59,6 +59,41 @@ describe('workerd config', () => {
     assert.doesNotMatch(text, /cell-kv-2/, 'one service per namespace id');
   });
 
+  it('binds each R2 bucket to the same bindings socket, the application and bucket name in injected headers', () => {
+    const text = renderWorkerdConfig({
+      address: 'unix:/tmp/x.sock',
+      modules: [{ name: 'index.js', type: 'esm', file: 'modules/index.js' }],
+      compatibilityDate: '2025-06-01',
+      compatibilityFlags: [],
+      vars: [],
+      assets: null,
+      kv: {
+        address: 'unix:/state/bindings.sock',
+        application: 'shop',
+        namespaces: [{ binding: 'CACHE', id: 'c' }],
+      },
+      r2: {
+        address: 'unix:/state/bindings.sock',
+        application: 'shop',
+        buckets: [
+          { binding: 'FILES', bucket_name: 'files' },
+          { binding: 'LOGS', bucket_name: 'logs' },
+          { binding: 'ALSO_FILES', bucket_name: 'files' },
+        ],
+      },
+    });
+    const service = (n: number, name: string) =>
+      `(name = "cell-r2-${n}", external = (address = "unix:/state/bindings.sock", http = (injectRequestHeaders = [ (name = "cell-r2-application", value = "shop"), (name = "cell-r2-bucket", value = "${name}") ])))`;
+    assert.ok(text.includes(service(0, 'files')), text);
+    assert.ok(text.includes(service(1, 'logs')), text);
+    assert.match(
+      text,
+      /\(name = "FILES", r2Bucket = "cell-r2-0"\), \(name = "LOGS", r2Bucket = "cell-r2-1"\), \(name = "ALSO_FILES", r2Bucket = "cell-r2-0"\)/,
+    );
+    assert.doesNotMatch(text, /cell-r2-2/, 'one service per bucket name');
+    assert.match(text, /\(name = "CACHE", kvNamespace = "cell-kv-0"\)/);
+  });
+
   it('serves the worker directly without assets', () => {
     const text = renderWorkerdConfig({
       address: '127.0.0.1:9000',
