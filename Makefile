@@ -29,9 +29,12 @@ runtime/bin/cell-front: $(FRONT_SOURCES) scripts/build-front.sh
 
 setup: node_modules/.installed runtime/bin/cell-front
 
+# test/metrics-prometheus.test.ts checks a scrape with promtool: scripts/install-promtool.sh
+# installs it (Debian's `prometheus`) when missing.
 tools: setup
 	scripts/install-minio.sh
 	scripts/build-caddy.sh
+	scripts/install-promtool.sh
 
 check: setup go-check
 	$(WITH_NODE) npx tsc --noEmit -p .
