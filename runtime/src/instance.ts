@@ -10,7 +10,12 @@ import { mkdir, rename, rm, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { keys } from '../../src/registry/keys.ts';
 import { egressEntriesFor } from '../../src/runtime-contract/egress.ts';
-import { isModulePath, type Manifest, parseAssetsIndex } from '../../src/runtime-tools/layout.ts';
+import {
+  isModulePath,
+  type Manifest,
+  parseAssetsIndex,
+  type ServiceBinding,
+} from '../../src/runtime-tools/layout.ts';
 import type { Store } from '../../src/store/store.ts';
 import { routerConfig } from './asset-rules.ts';
 import { egressRanges } from './egress.ts';
@@ -134,6 +139,12 @@ export async function materialize(
       `${r2Clash.map((b) => b.binding).join(', ')} is both an R2 bucket binding of ${label} and a secret; remove the secret (svc app secret remove) or rename the binding, then deploy again`,
     );
   }
+  const serviceClash = (m.services ?? []).filter((s) => Object.hasOwn(secrets.values, s.binding));
+  if (serviceClash.length > 0) {
+    throw new CellError(
+      `${serviceClash.map((s) => s.binding).join(', ')} is both a service binding of ${label} and a secret; remove the secret (svc app secret remove) or rename the binding, then deploy again`,
+    );
+  }
   await mkdir(join(dir, 'secrets'), { mode: 0o700 });
   for (const [i, [name, value]] of Object.entries(secrets.values).entries()) {
     const file = join('secrets', `${i}.txt`);
@@ -175,6 +186,20 @@ export async function materialize(
     if (namespaces.length > 0) plan.kv = { address: `unix:${socket}`, application, namespaces };
     if (buckets.length > 0) plan.r2 = { address: `unix:${socket}`, application, buckets };
   }
+  const ownServices = (m.services ?? []).filter((s) => isOwnService(s, m));
+  if (ownServices.length > 0) {
+    await mkdir(join(dir, 'services'));
+    plan.ownServices = [];
+    for (const [i, s] of ownServices.entries()) {
+      const propsFile = s.props ? join('services', `${i}.json`) : undefined;
+      if (propsFile) await writeFile(join(dir, propsFile), JSON.stringify(s.props));
+      plan.ownServices.push({
+        binding: s.binding,
+        ...(s.entrypoint ? { entrypoint: s.entrypoint } : {}),
+        ...(propsFile ? { propsFile } : {}),
+      });
+    }
+  }
   plan.egressAllow = await egressRanges(egressEntriesFor(context.env, application), context.log);
   if (paths.cronSocketPath) {
     await writeFile(join(dir, CRON_MODULE), CRON_SOURCE);
@@ -183,6 +208,11 @@ export async function materialize(
   await writeFile(join(dir, 'config.capnp'), renderWorkerdConfig(plan));
   await rm(paths.socketPath, { force: true });
   if (paths.cronSocketPath) await rm(paths.cronSocketPath, { force: true });
+}
+
+/** A binding to the deployment's own worker: its script name, or its application's name. */
+export function isOwnService(binding: ServiceBinding, m: Manifest): boolean {
+  return binding.service === m.script || binding.service === m.application;
 }
 
 async function readModule(

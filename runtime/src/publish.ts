@@ -19,6 +19,7 @@ import {
   type Pointer,
   parsePointer,
   SCHEMA_VERSION,
+  type ServiceBinding,
 } from '../../src/runtime-tools/layout.ts';
 import { isCasConflict, type Store } from '../../src/store/store.ts';
 import { collectAssets } from './assets.ts';
@@ -68,6 +69,7 @@ export async function publish(options: {
   // One line each, `cell: warning: ` first: svc carries them to the user on the deploy record.
   for (const warning of config.warnings) options.log(`cell: warning: ${warning}`);
   const script = config.name ?? application;
+  refuseOtherApplications(config.services, application, script);
   // svc names the application's secrets (never their values): a var may not shadow one.
   const secretNames = request.secretNames;
   const clash = Object.keys(config.vars).filter((name) => secretNames.includes(name));
@@ -118,6 +120,7 @@ export async function publish(options: {
     ...(assetRules ? ['asset-rules'] : []),
     ...(config.kv_namespaces.length > 0 ? ['kv'] : []),
     ...(config.r2_buckets.length > 0 ? ['r2'] : []),
+    ...(config.services.length > 0 ? ['services'] : []),
   ];
   const manifest: Manifest = {
     schema_version: SCHEMA_VERSION,
@@ -143,6 +146,7 @@ export async function publish(options: {
     ...(config.crons.length > 0 ? { crons: config.crons } : {}),
     ...(config.kv_namespaces.length > 0 ? { kv_namespaces: config.kv_namespaces } : {}),
     ...(config.r2_buckets.length > 0 ? { r2_buckets: config.r2_buckets } : {}),
+    ...(config.services.length > 0 ? { services: config.services } : {}),
   };
 
   options.log(`cell: checking that ${script} loads in workerd`);
@@ -286,4 +290,17 @@ async function inParallel<T>(items: T[], work: (item: T) => Promise<unknown>): P
     }
   });
   await Promise.all(runners);
+}
+
+/**
+ * Service bindings reach the worker's own entrypoints only (docs/bindings.md "Service bindings"):
+ * one naming another application is refused, since this runtime does not reach other
+ * applications yet.
+ */
+function refuseOtherApplications(services: ServiceBinding[], application: string, script: string): void {
+  const others = services.filter((s) => s.service !== application && s.service !== script);
+  if (others.length === 0) return;
+  throw new CellError(
+    `${others.map((s) => `${s.binding} (service ${JSON.stringify(s.service)})`).join(', ')}: a service binding can reach only this worker itself (service ${JSON.stringify(script)}) on this runtime; bindings to other applications do not work yet (docs/bindings.md "Service bindings")`,
+  );
 }

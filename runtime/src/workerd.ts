@@ -66,6 +66,11 @@ export interface WorkerdPlan {
    * application and bucket name travel in injected headers.
    */
   r2?: { address: string; application: string; buckets: { binding: string; bucket_name: string }[] } | null;
+  /**
+   * Service bindings to the worker itself (docs/bindings.md "Service bindings"): each reaches
+   * the named export (absent: the default), with `props` (a file holding the JSON) as `ctx.props`.
+   */
+  ownServices?: { binding: string; entrypoint?: string; propsFile?: string }[];
 }
 
 /**
@@ -195,6 +200,15 @@ const assetsWorker :Workerd.Worker = (
     }
     for (const b of plan.r2.buckets)
       userBindings.push(`(name = ${q(b.binding)}, r2Bucket = "cell-r2-${names.indexOf(b.bucket_name)}")`);
+  }
+  for (const b of plan.ownServices ?? []) {
+    // The same worker in the same workerd: fetch and JS RPC both work, as on Cloudflare.
+    const target = [
+      '(name = "cell-user"',
+      ...(b.entrypoint ? [`entrypoint = ${q(b.entrypoint)}`] : []),
+      ...(b.propsFile ? [`props = (json = embed ${q(b.propsFile)})`] : []),
+    ].join(', ');
+    userBindings.push(`(name = ${q(b.binding)}, service = ${target}))`);
   }
   const sockets = [`(name = "http", address = ${q(plan.address)}, http = (), service = ${q(entry)})`];
   const modules = plan.modules.map(

@@ -1,5 +1,5 @@
-// The manifest's bindings (docs/runtime.md "Storage layout"): `kv_namespaces` and `r2_buckets`
-// are read strictly, and a reader refuses a manifest requiring a feature it does not know.
+// The manifest's bindings (docs/runtime.md "Storage layout"): `kv_namespaces`, `r2_buckets` and
+// `services` are read strictly, and a reader refuses a manifest requiring a feature it does not know.
 
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
@@ -43,6 +43,29 @@ describe('manifest bindings', () => {
       assert.deepEqual(parseManifest(manifest({ r2_buckets: r2 })), {
         ok: false,
         why: 'r2_buckets is malformed',
+      });
+  });
+
+  it('reads services with the feature services, and refuses a malformed list', () => {
+    assert.ok(KNOWN_FEATURES.includes('services'));
+    const services = [
+      { binding: 'API', service: 'api' },
+      { binding: 'ADMIN', service: 'shop', entrypoint: 'AdminApi', props: { role: 'reader' } },
+    ];
+    const parsed = parseManifest(manifest({ required_features: ['modules', 'services'], services }));
+    assert.ok(parsed.ok, JSON.stringify(parsed));
+    assert.deepEqual(parsed.value.services, services);
+    for (const bad of [
+      { binding: 'API', service: 'api' },
+      [{ binding: 'API' }],
+      [{ binding: '1A', service: 'api' }],
+      [{ binding: 'API', service: 'Api' }],
+      [{ binding: 'API', service: 'api', entrypoint: 'a-b' }],
+      [{ binding: 'API', service: 'api', props: [1] }],
+    ])
+      assert.deepEqual(parseManifest(manifest({ services: bad })), {
+        ok: false,
+        why: 'services is malformed',
       });
   });
 });

@@ -2,7 +2,7 @@
 // understand, and the strict parsers both `cell` and the svc storage tools (prune, lease) use.
 // A parser answers a value or a reason; callers turn the reason into their own refusal.
 
-import { isR2BucketName, isScriptName } from '../registry/names.ts';
+import { isApplicationName, isR2BucketName, isScriptName } from '../registry/names.ts';
 
 /** The one schema version of every runtime document this release writes and reads. */
 export const SCHEMA_VERSION = 1;
@@ -14,7 +14,8 @@ export const SCHEMA_VERSION = 1;
  * `fence_image` (written by no release of `cell` yet, but understood by prune); `asset-rules`:
  * `run_worker_first`, `_headers` or `_redirects` rules a reader must apply to serve the assets;
  * `kv`: `kv_namespaces` bindings the runtime must serve (a runtime without them must not start
- * the worker, whose KV calls would fail); `r2`: `r2_buckets` bindings, alike.
+ * the worker, whose KV calls would fail); `r2`: `r2_buckets` bindings, alike; `services`:
+ * `services` bindings (docs/bindings.md "Service bindings"), alike.
  */
 export const KNOWN_FEATURES: readonly string[] = [
   'modules',
@@ -23,6 +24,7 @@ export const KNOWN_FEATURES: readonly string[] = [
   'asset-rules',
   'kv',
   'r2',
+  'services',
 ];
 
 /** Runtime releases the storage tools (prune, lease) were verified against (docs/cli.md). */
@@ -80,6 +82,18 @@ export interface R2BucketBinding {
   bucket_name: string;
 }
 
+/**
+ * One service binding (docs/bindings.md "Service bindings"): the worker's binding name, the
+ * application (or the worker's own script name) it reaches, the named `WorkerEntrypoint` export
+ * (absent: the default export) and the `ctx.props` the target sees (absent: `{}`).
+ */
+export interface ServiceBinding {
+  binding: string;
+  service: string;
+  entrypoint?: string;
+  props?: Record<string, unknown>;
+}
+
 /** One `_headers` rule: its URL pattern, the headers it sets and those it detaches. */
 export interface HeaderRule {
   path: string;
@@ -121,6 +135,8 @@ export interface Manifest {
   kv_namespaces?: KvNamespaceBinding[];
   /** R2 bucket bindings (required feature `r2`); absent: none. */
   r2_buckets?: R2BucketBinding[];
+  /** Service bindings (required feature `services`); absent: none. */
+  services?: ServiceBinding[];
 }
 
 /** One static file: its request path maps to a blob in `deploy-blobs/`. */
@@ -246,6 +262,8 @@ export function parseManifest(body: Uint8Array | string): ParsedVersioned<Manife
     return fail('kv_namespaces is malformed');
   if (doc.r2_buckets !== undefined && !(Array.isArray(doc.r2_buckets) && doc.r2_buckets.every(isR2Binding)))
     return fail('r2_buckets is malformed');
+  if (doc.services !== undefined && !(Array.isArray(doc.services) && doc.services.every(isServiceBinding)))
+    return fail('services is malformed');
   const images = imageReferences(doc);
   if (!images.ok) return images;
   return { ok: true, value: doc as unknown as Manifest };
@@ -260,6 +278,20 @@ function isKvBinding(v: unknown): v is KvNamespaceBinding {
     /^[A-Za-z_][A-Za-z0-9_]*$/.test(b.binding) &&
     isString(b.id) &&
     KV_NAMESPACE_ID.test(b.id)
+  );
+}
+
+function isServiceBinding(v: unknown): v is ServiceBinding {
+  const b = v as Record<string, unknown> | null;
+  return (
+    !!b &&
+    typeof b === 'object' &&
+    isString(b.binding) &&
+    /^[A-Za-z_][A-Za-z0-9_]*$/.test(b.binding) &&
+    isApplicationName(b.service) &&
+    (b.entrypoint === undefined ||
+      (isString(b.entrypoint) && /^[A-Za-z_$][A-Za-z0-9_$]*$/.test(b.entrypoint))) &&
+    (b.props === undefined || (!!b.props && typeof b.props === 'object' && !Array.isArray(b.props)))
   );
 }
 

@@ -258,3 +258,92 @@ describe('r2_buckets (docs/bindings.md "R2 buckets")', () => {
     );
   });
 });
+
+describe('services (docs/bindings.md "Service bindings")', () => {
+  const config = (services: string, extra = '') =>
+    `{\n  "main": "a.js",\n  "compatibility_date": "2025-01-01",${extra}\n  "services": ${services}\n}`;
+
+  it('reads each binding, service, entrypoint and props, and reads [] as no binding', () => {
+    const parsed = parseWorkerConfig(
+      config(
+        '[{ "binding": "API", "service": "api" }, { "binding": "ADMIN", "service": "shop", "entrypoint": "AdminApi", "props": { "role": "reader" } }]',
+      ),
+      'cell.jsonc',
+    );
+    assert.deepEqual(parsed.services, [
+      { binding: 'API', service: 'api' },
+      { binding: 'ADMIN', service: 'shop', entrypoint: 'AdminApi', props: { role: 'reader' } },
+    ]);
+    assert.deepEqual(parsed.warnings, []);
+    assert.deepEqual(parseWorkerConfig(config('[]'), 'cell.jsonc').services, []);
+  });
+
+  it('refuses a bad declaration at the offending key', () => {
+    const cases: [string, string, RegExp][] = [
+      ['{ "binding": "A", "service": "a" }', '', /^cell\.jsonc:4:3: "services" must be a list/],
+      ['["API"]', '', /^cell\.jsonc:4:16: "services\[0\]" must be an object/],
+      ['[{ "service": "api" }]', '', /^cell\.jsonc:4:16: "services\[0\]" needs "binding"/],
+      ['[{ "binding": "A" }]', '', /^cell\.jsonc:4:16: "services\[0\]" needs "service"/],
+      [
+        '[{ "binding": "1A", "service": "api" }]',
+        '',
+        /^cell\.jsonc:4:18: "services\[0\]\.binding" must be a binding name/,
+      ],
+      [
+        '[{ "binding": "A", "service": "Api" }]',
+        '',
+        /^cell\.jsonc:4:34: "services\[0\]\.service" must be an application name: .*got "Api"/,
+      ],
+      [
+        '[{ "binding": "A", "service": "api", "environment": "staging" }]',
+        '',
+        /^cell\.jsonc:4:52: "services\[0\]\.environment" is not supported: .*"api-staging"/,
+      ],
+      [
+        '[{ "binding": "A", "service": "api", "entrypoint": "no-export" }]',
+        '',
+        /^cell\.jsonc:4:52: "services\[0\]\.entrypoint" must name an export .*got "no-export"/,
+      ],
+      [
+        '[{ "binding": "A", "service": "api", "props": [1] }]',
+        '',
+        /^cell\.jsonc:4:52: "services\[0\]\.props" must be an object/,
+      ],
+      [
+        '[{ "binding": "GREETING", "service": "api" }]',
+        '\n  "vars": { "GREETING": "hi" },',
+        /^cell\.jsonc:5:18: "services\[0\]\.binding" names GREETING, which vars also binds/,
+      ],
+      [
+        '[{ "binding": "CACHE", "service": "api" }]',
+        '\n  "kv_namespaces": [{ "binding": "CACHE", "id": "c" }],',
+        /"services\[0\]\.binding" names CACHE, which a KV namespace also binds/,
+      ],
+      [
+        '[{ "binding": "FILES", "service": "api" }]',
+        '\n  "r2_buckets": [{ "binding": "FILES", "bucket_name": "files" }],',
+        /"services\[0\]\.binding" names FILES, which an R2 bucket also binds/,
+      ],
+      [
+        '[{ "binding": "ASSETS", "service": "api" }]',
+        '\n  "assets": { "directory": "public", "binding": "ASSETS" },',
+        /"services\[0\]\.binding" names ASSETS, which assets\.binding also binds/,
+      ],
+      [
+        '[{ "binding": "A", "service": "api" }, { "binding": "A", "service": "b" }]',
+        '',
+        /"services\[1\]\.binding" names A, which an earlier service binding binds/,
+      ],
+    ];
+    for (const [services, extra, expected] of cases) {
+      const err = refusal(config(services, extra));
+      assert.match(err.message, expected, services);
+    }
+    assert.match(
+      refusal(
+        '{\n  "compatibility_date": "2025-01-01",\n  "assets": { "directory": "public" },\n  "services": [{ "binding": "A", "service": "api" }]\n}',
+      ).message,
+      /^cell\.jsonc:4:3: "services" needs a worker: set "main"/,
+    );
+  });
+});

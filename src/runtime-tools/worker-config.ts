@@ -9,13 +9,14 @@
 // syntax error), `<file>:<line>:<column>: ...`, as compilers do, so an editor can jump there.
 
 import { findNodeAtLocation, type Node, type ParseError, parseTree, printParseErrorCode } from 'jsonc-parser';
-import { isR2BucketName, isScriptName, R2_BUCKET_NAME_RULE } from '../registry/names.ts';
+import { isApplicationName, isR2BucketName, isScriptName, R2_BUCKET_NAME_RULE } from '../registry/names.ts';
 import { cronProblem } from './cron-schedule.ts';
 import {
   type AssetsConfig,
   KV_NAMESPACE_ID,
   type KvNamespaceBinding,
   type R2BucketBinding,
+  type ServiceBinding,
 } from './layout.ts';
 
 export const CONFIG_FILES = ['cell.jsonc', 'cell.json'] as const;
@@ -54,6 +55,8 @@ export interface WorkerConfig {
   kv_namespaces: KvNamespaceBinding[];
   /** `r2_buckets`: each binding name and the bucket name its objects are kept under. */
   r2_buckets: R2BucketBinding[];
+  /** `services`: each binding name, the application (or own script) it reaches, entrypoint and props. */
+  services: ServiceBinding[];
   /** Unknown keys this runtime ignores. */
   ignored: string[];
   /** One sentence per thing the user should know but that does not stop the deploy. */
@@ -104,7 +107,6 @@ const UNSUPPORTED_BINDINGS: Record<string, string> = {
   d1_databases: 'D1 databases',
   durable_objects: 'Durable Objects',
   queues: 'Queues',
-  services: 'Service bindings',
   ai: 'Workers AI',
   vectorize: 'Vectorize',
   hyperdrive: 'Hyperdrive',
@@ -186,10 +188,13 @@ const KNOWN_KEYS = [
   'tsconfig',
   'kv_namespaces',
   'r2_buckets',
+  'services',
 ];
 
 const VAR_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 const FORBIDDEN_NAMES = ['__proto__', 'constructor', 'prototype'];
+/** A JS export name (workerd's `entrypoint`). */
+const ENTRYPOINT_NAME = /^[A-Za-z_$][A-Za-z0-9_$]*$/;
 const COMPAT_FLAG = /^[a-z0-9_]+$/;
 const DATE = /^(\d{4})-(\d{2})-(\d{2})$/;
 
@@ -356,6 +361,12 @@ export function parseWorkerConfig(text: string, file: string, options: ParseOpti
       }
     });
   }
+  const services = parseServices(doc.services, bad, [
+    ...Object.keys(vars).map((name) => ({ name, by: 'vars' })),
+    ...(assets?.binding ? [{ name: assets.binding, by: 'assets.binding' }] : []),
+    ...kvNamespaces.map((n) => ({ name: n.binding, by: 'a KV namespace' })),
+    ...r2Buckets.map((b) => ({ name: b.binding, by: 'an R2 bucket' })),
+  ]);
   if (main === null && assets === null) {
     throw bad(
       ['main'],
@@ -395,6 +406,9 @@ export function parseWorkerConfig(text: string, file: string, options: ParseOpti
   if (doc.base_dir !== undefined && (typeof doc.base_dir !== 'string' || doc.base_dir.trim() === '')) {
     throw bad(['base_dir'], 'must be the folder module names start from, such as "./src"');
   }
+  if (services.length > 0 && main === null) {
+    throw bad(['services'], 'needs a worker: set "main" to the module whose exports the bindings reach');
+  }
   if (crons.length > 0 && main === null) {
     throw bad(['triggers', 'crons'], 'needs a worker: set "main" to the module whose scheduled handler runs');
   }
@@ -416,6 +430,7 @@ export function parseWorkerConfig(text: string, file: string, options: ParseOpti
     build: parseBuildOptions(doc, bad),
     kv_namespaces: kvNamespaces,
     r2_buckets: r2Buckets,
+    services,
     ignored,
     warnings,
   };
@@ -549,6 +564,70 @@ function parseR2Buckets(
         `must be an R2 bucket name: ${R2_BUCKET_NAME_RULE}, got ${JSON.stringify(bucketName ?? null)}`,
       );
     return { binding, bucket_name: bucketName };
+  });
+}
+
+/**
+ * `services` (docs/bindings.md "Service bindings"): a list of `{ binding, service, entrypoint?,
+ * props? }`. A binding name is a JS identifier no other binding takes; `service` is an application
+ * name (or the worker's own script name); `entrypoint` names a class or object the target's main
+ * module exports; `props` is the JSON object the target sees as `ctx.props`. wrangler's
+ * `environment` is refused, since svc addresses an environment as its own application.
+ */
+function parseServices(
+  value: unknown,
+  bad: (path: KeyPath, why: string) => WorkerConfigError,
+  others: { name: string; by: string }[],
+): ServiceBinding[] {
+  if (value === undefined || value === null) return [];
+  const example = '{ "binding": "API", "service": "api" }';
+  if (!Array.isArray(value)) throw bad(['services'], `must be a list such as [${example}]`);
+  const taken = new Set<string>();
+  return value.map((entry, i) => {
+    if (!isObject(entry)) throw bad(['services', i], `must be an object such as ${example}`);
+    const { binding, service, entrypoint, props } = entry;
+    const at = (field: string): KeyPath =>
+      entry[field] === undefined ? ['services', i] : ['services', i, field];
+    if (binding === undefined)
+      throw bad(at('binding'), 'needs "binding": the name the worker reaches the service by, such as "API"');
+    if (service === undefined)
+      throw bad(at('service'), 'needs "service": the application the binding reaches, such as "api"');
+    const place: KeyPath = ['services', i, 'binding'];
+    if (typeof binding !== 'string' || !VAR_NAME.test(binding) || FORBIDDEN_NAMES.includes(binding))
+      throw bad(place, 'must be a binding name: letters, digits and underscores, not starting with a digit');
+    const other = others.find((o) => o.name === binding);
+    if (other) throw bad(place, `names ${binding}, which ${other.by} also binds; choose another name`);
+    if (taken.has(binding))
+      throw bad(place, `names ${binding}, which an earlier service binding binds; choose another name`);
+    taken.add(binding);
+    if (!isApplicationName(service))
+      throw bad(
+        ['services', i, 'service'],
+        `must be an application name: 1-63 lowercase letters and digits, optionally separated by single hyphens, got ${JSON.stringify(service)}`,
+      );
+    if (entry.environment !== undefined)
+      throw bad(
+        ['services', i, 'environment'],
+        `is not supported: svc addresses an environment as its own application; name it in "service" (such as "${service}-${typeof entry.environment === 'string' ? entry.environment : 'staging'}")`,
+      );
+    if (
+      entrypoint !== undefined &&
+      (typeof entrypoint !== 'string' ||
+        !ENTRYPOINT_NAME.test(entrypoint) ||
+        FORBIDDEN_NAMES.includes(entrypoint))
+    )
+      throw bad(
+        ['services', i, 'entrypoint'],
+        `must name an export of the target's main module, such as "AdminApi", got ${JSON.stringify(entrypoint)}`,
+      );
+    if (props !== undefined && !isObject(props))
+      throw bad(['services', i, 'props'], 'must be an object, which the target sees as ctx.props');
+    return {
+      binding,
+      service,
+      ...(entrypoint !== undefined ? { entrypoint: entrypoint as string } : {}),
+      ...(props !== undefined ? { props: props as Record<string, unknown> } : {}),
+    };
   });
 }
 
