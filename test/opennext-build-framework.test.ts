@@ -3,12 +3,12 @@
 // documentation sets it up (`open-next.config.ts`, `initOpenNextCloudflareForDev` in
 // `next.config.ts`, a `wrangler.jsonc` whose `main` is `.open-next/worker.js` and whose assets are
 // `.open-next/assets`, `nodejs_compat`): a prerendered page, a page rendered on demand from its
-// route param and a request header, a route handler answering JSON, and a public file. Installed
-// from the npm registry into a cache under `.tools/framework-builds/` (helpers/framework-build.ts),
-// built with `opennextjs-cloudflare build` (which runs the project's `next build`), deployed
-// against a real `svc sail` running the real runtime. OpenNext's caches stay at the defaults that
-// need no binding (no R2 incremental cache, no D1 tag cache, no Durable Object queue, no
-// `WORKER_SELF_REFERENCE`), as OpenNext's documentation allows.
+// route param and a request header, an ISR page kept in OpenNext's R2 incremental cache, a route
+// handler answering JSON, and a public file. Installed from the npm registry into a cache under
+// `.tools/framework-builds/` (helpers/framework-build.ts), built with `opennextjs-cloudflare build`
+// (which runs the project's `next build`), deployed against a real `svc sail` running the real
+// runtime. The cache features whose bindings svc lacks stay at OpenNext's binding-free defaults
+// (no D1 tag cache, no revalidation queue, so no `WORKER_SELF_REFERENCE` or Durable Objects).
 
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
@@ -20,6 +20,7 @@ import {
   frameworkBuildDir,
   installFrameworkProject,
 } from './helpers/framework-build.ts';
+import { waitFor } from './helpers/svc.ts';
 
 /**
  * The project, its dependencies pinned: `next build` as `build` and `opennextjs-cloudflare build`
@@ -57,12 +58,14 @@ const PROJECT: Record<string, string> = {
   "main": ".open-next/worker.js",
   "compatibility_date": "2026-10-01",
   "compatibility_flags": ["nodejs_compat", "global_fetch_strictly_public"],
-  "assets": { "binding": "ASSETS", "directory": ".open-next/assets" }
+  "assets": { "binding": "ASSETS", "directory": ".open-next/assets" },
+  "r2_buckets": [{ "binding": "NEXT_INC_CACHE_R2_BUCKET", "bucket_name": "opennext-cache" }]
 }
 `,
   'open-next.config.ts': `import { defineCloudflareConfig } from "@opennextjs/cloudflare";
+import r2IncrementalCache from "@opennextjs/cloudflare/overrides/incremental-cache/r2-incremental-cache";
 
-export default defineCloudflareConfig();
+export default defineCloudflareConfig({ incrementalCache: r2IncrementalCache });
 `,
   'next.config.ts': `import type { NextConfig } from "next";
 
@@ -110,6 +113,12 @@ export default function RootLayout({ children }: { children: React.ReactNode }) 
 `,
   'app/page.tsx': `export default function Home() {
   return <h1>Next.js on svc</h1>;
+}
+`,
+  'app/isr/page.tsx': `export const revalidate = 3600;
+
+export default async function Isr() {
+  return <h1>{\`rendered at \${Date.now()}\`}</h1>;
 }
 `,
   'app/hello/[name]/page.tsx': `import { headers } from "next/headers";
@@ -185,6 +194,22 @@ test('Next.js with @opennextjs/cloudflare: built with opennextjs-cloudflare buil
   assert.equal(echo.response.status, 200, echo.body);
   assert.match(echo.response.headers.get('content-type') ?? '', /^application\/json/);
   assert.deepEqual(JSON.parse(echo.body), { word: 'sail', nodeEnv: 'production' });
+
+  // Kept in the R2 bucket once rendered: svc does not fill the cache at deploy
+  // (docs/deploys.md), so the first answers render the page and store it.
+  const first = await get('/isr');
+  assert.equal(first.response.status, 200, first.body);
+  assert.equal(first.response.headers.get('x-nextjs-cache'), 'MISS', 'the cache starts empty');
+  const cached = await waitFor<{ response: Response; body: string } | null>(async () => {
+    const again = await get('/isr');
+    return again.response.headers.get('x-nextjs-cache') === 'HIT' ? again : null;
+  }, 'the ISR page served from the R2 incremental cache');
+  assert.ok(cached);
+  const stored = cached.body.match(/<h1>rendered at \d+<\/h1>/)?.[0];
+  assert.ok(stored, cached.body);
+  const later = await get('/isr');
+  assert.equal(later.response.headers.get('x-nextjs-cache'), 'HIT');
+  assert.match(later.body, new RegExp(stored), 'the stored render again, not a new one');
 
   const robots = await get('/robots.txt');
   assert.equal(robots.response.status, 200);
