@@ -17,6 +17,7 @@ import { healthRoutes } from './routes/health.ts';
 import { ingressRoutes } from './routes/ingress.ts';
 import { kvRoutes } from './routes/kv.ts';
 import { operatorRoutes } from './routes/operators.ts';
+import { r2Routes } from './routes/r2.ts';
 import { secretRoutes } from './routes/secrets.ts';
 import { stateRoutes } from './routes/state.ts';
 
@@ -30,6 +31,7 @@ const routePlugins: RoutePlugin[] = [
   applicationRoutes,
   secretRoutes,
   kvRoutes,
+  r2Routes,
   freezeRoutes,
   deployRoutes,
   stateRoutes,

@@ -8,7 +8,7 @@
 // Tier `operator-or-workload`, as the secrets routes: the guard has authenticated the caller,
 // checked `:name` and enforced scope on it before any handler runs.
 
-import type { FastifyError, FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyInstance } from 'fastify';
 import {
   handleKv,
   KV_APPLICATION_HEADER,
@@ -17,15 +17,11 @@ import {
   type KvRequest,
   type KvResponse,
 } from '../../../runtime/src/bindings/kv.ts';
-import { describeCaller } from '../../auth/caller.ts';
-import { callerOf } from '../../auth/guard.ts';
 import { Problem } from '../../problem.ts';
-import { getApplication } from '../../registry/applications.ts';
-import { keys } from '../../registry/keys.ts';
-import { type KvNamespaceBinding, parseManifest } from '../../runtime-tools/layout.ts';
+import type { KvNamespaceBinding } from '../../runtime-tools/layout.ts';
 import type { Store } from '../../store/store.ts';
 import type { NodeContext } from '../context.ts';
-import { selectedDeployment } from '../deploys/published.ts';
+import { bodyTooLarge, logWrite, servingManifest, wildcardKey } from './binding-data.ts';
 
 const scoped = { config: { auth: 'operator-or-workload' as const } };
 
@@ -89,7 +85,7 @@ export async function kvRoutes(app: FastifyInstance, ctx: NodeContext): Promise<
 
     scope.get<SpaceParams>(valuePath, scoped, async (request, reply) => {
       const { name, id } = request.params;
-      const key = keyOf(request);
+      const key = wildcardKey(request, '/values/');
       await checkNamespace(ctx.store, name, id);
       const answer = await handleKv(ctx.store, kvRequest(name, id, 'GET', keyTarget(key)));
       if (answer.status === 404)
@@ -105,22 +101,28 @@ export async function kvRoutes(app: FastifyInstance, ctx: NodeContext): Promise<
       { ...scoped, bodyLimit: KV_LIMITS.maxValueBytes, errorHandler: valueTooLarge },
       async (request) => {
         const { name, id } = request.params;
-        const key = keyOf(request);
+        const key = wildcardKey(request, '/values/');
         await checkNamespace(ctx.store, name, id);
         const value = (request.body as Buffer | undefined) ?? Buffer.alloc(0);
         const put = { key, value, ...request.query };
         answered(await handleKv(ctx.store, putRequest(name, id, put)));
-        logWrite(ctx, request, 'kv.put', { application: name, namespace: id, keys: 1 });
+        logWrite(ctx, request, 'kv.put', { application: name, namespace: id, keys: 1 }, `KV namespace ${id}`);
         return { application: name, namespace: id, key };
       },
     );
 
     scope.delete<SpaceParams>(valuePath, scoped, async (request) => {
       const { name, id } = request.params;
-      const key = keyOf(request);
+      const key = wildcardKey(request, '/values/');
       await checkNamespace(ctx.store, name, id);
       answered(await handleKv(ctx.store, kvRequest(name, id, 'DELETE', keyTarget(key))));
-      logWrite(ctx, request, 'kv.delete', { application: name, namespace: id, keys: 1 });
+      logWrite(
+        ctx,
+        request,
+        'kv.delete',
+        { application: name, namespace: id, keys: 1 },
+        `KV namespace ${id}`,
+      );
       return { application: name, namespace: id, key, deleted: true };
     });
 
@@ -132,7 +134,13 @@ export async function kvRoutes(app: FastifyInstance, ctx: NodeContext): Promise<
         const pairs = parseBulk((request.body as Buffer | undefined) ?? Buffer.alloc(0));
         await checkNamespace(ctx.store, name, id);
         const written = await bulkPut(ctx.store, name, id, pairs);
-        logWrite(ctx, request, 'kv.bulk-put', { application: name, namespace: id, keys: written });
+        logWrite(
+          ctx,
+          request,
+          'kv.bulk-put',
+          { application: name, namespace: id, keys: written },
+          `KV namespace ${id}`,
+        );
         return { application: name, namespace: id, written };
       },
     );
@@ -141,17 +149,9 @@ export async function kvRoutes(app: FastifyInstance, ctx: NodeContext): Promise<
 
 /** The namespaces the serving deployment binds, in its manifest's order. */
 export async function namespacesOf(store: Store, application: string): Promise<KvNamespaces> {
-  await getApplication(store, application);
-  const selected = await selectedDeployment(store, application);
-  if (!selected) return { application, deployment: null, namespaces: [] };
-  const object = await store.get(keys.runtimeManifest(application, selected.script, selected.deployment));
-  const manifest = object ? parseManifest(object.body) : null;
-  const namespaces = manifest?.ok ? (manifest.value.kv_namespaces ?? []) : [];
-  return {
-    application,
-    deployment: selected.deployment,
-    namespaces: namespaces.map(({ binding, id }) => ({ binding, id })),
-  };
+  const { deployment, manifest } = await servingManifest(store, application);
+  const namespaces = manifest?.kv_namespaces ?? [];
+  return { application, deployment, namespaces: namespaces.map(({ binding, id }) => ({ binding, id })) };
 }
 
 /** Refuses a namespace id the serving deployment does not bind. */
@@ -166,20 +166,6 @@ async function checkNamespace(store: Store, application: string, id: string): Pr
       ? `${application} has no serving deployment; deploy one whose kv_namespaces binds ${JSON.stringify(id)}`
       : `${JSON.stringify(id)} is not bound by the serving deployment ${deployment} of ${application}${known ? ` (its namespaces: ${known})` : ' (it binds no KV namespace)'}`,
   );
-}
-
-/**
- * The key: the raw path after `/values/`, decoded here. A wildcard rather than a parameter, since
- * a 512-byte key percent-encoded is up to 1536 characters, over the router's 1024 for a parameter.
- */
-function keyOf(request: FastifyRequest): string {
-  const path = (request.raw.url ?? '').split('?')[0] ?? '';
-  const raw = path.slice(path.indexOf('/values/') + '/values/'.length);
-  try {
-    return decodeURIComponent(raw);
-  } catch {
-    throw new Problem('invalid-input', 'Invalid key', 'Could not URL-decode key name');
-  }
 }
 
 /** Metadata as the JSON value it was written as; text no put wrote (an edited object) as it is. */
@@ -270,23 +256,15 @@ function titleOf(words: string): string {
   return 'Invalid KV request';
 }
 
-function valueTooLarge(err: FastifyError): never {
-  if (err.code !== 'FST_ERR_CTP_BODY_TOO_LARGE') throw err;
-  throw new Problem(
-    'resource-limit',
-    'Value too large',
-    `a KV value is at most ${KV_LIMITS.maxValueBytes} bytes (25 MiB)`,
-  );
-}
+const valueTooLarge = bodyTooLarge(
+  'Value too large',
+  `a KV value is at most ${KV_LIMITS.maxValueBytes} bytes (25 MiB)`,
+);
 
-function bulkTooLarge(err: FastifyError): never {
-  if (err.code !== 'FST_ERR_CTP_BODY_TOO_LARGE') throw err;
-  throw new Problem(
-    'resource-limit',
-    'Request body too large',
-    `a bulk put is at most ${KV_BULK_LIMITS.maxBodyBytes} bytes (100 MiB); split it`,
-  );
-}
+const bulkTooLarge = bodyTooLarge(
+  'Request body too large',
+  `a bulk put is at most ${KV_BULK_LIMITS.maxBodyBytes} bytes (100 MiB); split it`,
+);
 
 // ---- Bulk put ----
 
@@ -388,17 +366,4 @@ function decodeBase64(value: string, i: number, key: string): Buffer {
   if (!/^[A-Za-z0-9+/]*={0,2}$/.test(value) || value.length % 4 === 1)
     throw malformedBulk(`item ${i} (${key}): "value" is not base64, though "base64" is true`);
   return Buffer.from(value, 'base64');
-}
-
-function logWrite(
-  ctx: NodeContext,
-  request: FastifyRequest,
-  event: string,
-  fields: { application: string; namespace: string; keys: number },
-): void {
-  const actor = describeCaller(callerOf(request));
-  ctx.log.info(
-    { event, actor, ...fields },
-    `${event} of ${fields.keys} key${fields.keys === 1 ? '' : 's'} in KV namespace ${fields.namespace} of ${fields.application} by ${actor}`,
-  );
 }
