@@ -13,10 +13,10 @@
 
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { fetchText, publish, startCell } from '../test/helpers/cell.ts';
+import { fetchText, publish, s3BucketEnv, startServing } from '../test/helpers/cell.ts';
 import { startMinio } from '../test/helpers/minio.ts';
 import { startS3Proxy } from '../test/helpers/s3-proxy.ts';
-import { tempDir, waitFor } from '../test/helpers/svc.ts';
+import { tempDir } from '../test/helpers/svc.ts';
 
 const reads = Number(process.argv[2] ?? 1000);
 const APP = 'kv-bench';
@@ -63,13 +63,7 @@ async function main(): Promise<void> {
   const cells: { stop(signal: NodeJS.Signals): Promise<unknown> }[] = [];
   try {
     const bucket = await minio.createBucket();
-    const env = {
-      SVC_S3_ENDPOINT: proxy.endpoint,
-      SVC_S3_REGION: minio.region,
-      SVC_S3_BUCKET: bucket,
-      SVC_S3_ACCESS_KEY: minio.accessKey,
-      SVC_S3_SECRET_KEY: minio.secretKey,
-    };
+    const env = s3BucketEnv(minio.bucketOptions(bucket), { endpoint: proxy.endpoint });
     writeFileSync(
       join(project, 'cell.json'),
       JSON.stringify({
@@ -81,26 +75,16 @@ async function main(): Promise<void> {
     writeFileSync(join(project, 'worker.js'), WORKER);
     const published = await publish(project, APP, env);
     if (published.code !== 0) throw new Error(published.stderr);
-    const cell = await startCell(APP, 'node-bench', env);
+    const cell = await startServing(APP, 'node-bench', env);
     cells.push(cell);
-    await waitFor(
-      async () => (await fetchText(`${cell.url}/.well-known/cell/health`))?.status === 200,
-      `cell serving\n${cell.stderr()}`,
-      60_000,
-    );
     const cold = Array.from({ length: reads }, (_, i) => `cold-${i}`);
     for (const key of ['hot', ...cold])
       await fetchText(`${cell.url}/put?key=${key}&value=${'v'.repeat(100)}`);
     // Another process's writes: the cold keys are not in this node's cache yet.
     await cell.stop('SIGTERM');
     cells.pop();
-    const reader = await startCell(APP, 'node-bench', env);
+    const reader = await startServing(APP, 'node-bench', env);
     cells.push(reader);
-    await waitFor(
-      async () => (await fetchText(`${reader.url}/.well-known/cell/health`))?.status === 200,
-      `cell serving again\n${reader.stderr()}`,
-      60_000,
-    );
     const kvRequests = () => proxy.seen.filter((r) => r.path.includes(`/fleets/${APP}/kv/`)).length;
 
     const coldBefore = kvRequests();

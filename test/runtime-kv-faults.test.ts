@@ -8,12 +8,11 @@ import assert from 'node:assert/strict';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { type CellProcess, fetchText, publish, startCell } from './helpers/cell.ts';
+import { type CellProcess, fetchText, publish, s3BucketEnv, startServing } from './helpers/cell.ts';
 import { type Minio, useMinio } from './helpers/minio.ts';
 import { tempDir, waitFor } from './helpers/svc.ts';
 
 const minioStarting = useMinio();
-const SERVE_DEADLINE_MS = 60_000;
 
 /** Every call caught: the worker answers what the binding gave or threw. */
 const WORKER = `export default {
@@ -39,14 +38,7 @@ describe('Workers KV when the bucket stops answering', () => {
   before(async () => {
     minio = await minioStarting;
     const bucket = await minio.createBucket();
-    const options = minio.bucketOptions(bucket);
-    const env = {
-      SVC_S3_ENDPOINT: options.endpoint,
-      SVC_S3_REGION: options.region,
-      SVC_S3_BUCKET: options.bucket,
-      SVC_S3_ACCESS_KEY: options.accessKey,
-      SVC_S3_SECRET_KEY: options.secretKey,
-    };
+    const env = s3BucketEnv(minio.bucketOptions(bucket));
     const project = tempDir('kv-faults-');
     writeFileSync(
       join(project, 'cell.json'),
@@ -59,12 +51,7 @@ describe('Workers KV when the bucket stops answering', () => {
     writeFileSync(join(project, 'worker.js'), WORKER);
     const published = await publish(project, 'kv-faults', env);
     assert.equal(published.code, 0, published.stderr);
-    cell = await startCell('kv-faults', 'node-faults', env);
-    await waitFor(
-      async () => (await fetchText(`${cell.url}/.well-known/cell/health`))?.status === 200,
-      `cell serving\n${cell.stderr()}`,
-      SERVE_DEADLINE_MS,
-    );
+    cell = await startServing('kv-faults', 'node-faults', env);
   });
   after(async () => {
     minio?.thaw();

@@ -7,10 +7,16 @@
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
-import { type CellProcess, dirBucketEnv, EXAMPLES, fetchText, publish, startCell } from './helpers/cell.ts';
+import {
+  type CellProcess,
+  dirBucketEnv,
+  EXAMPLES,
+  fetchText,
+  publish,
+  startServing,
+} from './helpers/cell.ts';
 import { tempDir, waitFor } from './helpers/svc.ts';
 
-const SERVE_DEADLINE_MS = 60_000;
 const CACHE_TTL_S = 30;
 
 describe('Workers KV on two nodes', () => {
@@ -25,13 +31,8 @@ describe('Workers KV on two nodes', () => {
     assert.equal(published.code, 0, published.stderr);
     const [a, b] = await Promise.all(
       ['node-a', 'node-b'].map(async (nodeId) => {
-        const cell = await startCell('kv-two', nodeId, bucket);
+        const cell = await startServing('kv-two', nodeId, bucket);
         running.push(cell);
-        await waitFor(
-          async () => (await fetchText(`${cell.url}/.well-known/cell/health`))?.status === 200,
-          `${nodeId} serving\n${cell.stderr()}`,
-          SERVE_DEADLINE_MS,
-        );
         return cell;
       }),
     );

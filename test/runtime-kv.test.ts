@@ -23,7 +23,8 @@ import {
   EXAMPLES,
   fetchText,
   publish,
-  startCell,
+  s3BucketEnv,
+  startServing,
 } from './helpers/cell.ts';
 import { CELL_REAL } from './helpers/deploys.ts';
 import { type Minio, useMinio } from './helpers/minio.ts';
@@ -133,18 +134,10 @@ describe('Workers KV in workerd, through cell publish and cell serve', () => {
     const published = await publish(join(EXAMPLES, 'kv'), application, bucket);
     assert.equal(published.code, 0, published.stderr);
     assert.match(published.stderr, /cell: warning: .*ignoring "kv_namespaces\[0\]\.preview_id"/);
-    const cell = await startCell(application, 'node-kv', bucket);
+    const cell = await startServing(application, 'node-kv', bucket, {
+      deployment: published.published!.deployment,
+    });
     running.push(cell);
-    await waitFor(
-      async () => {
-        const answer = await fetchText(`${cell.url}/.well-known/cell/health`);
-        return (
-          answer?.status === 200 && JSON.parse(answer.body).deployment === published.published!.deployment
-        );
-      },
-      `cell to serve ${application}\n${cell.stderr()}`,
-      FOLLOW_DEADLINE_MS,
-    );
     return cell;
   };
 
@@ -184,14 +177,7 @@ describe('Workers KV in workerd, through cell publish and cell serve', () => {
     it('passes the same conformance run on a real S3 server', async () => {
       const name = await minio.createBucket();
       const options = minio.bucketOptions(name);
-      const cell = await serve('kv-m', {
-        SVC_S3_ENDPOINT: options.endpoint,
-        SVC_S3_REGION: options.region,
-        SVC_S3_BUCKET: options.bucket,
-        SVC_S3_PREFIX: 'fleet-kv/',
-        SVC_S3_ACCESS_KEY: options.accessKey,
-        SVC_S3_SECRET_KEY: options.secretKey,
-      });
+      const cell = await serve('kv-m', s3BucketEnv(options, { prefix: 'fleet-kv/' }));
       await conformance(cell);
     });
   });

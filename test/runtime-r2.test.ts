@@ -23,7 +23,8 @@ import {
   EXAMPLES,
   fetchText,
   publish,
-  startCell,
+  s3BucketEnv,
+  startServing,
 } from './helpers/cell.ts';
 import { CELL_REAL } from './helpers/deploys.ts';
 import { type Minio, useMinio } from './helpers/minio.ts';
@@ -176,18 +177,10 @@ describe('R2 in workerd, through cell publish and cell serve', () => {
     const published = await publish(join(EXAMPLES, 'r2'), application, bucket);
     assert.equal(published.code, 0, published.stderr);
     assert.match(published.stderr, /cell: warning: .*ignoring "r2_buckets\[0\]\.preview_bucket_name"/);
-    const cell = await startCell(application, 'node-r2', bucket);
+    const cell = await startServing(application, 'node-r2', bucket, {
+      deployment: published.published!.deployment,
+    });
     running.push(cell);
-    await waitFor(
-      async () => {
-        const answer = await fetchText(`${cell.url}/.well-known/cell/health`);
-        return (
-          answer?.status === 200 && JSON.parse(answer.body).deployment === published.published!.deployment
-        );
-      },
-      `cell to serve ${application}\n${cell.stderr()}`,
-      FOLLOW_DEADLINE_MS,
-    );
     return cell;
   };
 
@@ -250,14 +243,7 @@ describe('R2 in workerd, through cell publish and cell serve', () => {
     it('passes the same conformance run on a real S3 server', async () => {
       const name = await minio.createBucket();
       const options = minio.bucketOptions(name);
-      const cell = await serve('r2-m', {
-        SVC_S3_ENDPOINT: options.endpoint,
-        SVC_S3_REGION: options.region,
-        SVC_S3_BUCKET: options.bucket,
-        SVC_S3_PREFIX: 'fleet-r2/',
-        SVC_S3_ACCESS_KEY: options.accessKey,
-        SVC_S3_SECRET_KEY: options.secretKey,
-      });
+      const cell = await serve('r2-m', s3BucketEnv(options, { prefix: 'fleet-r2/' }));
       await conformance(cell);
       const o = objects(cell);
       // An object and one "below" it coexist, which MinIO cannot hold as plain keys.

@@ -5,7 +5,8 @@
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { cpSync } from 'node:fs';
 import { resolve } from 'node:path';
-import { freePort, type RunResult, runToEnd, tempDir } from './svc.ts';
+import type { MinioBucketOptions } from './minio.ts';
+import { freePort, type RunResult, runToEnd, tempDir, waitFor } from './svc.ts';
 
 export const CELL_BIN = resolve(import.meta.dirname, '..', '..', 'runtime', 'bin', 'cell');
 export const EXAMPLES = resolve(import.meta.dirname, '..', '..', 'examples');
@@ -18,6 +19,21 @@ export type BucketEnv = Record<string, string>;
 
 export function dirBucketEnv(dir: string): BucketEnv {
   return { SVC_S3_ENDPOINT: `file://${dir}` };
+}
+
+/** A MinIO bucket as `cell` is given it; `overrides` change a field (an endpoint through a proxy). */
+export function s3BucketEnv(
+  options: MinioBucketOptions,
+  overrides: { endpoint?: string; prefix?: string } = {},
+): BucketEnv {
+  return {
+    SVC_S3_ENDPOINT: overrides.endpoint ?? options.endpoint,
+    SVC_S3_REGION: options.region,
+    SVC_S3_BUCKET: options.bucket,
+    ...(overrides.prefix !== undefined ? { SVC_S3_PREFIX: overrides.prefix } : {}),
+    SVC_S3_ACCESS_KEY: options.accessKey,
+    SVC_S3_SECRET_KEY: options.secretKey,
+  };
 }
 
 /** Copies an example (or any project) into a fresh folder the test may edit. */
@@ -152,4 +168,32 @@ export async function fetchText(
   } catch {
     return null;
   }
+}
+
+/**
+ * Starts `cell serve` for an application and waits until its health answers 200 naming
+ * `deployment` (any deployment when not given).
+ */
+export async function startServing(
+  application: string,
+  node: string,
+  bucket: BucketEnv,
+  options: { deployment?: string; deadlineMs?: number } = {},
+): Promise<CellProcess> {
+  const cell = await startCell(application, node, bucket);
+  try {
+    await waitFor(
+      async () => {
+        const answer = await fetchText(`${cell.url}/.well-known/cell/health`);
+        if (answer?.status !== 200) return false;
+        return options.deployment === undefined || JSON.parse(answer.body).deployment === options.deployment;
+      },
+      `cell to serve ${application}\n${cell.stderr()}`,
+      options.deadlineMs ?? 60_000,
+    );
+  } catch (err) {
+    await cell.stop('SIGTERM');
+    throw err;
+  }
+  return cell;
 }
