@@ -460,7 +460,17 @@ async function commitRecord(
 ): Promise<void> {
   let prepared = false;
   for (let attempt = 0; attempt < UPDATE_TRIES; attempt++) {
-    const current = await readRecord(space, key);
+    // With no condition to check first, the body is written while the record is read: a put of
+    // a large value then waits for one bucket write before its record, not a read and a write.
+    const reading = readRecord(space, key);
+    if (!prepared && !onlyIf) {
+      // Both settle before either's failure is thrown: a body still being written is never
+      // left behind by the put's clean-up.
+      const [, written] = await Promise.allSettled([reading, prepare()]);
+      if (written.status === 'rejected') throw written.reason;
+      prepared = true;
+    }
+    const current = await reading;
     if (onlyIf && !conditionHolds(onlyIf, current?.record ?? null)) throw preconditionFailed();
     if (!prepared) {
       await prepare();
