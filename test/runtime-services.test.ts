@@ -5,9 +5,10 @@
 // (developers.cloudflare.com/workers/runtime-apis/bindings/service-bindings/).
 
 import assert from 'node:assert/strict';
-import { writeFileSync } from 'node:fs';
+import { mkdirSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { after, describe, it } from 'node:test';
+import { after, before, describe, it } from 'node:test';
+import { type Bucket, call, keyArg, openBucket } from './helpers/applications.ts';
 import {
   type CellProcess,
   copyProject,
@@ -17,7 +18,8 @@ import {
   publish,
   startCell,
 } from './helpers/cell.ts';
-import { tempDir, waitFor } from './helpers/svc.ts';
+import { CELL_REAL } from './helpers/deploys.ts';
+import { runSvc, tempDir, waitFor } from './helpers/svc.ts';
 
 const FOLLOW_DEADLINE_MS = 60_000;
 
@@ -56,26 +58,146 @@ describe("service bindings to the application's own entrypoints, through cell pu
     assert.deepEqual(self, { status: 200, body: 'via SELF: default export answered ?from=self' });
   });
 
-  it('refuses at publish a binding to another application, naming it', async () => {
+  it('refuses at publish an entrypoint or props on a binding to another application, naming it', async () => {
     const project = copyProject(join(EXAMPLES, 'services'));
-    writeFileSync(
-      join(project, 'cell.jsonc'),
+    const config = (extra: Record<string, unknown>) =>
       JSON.stringify({
         name: 'services',
         main: 'src/index.js',
         compatibility_date: '2025-06-01',
         services: [
           { binding: 'SELF', service: 'services' },
-          { binding: 'BILLING', service: 'billing' },
+          { binding: 'BILLING', service: 'billing', ...extra },
         ],
-      }),
-    );
+      });
     const bucket = dirBucketEnv(tempDir('services-bucket-'));
-    const published = await publish(project, 'svc-other', bucket);
-    assert.equal(published.code, 1, published.stderr);
-    assert.match(
-      published.stderr,
-      /BILLING \(service "billing"\): a service binding can reach only this worker itself \(service "services"\) on this runtime; bindings to other applications do not work yet/,
+    for (const extra of [{ entrypoint: 'Invoices' }, { props: { role: 'reader' } }]) {
+      writeFileSync(join(project, 'cell.jsonc'), config(extra));
+      const published = await publish(project, 'svc-other', bucket);
+      assert.equal(published.code, 1, published.stderr);
+      assert.match(
+        published.stderr,
+        /BILLING \(service "billing"\): a service binding to another application reaches its default fetch handler only; "entrypoint" and "props" work only for this worker's own entrypoints \(service "services"\)/,
+      );
+    }
+  });
+});
+
+/** A project folder holding `cell.jsonc` and `src/index.js`. */
+function project(config: Record<string, unknown>, source: string): string {
+  const dir = tempDir('services-project-');
+  mkdirSync(join(dir, 'src'));
+  writeFileSync(
+    join(dir, 'cell.jsonc'),
+    JSON.stringify({ main: 'src/index.js', compatibility_date: '2025-06-01', ...config }),
+  );
+  writeFileSync(join(dir, 'src', 'index.js'), source);
+  return dir;
+}
+
+// B answers what it was asked and whether the binding's private headers reached it.
+const TARGET_SOURCE = `export default {
+  async fetch(request) {
+    const url = new URL(request.url);
+    return new Response(
+      'B answered ' + request.method + ' ' + url.pathname + url.search + ' with ' + (await request.text()) +
+        ' caller header: ' + request.headers.has('cell-service-caller'),
+      { status: 201, headers: { 'x-from': 'b' } },
     );
+  },
+  ping() { return 'pong'; },
+};
+`;
+
+// A calls B, an application that does not exist, and B over JS RPC.
+const CALLER_SOURCE = `export default {
+  async fetch(request, env) {
+    const url = new URL(request.url);
+    if (url.pathname === '/b') {
+      const answer = await env.B.fetch('https://b.internal/hello?x=1', { method: 'POST', body: 'ping' });
+      return new Response(answer.status + ' ' + answer.headers.get('x-from') + ': ' + (await answer.text()));
+    }
+    if (url.pathname === '/ghost') {
+      const answer = await env.GHOST.fetch('https://ghost.internal/');
+      return new Response(answer.status + ': ' + (await answer.text()));
+    }
+    if (url.pathname === '/rpc') {
+      try {
+        return new Response('rpc answered ' + (await env.B.ping()));
+      } catch (err) {
+        return new Response('rpc failed: ' + err, { status: 500 });
+      }
+    }
+    return new Response('not found', { status: 404 });
+  },
+};
+`;
+
+describe('service bindings to other applications, through the node daemon', () => {
+  let bucket: Bucket;
+  before(async () => {
+    bucket = await openBucket();
+  });
+  after(async () => {
+    await bucket.close();
+  });
+
+  it("forwards A's env.B.fetch() to B through <state dir>/services.sock, and an unknown target fails with 503", async () => {
+    const admin = await bucket.operator('op-services', 'admin', ['*']);
+    const node = await bucket.sail(['--cell-bin', CELL_REAL]);
+    const socket = join(node.stateDir, 'services.sock');
+    assert.equal(statSync(socket).mode & 0o777, 0o600);
+    const deploy = async (dir: string) => {
+      const run = await runSvc(['deploy', dir, '--node', node.url, '--key', keyArg(admin)], {
+        timeoutMs: 120_000,
+      });
+      assert.equal(run.code, 0, run.stderr);
+      return run;
+    };
+    const portOf = (application: string) =>
+      waitFor(
+        async () => {
+          const state = (await call(node.url, 'GET', '/v1/state', { signer: admin })).body as {
+            processes: { application: string; port: number; ready: boolean }[];
+          };
+          const p = state.processes.find((process) => process.application === application);
+          return p?.ready ? p.port : undefined;
+        },
+        `${application} ready\n${node.log()}`,
+        FOLLOW_DEADLINE_MS,
+      );
+    await deploy(project({ name: 'svc-b' }, TARGET_SOURCE));
+    await portOf('svc-b');
+    const run = await deploy(
+      project(
+        {
+          name: 'svc-a',
+          services: [
+            { binding: 'B', service: 'svc-b' },
+            { binding: 'GHOST', service: 'ghost' },
+          ],
+        },
+        CALLER_SOURCE,
+      ),
+    );
+    assert.match(
+      run.stderr + run.stdout,
+      /warning: service binding GHOST names "ghost", which is no application of this fleet: its calls are answered 503 until "ghost" is deployed/,
+    );
+    const a = `http://127.0.0.1:${await portOf('svc-a')}`;
+
+    const b = await fetchText(`${a}/b`);
+    assert.deepEqual(b, {
+      status: 200,
+      body: '201 b: B answered POST /hello?x=1 with ping caller header: false',
+    });
+    const ghost = await fetchText(`${a}/ghost`);
+    assert.deepEqual(ghost, {
+      status: 200,
+      body: '503: svc: service binding to "ghost": no application "ghost" exists in this fleet',
+    });
+    // workerd's JS RPC does not cross processes: the call fails in the caller, as workerd words it.
+    const rpc = await fetchText(`${a}/rpc`);
+    assert.deepEqual(rpc, { status: 500, body: 'rpc failed: Error: Network connection lost.' });
   });
 });

@@ -18,6 +18,7 @@ import {
 } from '../../src/runtime-tools/layout.ts';
 import type { Store } from '../../src/store/store.ts';
 import { routerConfig } from './asset-rules.ts';
+import { SERVICES_SOCKET } from './bindings/service-headers.ts';
 import { egressRanges } from './egress.ts';
 import { CellError } from './errors.ts';
 import { ROUTER_MODULE, ROUTER_SOURCE } from './router-worker.ts';
@@ -179,6 +180,16 @@ export async function materialize(
   }
   const namespaces = m.kv_namespaces ?? [];
   const buckets = m.r2_buckets ?? [];
+  const otherServices = (m.services ?? []).filter((s) => !isOwnService(s, m));
+  if (otherServices.length > 0) {
+    // The services socket sits beside the bindings socket (docs/bindings.md "Service bindings").
+    const bindings = context.bindingsSocket ? await context.bindingsSocket() : join(dir, 'no-bindings.sock');
+    plan.otherServices = {
+      address: `unix:${join(dirname(bindings), SERVICES_SOCKET)}`,
+      application,
+      bindings: otherServices.map((s) => ({ binding: s.binding, service: s.service })),
+    };
+  }
   if (namespaces.length > 0 || buckets.length > 0) {
     // Without a host (the load check) the bindings point at a socket nothing listens on: the
     // worker loads, and a KV or R2 call during the check fails instead of reaching any data.

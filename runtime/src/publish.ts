@@ -158,6 +158,7 @@ export async function publish(options: {
 
   const store = await openBucketFromEnv(options.env);
   try {
+    await warnUnknownServices(store, config.services, application, script, options.log);
     options.log(`cell: publishing ${application}/${script} deployment ${version} to ${store.description}`);
     const codeBytes = worker.modules.reduce((sum, m) => sum + m.bytes.byteLength, 0);
     await inParallel(worker.modules, (m) =>
@@ -293,14 +294,36 @@ async function inParallel<T>(items: T[], work: (item: T) => Promise<unknown>): P
 }
 
 /**
- * Service bindings reach the worker's own entrypoints only (docs/bindings.md "Service bindings"):
- * one naming another application is refused, since this runtime does not reach other
- * applications yet.
+ * A service binding to another application reaches its default export's `fetch` only
+ * (docs/bindings.md "Service bindings"): each application runs in its own workerd, and workerd's
+ * JS RPC, named entrypoints and `ctx.props` do not cross processes, so asking for them is refused.
  */
 function refuseOtherApplications(services: ServiceBinding[], application: string, script: string): void {
-  const others = services.filter((s) => s.service !== application && s.service !== script);
+  const others = services.filter(
+    (s) =>
+      s.service !== application &&
+      s.service !== script &&
+      (s.entrypoint !== undefined || s.props !== undefined),
+  );
   if (others.length === 0) return;
   throw new CellError(
-    `${others.map((s) => `${s.binding} (service ${JSON.stringify(s.service)})`).join(', ')}: a service binding can reach only this worker itself (service ${JSON.stringify(script)}) on this runtime; bindings to other applications do not work yet (docs/bindings.md "Service bindings")`,
+    `${others.map((s) => `${s.binding} (service ${JSON.stringify(s.service)})`).join(', ')}: a service binding to another application reaches its default fetch handler only; "entrypoint" and "props" work only for this worker's own entrypoints (service ${JSON.stringify(script)}), since JS RPC does not cross applications (docs/bindings.md "Service bindings")`,
   );
+}
+
+/** Warns of each service binding naming an application the fleet does not have (yet). */
+async function warnUnknownServices(
+  store: Store,
+  services: ServiceBinding[],
+  application: string,
+  script: string,
+  log: (line: string) => void,
+): Promise<void> {
+  for (const s of services) {
+    if (s.service === application || s.service === script) continue;
+    if (await store.stat(keys.application(s.service))) continue;
+    log(
+      `cell: warning: service binding ${s.binding} names "${s.service}", which is no application of this fleet: its calls are answered 503 until "${s.service}" is deployed`,
+    );
+  }
 }

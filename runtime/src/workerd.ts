@@ -7,6 +7,7 @@
 import { createRequire } from 'node:module';
 import { KV_APPLICATION_HEADER, KV_NAMESPACE_HEADER } from './bindings/kv.ts';
 import { R2_APPLICATION_HEADER, R2_BUCKET_HEADER } from './bindings/r2-headers.ts';
+import { SERVICE_CALLER_HEADER, SERVICE_TARGET_HEADER } from './bindings/service-headers.ts';
 import { EGRESS_ENTRY_MODULE, EGRESS_MODULE, egressEntrySource, egressModuleSource } from './egress.ts';
 import { ASSETS_ONLY_MODULE, ROUTER_MODULE } from './router-worker.ts';
 
@@ -71,6 +72,15 @@ export interface WorkerdPlan {
    * the named export (absent: the default), with `props` (a file holding the JSON) as `ctx.props`.
    */
   ownServices?: { binding: string; entrypoint?: string; propsFile?: string }[];
+  /**
+   * Service bindings to other applications of the fleet, served by the runtime host's services
+   * socket at `address` (`unix:/path`); the caller and the target travel in injected headers.
+   */
+  otherServices?: {
+    address: string;
+    application: string;
+    bindings: { binding: string; service: string }[];
+  } | null;
 }
 
 /**
@@ -209,6 +219,22 @@ const assetsWorker :Workerd.Worker = (
       ...(b.propsFile ? [`props = (json = embed ${q(b.propsFile)})`] : []),
     ].join(', ');
     userBindings.push(`(name = ${q(b.binding)}, service = ${target}))`);
+  }
+  if (plan.otherServices) {
+    // As KV: one external service per target, whose injected headers name the caller and target.
+    const o = plan.otherServices;
+    const targets = [...new Set(o.bindings.map((b) => b.service))];
+    for (const [i, target] of targets.entries()) {
+      const headers = [
+        `(name = ${q(SERVICE_CALLER_HEADER)}, value = ${q(o.application)})`,
+        `(name = ${q(SERVICE_TARGET_HEADER)}, value = ${q(target)})`,
+      ];
+      services.push(
+        `(name = "cell-svc-${i}", external = (address = ${q(o.address)}, http = (injectRequestHeaders = [ ${headers.join(', ')} ])))`,
+      );
+    }
+    for (const b of o.bindings)
+      userBindings.push(`(name = ${q(b.binding)}, service = "cell-svc-${targets.indexOf(b.service)}")`);
   }
   const sockets = [`(name = "http", address = ${q(plan.address)}, http = (), service = ${q(entry)})`];
   const modules = plan.modules.map(

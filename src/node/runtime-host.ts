@@ -4,10 +4,14 @@
 // client it already holds. So an application's runtime keeps no Node process and opens no bucket
 // client of its own, and a redeploy costs the runtime no bucket read. It starts before the fleet
 // and stops after it: a draining runtime releases its lease through it. Beside it, the bindings
-// socket answers the workers' KV calls (docs/bindings.md "KV namespaces").
+// socket answers the workers' KV calls (docs/bindings.md "KV namespaces"), and the services
+// socket their service bindings to other applications (docs/bindings.md "Service bindings").
 
 import { join } from 'node:path';
 import { type KvSocket, listenKvSocket } from '../../runtime/src/bindings/kv-socket.ts';
+import { listenServiceSocket, type ServiceSocket } from '../../runtime/src/bindings/service.ts';
+import { SERVICES_SOCKET } from '../../runtime/src/bindings/service-headers.ts';
+import { serviceTarget } from '../../runtime/src/bindings/service-targets.ts';
 import { type HostSocket, listenHostSocket } from '../../runtime/src/host/socket.ts';
 import type { DaemonService } from './context.ts';
 
@@ -24,6 +28,7 @@ export function bindingsSocketPath(stateDir: string): string {
 export function runtimeHostService(): DaemonService {
   let socket: HostSocket | null = null;
   let bindings: KvSocket | null = null;
+  let services: ServiceSocket | null = null;
   return {
     name: 'runtime-host',
     async start(ctx) {
@@ -32,6 +37,13 @@ export function runtimeHostService(): DaemonService {
         log.warn(line),
       );
       bindings = kv;
+      // Service bindings to other applications (docs/bindings.md "Service bindings"), found in the
+      // fleet state of the last reconcile pass.
+      services = await listenServiceSocket(
+        join(ctx.settings.node.stateDir, SERVICES_SOCKET),
+        (application) => serviceTarget(ctx.routing?.current() ?? null, application),
+        (line) => log.warn(line),
+      );
       socket = await listenHostSocket(runtimeHostSocketPath(ctx.settings.node.stateDir), {
         store: ctx.store,
         name: `svc ${ctx.version}`,
@@ -45,6 +57,8 @@ export function runtimeHostService(): DaemonService {
       socket = null;
       await bindings?.close();
       bindings = null;
+      await services?.close();
+      services = null;
     },
   };
 }

@@ -2,10 +2,15 @@
 // run without a node daemon: its front starts it once and talks to it on its stdin and stdout,
 // and it exits when its input ends. With `--socket`, a node's host without svc's daemon. Either
 // way it opens the bucket the environment names, and serves KV bindings (runtime/src/bindings/kv.ts)
-// on a `bindings.sock` beside its socket (a private host: in the front's private folder).
+// on a `bindings.sock` beside its socket (a private host: in the front's private folder), and a
+// `services.sock` beside that, which, knowing no fleet, answers every service binding call to
+// another application 503 (docs/bindings.md "Service bindings").
 
 import { dirname, join } from 'node:path';
 import { type KvSocket, listenKvSocket } from '../bindings/kv-socket.ts';
+import { listenServiceSocket, type ServiceSocket } from '../bindings/service.ts';
+import { SERVICES_SOCKET } from '../bindings/service-headers.ts';
+import { noFleet } from '../bindings/service-targets.ts';
 import { openBucketFromEnv } from '../bucket.ts';
 import { CELL_VERSION_LINE } from '../version.ts';
 import { serveFront } from './host.ts';
@@ -18,9 +23,15 @@ export async function hostOnStdio(env: NodeJS.ProcessEnv, log: (line: string) =>
   const store = await openBucketFromEnv(env);
   const hostLog = (line: string) => log(`cell host: ${line}`);
   // The front's own KV socket, in its private folder, opened when a deployment binds KV.
-  const bindings: { socket: Promise<KvSocket> | null } = { socket: null };
+  const bindings: { socket: Promise<KvSocket> | null; services: Promise<ServiceSocket> | null } = {
+    socket: null,
+    services: null,
+  };
   const bindingsSocket = async (stateDir: string) => {
     bindings.socket ??= listenKvSocket(join(stateDir, 'bindings.sock'), store, hostLog);
+    // Beside it, the services socket, which without a daemon knows no other application.
+    bindings.services ??= listenServiceSocket(join(stateDir, SERVICES_SOCKET), noFleet, hostLog);
+    await bindings.services;
     return (await bindings.socket).path;
   };
   try {
@@ -38,6 +49,7 @@ export async function hostOnStdio(env: NodeJS.ProcessEnv, log: (line: string) =>
     );
   } finally {
     await (await bindings.socket?.catch(() => null))?.close();
+    await (await bindings.services?.catch(() => null))?.close();
     await store.close();
   }
   return 0;
@@ -52,6 +64,7 @@ export async function hostOnSocket(
   const store = await openBucketFromEnv(env);
   const hostLog = (line: string) => log(`cell host: ${line}`);
   const bindings = await listenKvSocket(join(dirname(path), 'bindings.sock'), store, hostLog);
+  const services = await listenServiceSocket(join(dirname(path), SERVICES_SOCKET), noFleet, hostLog);
   const host = await listenHostSocket(path, {
     store,
     name: CELL_VERSION_LINE,
@@ -65,6 +78,7 @@ export async function hostOnSocket(
   });
   await host.close();
   await bindings.close();
+  await services.close();
   await store.close();
   return 0;
 }
