@@ -58,6 +58,43 @@ describe("service bindings to the application's own entrypoints, through cell pu
     assert.deepEqual(self, { status: 200, body: 'via SELF: default export answered ?from=self' });
   });
 
+  it('answers a call to another application 503 when cell serve runs without a node daemon', async () => {
+    const bucket = dirBucketEnv(tempDir('services-bucket-'));
+    const published = await publish(
+      project(
+        {
+          name: 'svc-alone',
+          services: [
+            { binding: 'GHOST', service: 'ghost' },
+            { binding: 'B', service: 'svc-b' },
+          ],
+        },
+        CALLER_SOURCE,
+      ),
+      'svc-alone',
+      bucket,
+    );
+    assert.equal(published.code, 0, published.stderr);
+    assert.match(
+      published.stderr,
+      /cell: warning: service binding GHOST names "ghost", which is no application of this fleet/,
+    );
+    const cell = await startCell('svc-alone', 'node-services', bucket);
+    running.push(cell);
+    const ghost = await waitFor(
+      async () => {
+        const answer = await fetchText(`${cell.url}/ghost`);
+        return answer?.status === 200 ? answer : undefined;
+      },
+      `cell to serve svc-alone\n${cell.stderr()}`,
+      FOLLOW_DEADLINE_MS,
+    );
+    assert.equal(
+      ghost?.body,
+      '503: svc: service binding to "ghost": this runtime runs without a node daemon, which alone knows where other applications are served (svc sail)',
+    );
+  });
+
   it('refuses at publish an entrypoint or props on a binding to another application, naming it', async () => {
     const project = copyProject(join(EXAMPLES, 'services'));
     const config = (extra: Record<string, unknown>) =>
