@@ -1,8 +1,10 @@
-// Service bindings in real workerd (docs/bindings.md "Service bindings"): examples/services,
+// Service bindings in real workerd (docs/bindings.md "Service bindings"), as Cloudflare's
+// (developers.cloudflare.com/workers/runtime-apis/bindings/service-bindings/): examples/services,
 // published with the real `cell publish` and served by `cell serve`, reaches its own named
 // `WorkerEntrypoint` over JS RPC and fetch with `ctx.props`, and its default export through a
-// binding without `entrypoint`, as Cloudflare's service bindings do
-// (developers.cloudflare.com/workers/runtime-apis/bindings/service-bindings/).
+// binding without `entrypoint`. Through a real `svc sail`, one application's `env.B.fetch()`
+// reaches another application (headers a worker forges cannot redirect it), an unknown target
+// answers 503 saying so, and JS RPC to another application fails in the caller.
 
 import assert from 'node:assert/strict';
 import { mkdirSync, statSync, writeFileSync } from 'node:fs';
@@ -151,7 +153,12 @@ const CALLER_SOURCE = `export default {
   async fetch(request, env) {
     const url = new URL(request.url);
     if (url.pathname === '/b') {
-      const answer = await env.B.fetch('https://b.internal/hello?x=1', { method: 'POST', body: 'ping' });
+      const answer = await env.B.fetch('https://b.internal/hello?x=1', {
+        method: 'POST',
+        body: 'ping',
+        // Forged: workerd's config replaces them, so the call still reaches B.
+        headers: { 'cell-service-target': 'ghost', 'cell-service-caller': 'someone-else' },
+      });
       return new Response(answer.status + ' ' + answer.headers.get('x-from') + ': ' + (await answer.text()));
     }
     if (url.pathname === '/ghost') {
