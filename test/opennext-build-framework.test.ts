@@ -4,12 +4,13 @@
 // `next.config.ts`, a `wrangler.jsonc` whose `main` is `.open-next/worker.js` and whose assets are
 // `.open-next/assets`, `nodejs_compat`): a prerendered page, a page rendered on demand from its
 // route param and a request header, an ISR page kept in OpenNext's R2 incremental cache and
-// regenerated through its memory queue (a service binding to the worker itself), a route handler
-// answering JSON, and a public file. Installed from the npm registry into a cache under
+// regenerated through its memory queue (a service binding to the worker itself), a page rendered
+// again after `revalidatePath` through OpenNext's KV tag cache, a route handler answering JSON,
+// and a public file. Installed from the npm registry into a cache under
 // `.tools/framework-builds/` (helpers/framework-build.ts), built with `opennextjs-cloudflare build`
 // (which runs the project's `next build`), deployed against a real `svc sail` running the real
-// runtime. The cache features whose bindings svc lacks stay at OpenNext's binding-free defaults
-// (no D1 tag cache, no Durable Object queue or tag cache).
+// runtime. OpenNext's cache features that take D1 or Durable Objects, which svc lacks, are left
+// out.
 
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
@@ -61,14 +62,20 @@ const PROJECT: Record<string, string> = {
   "compatibility_flags": ["nodejs_compat", "global_fetch_strictly_public"],
   "assets": { "binding": "ASSETS", "directory": ".open-next/assets" },
   "r2_buckets": [{ "binding": "NEXT_INC_CACHE_R2_BUCKET", "bucket_name": "opennext-cache" }],
-  "services": [{ "binding": "WORKER_SELF_REFERENCE", "service": "opennext-svc" }]
+  "services": [{ "binding": "WORKER_SELF_REFERENCE", "service": "opennext-svc" }],
+  "kv_namespaces": [{ "binding": "NEXT_TAG_CACHE_KV", "id": "opennext-tags" }]
 }
 `,
   'open-next.config.ts': `import { defineCloudflareConfig } from "@opennextjs/cloudflare";
 import r2IncrementalCache from "@opennextjs/cloudflare/overrides/incremental-cache/r2-incremental-cache";
 import memoryQueue from "@opennextjs/cloudflare/overrides/queue/memory-queue";
+import kvNextTagCache from "@opennextjs/cloudflare/overrides/tag-cache/kv-next-tag-cache";
 
-export default defineCloudflareConfig({ incrementalCache: r2IncrementalCache, queue: memoryQueue });
+export default defineCloudflareConfig({
+  incrementalCache: r2IncrementalCache,
+  queue: memoryQueue,
+  tagCache: kvNextTagCache,
+});
 `,
   'next.config.ts': `import type { NextConfig } from "next";
 
@@ -122,6 +129,19 @@ export default function RootLayout({ children }: { children: React.ReactNode }) 
 
 export default async function Isr() {
   return <h1>{\`rendered at \${Date.now()}\`}</h1>;
+}
+`,
+  'app/pinned/page.tsx': `export const revalidate = 3600;
+
+export default async function Pinned() {
+  return <h1>{\`pinned at \${Date.now()}\`}</h1>;
+}
+`,
+  'app/api/revalidate/route.ts': `import { revalidatePath } from "next/cache";
+
+export async function POST() {
+  revalidatePath("/pinned");
+  return Response.json({ revalidated: "/pinned" });
 }
 `,
   'app/hello/[name]/page.tsx': `import { headers } from "next/headers";
@@ -199,29 +219,45 @@ test('Next.js with @opennextjs/cloudflare: built with opennextjs-cloudflare buil
   assert.deepEqual(JSON.parse(echo.body), { word: 'sail', nodeEnv: 'production' });
 
   // Kept in the R2 bucket once rendered: svc does not fill the cache at deploy
-  // (docs/deploys.md), so the first answers render the page and store it.
-  const renderOf = (body: string) => body.match(/<h1>rendered at (\d+)<\/h1>/)?.[1];
+  // (docs/deploys.md), so the first answers render the page and store it. Each of those first
+  // renders is stored, the last write winning, so what the cache keeps is the render it answers
+  // twice in a row.
+  const renderOf = (body: string) => body.match(/<h1>(?:rendered|pinned) at (\d+)<\/h1>/)?.[1];
+  const storedRender = (path: string) => {
+    let previous: string | undefined;
+    return waitFor(async () => {
+      const again = await get(path);
+      const hit = again.response.headers.get('x-nextjs-cache') === 'HIT';
+      const render = hit ? renderOf(again.body) : undefined;
+      const settled = render !== undefined && render === previous ? render : null;
+      previous = render;
+      return settled;
+    }, `${path} served from the R2 incremental cache`);
+  };
   const first = await get('/isr');
   assert.equal(first.response.status, 200, first.body);
   assert.equal(first.response.headers.get('x-nextjs-cache'), 'MISS', 'the cache starts empty');
-  const cached = await waitFor<{ response: Response; body: string } | null>(async () => {
-    const again = await get('/isr');
-    return again.response.headers.get('x-nextjs-cache') === 'HIT' ? again : null;
-  }, 'the ISR page served from the R2 incremental cache');
-  assert.ok(cached);
-  const stored = renderOf(cached.body);
-  assert.ok(stored, cached.body);
-  const later = await get('/isr');
-  assert.match(later.response.headers.get('x-nextjs-cache') ?? '', /^(HIT|STALE)$/);
-  assert.equal(renderOf(later.body), stored, 'the stored render again, not a new one');
+  assert.ok(renderOf(first.body), first.body);
+  const stored = Number(await storedRender('/isr'));
   // Past its 2 s, a request is answered from the cache and queues the page's regeneration,
   // which the memory queue requests through WORKER_SELF_REFERENCE; a later request sees it.
   const regenerated = await waitFor(async () => {
-    const again = await get('/isr');
-    const render = renderOf(again.body);
-    return render && render !== stored ? render : null;
+    const render = Number(renderOf((await get('/isr')).body));
+    return render >= stored + 2_000 ? render : null;
   }, 'the ISR page regenerated in the background after its revalidate time');
-  assert.ok(Number(regenerated) > Number(stored), 'a newer render');
+  assert.ok(regenerated);
+
+  // On demand: revalidatePath marks the page in the KV tag cache, so the next request renders it
+  // again although its hour has not passed.
+  await storedRender('/pinned');
+  const revalidatedAt = Date.now();
+  const revalidate = await fetch(`http://127.0.0.1:${port}/api/revalidate`, { method: 'POST' });
+  assert.equal(revalidate.status, 200, await revalidate.text());
+  const repinned = await waitFor(async () => {
+    const render = Number(renderOf((await get('/pinned')).body));
+    return render >= revalidatedAt ? render : null;
+  }, 'the page rendered again after revalidatePath');
+  assert.ok(repinned);
 
   const robots = await get('/robots.txt');
   assert.equal(robots.response.status, 200);
