@@ -10,6 +10,7 @@ import { registerHealth } from './cli/health.ts';
 import { registerKv } from './cli/kv.ts';
 import { registerMetrics, registerTraces } from './cli/observe.ts';
 import { registerOperator } from './cli/operator.ts';
+import { registerR2 } from './cli/r2.ts';
 import { registerRemote } from './cli/remote.ts';
 import { registerSail } from './cli/sail.ts';
 import { registerTrust } from './cli/trust.ts';
@@ -32,6 +33,7 @@ export function buildProgram(): Command {
     registerFleet,
     registerApp,
     registerKv,
+    registerR2,
     registerDeploy,
     registerDeployment,
     registerTrust,

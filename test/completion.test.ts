@@ -46,6 +46,7 @@ test('bash: top-level commands in help order, nested subcommands, flags of the t
     'fleet',
     'app',
     'kv',
+    'r2',
     'deploy',
     'deployment',
     'trust',
@@ -59,6 +60,10 @@ test('bash: top-level commands in help order, nested subcommands, flags of the t
   assert.deepEqual(bashComplete(file, ['svc', 'kv', '']), ['namespace', 'key', 'bulk']);
   assert.deepEqual(bashComplete(file, ['svc', 'kv', 'key', '']), ['put', 'get', 'list', 'delete']);
   assert.deepEqual(bashComplete(file, ['svc', 'kv', 'key', 'put', '--b']), ['--binding']);
+  assert.deepEqual(bashComplete(file, ['svc', 'r2', '']), ['bucket', 'object']);
+  assert.deepEqual(bashComplete(file, ['svc', 'r2', 'object', '']), ['put', 'get', 'list', 'delete']);
+  assert.deepEqual(bashComplete(file, ['svc', 'r2', 'object', 'put', '--b']), ['--binding', '--bucket']);
+  assert.deepEqual(bashComplete(file, ['svc', 'r2', 'object', 'put', '--p']), ['--pipe']);
   // Flags of `svc fleet nodes` after another flag, not those of `svc fleet`.
   const flags = bashComplete(file, ['svc', 'fleet', 'nodes', '--json', '--buc']);
   assert.deepEqual(flags, ['--bucket']);

@@ -6,20 +6,22 @@
 // `svc app delete` removes the KV data with the application and says so.
 
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
 import { truncateSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { encodeKey } from '../runtime/src/bindings/kv.ts';
 import { keys } from '../src/registry/keys.ts';
-import { type Bucket, call, keyArg, openBucket, type Signer } from './helpers/applications.ts';
-import { projectDir } from './helpers/artifacts.ts';
+import { type Bucket, keyArg, openBucket, type Signer } from './helpers/applications.ts';
+import {
+  assertRefused,
+  deployThroughNode,
+  readyPort,
+  svcBytes as svcBytesUnder,
+} from './helpers/binding-data.ts';
 import { CELL_BIN } from './helpers/cell.ts';
-import { runSvc, type SailProcess, SVC_BIN, tempDir, waitFor } from './helpers/svc.ts';
+import { runSvc, type SailProcess, tempDir } from './helpers/svc.ts';
 
 const APP = 'shop-web';
-/** How long the node may take to start the worker. */
-const READY_MS = 120_000;
 
 let bucket: Bucket;
 let node: SailProcess;
@@ -41,33 +43,7 @@ const svc = (args: string[]) => runSvc(args, { env: env(), timeoutMs: 60_000 });
 const asShop = () => ['--name', 'shop', '--env', 'web', '--node', node.url, '--key', keyArg(shop)];
 const cache = () => [...asShop(), '--binding', 'CACHE'];
 
-/** `svc <args>` with stdout as bytes. */
-function svcBytes(args: string[]): Promise<{ code: number; stdout: Buffer; stderr: string }> {
-  return new Promise((resolve) => {
-    execFile(
-      process.execPath,
-      [SVC_BIN, ...args],
-      { env: { ...process.env, ...env() } as NodeJS.ProcessEnv, encoding: 'buffer', timeout: 60_000 },
-      (err, stdout, stderr) =>
-        resolve({
-          code: err ? Number((err as { code?: number }).code ?? 1) : 0,
-          stdout,
-          stderr: stderr.toString('utf8'),
-        }),
-    );
-  });
-}
-
-/** The refusal line of a failed command: one line on stderr, exit 1. */
-function assertRefused(
-  result: { code: number | null; stdout: string | Buffer; stderr: string },
-  line: RegExp,
-): void {
-  assert.equal(result.code, 1, result.stderr);
-  assert.equal(result.stdout.length, 0, String(result.stdout));
-  assert.match(result.stderr, line);
-  assert.equal(result.stderr.split('\n').length, 2, `one line: ${result.stderr}`);
-}
+const svcBytes = (args: string[]) => svcBytesUnder(env(), args);
 
 async function worker(path: string): Promise<string> {
   const response = await fetch(`http://127.0.0.1:${port}${path}`, { signal: AbortSignal.timeout(10_000) });
@@ -81,7 +57,7 @@ before(async () => {
   shop = await bucket.operator('op-shop', 'operator', ['shop-*']);
   other = await bucket.operator('op-other', 'operator', ['other-*']);
   node = await bucket.sail(['--cell-bin', CELL_BIN, '--cell-env', 'CELL_DRAIN_MS=2000']);
-  const project = projectDir({
+  await deployThroughNode(node, shop, {
     'cell.jsonc': JSON.stringify({
       name: APP,
       main: 'index.js',
@@ -108,19 +84,7 @@ before(async () => {
 };
 `,
   });
-  const deployed = await svc(['deploy', project, '--node', node.url, '--key', keyArg(shop)]);
-  assert.equal(deployed.code, 0, deployed.stderr);
-  port = (await waitFor<number | undefined>(
-    async () => {
-      const answer = await call(node.url, 'GET', '/v1/state', { signer: admin });
-      const found = (answer.body.processes ?? []).find(
-        (p: { application: string; ready: boolean }) => p.application === APP && p.ready,
-      );
-      return found?.port as number | undefined;
-    },
-    `${APP} ready`,
-    READY_MS,
-  )) as number;
+  port = await readyPort(node, admin, APP);
   await bucket.application('shop-empty');
 });
 

@@ -17,13 +17,12 @@ import {
   assertProblem,
   type Bucket,
   call,
-  keyArg,
   openBucket,
   type Signer,
 } from './helpers/applications.ts';
-import { projectDir } from './helpers/artifacts.ts';
+import { deployThroughNode, sendBytes } from './helpers/binding-data.ts';
 import { CELL_BIN } from './helpers/cell.ts';
-import { runSvc, type SailProcess, tempDir } from './helpers/svc.ts';
+import type { SailProcess } from './helpers/svc.ts';
 
 const APP = 'shop-web';
 const BASE = `/v1/applications/${APP}/r2/buckets`;
@@ -41,7 +40,7 @@ before(async () => {
   other = await bucket.operator('op-other', 'operator', ['other-*']);
   nodeToken = await bucket.node('node-caller');
   node = await bucket.sail(['--cell-bin', CELL_BIN, '--cell-env', 'CELL_DRAIN_MS=2000']);
-  const project = projectDir({
+  await deployThroughNode(node, shop, {
     'cell.jsonc': JSON.stringify({
       name: APP,
       main: 'index.js',
@@ -53,16 +52,6 @@ before(async () => {
     }),
     'index.js': 'export default { fetch() { return new Response("ok"); } };\n',
   });
-  const deployed = await runSvc(['deploy', project, '--node', node.url, '--key', keyArg(shop)], {
-    env: {
-      SVC_HOME: tempDir(),
-      SVC_OPERATOR_KEY: undefined,
-      SVC_REMOTE: undefined,
-      SVC_STATE_DIR: tempDir(),
-    },
-    timeoutMs: 120_000,
-  });
-  assert.equal(deployed.code, 0, deployed.stderr);
   await bucket.application('shop-empty');
   await bucket.application('other-app');
 });
@@ -71,26 +60,8 @@ after(async () => {
   await bucket?.close();
 });
 
-/** A signed call whose body is raw bytes, answered as bytes. */
-async function send(
-  method: string,
-  path: string,
-  options: { signer?: Signer; body?: Uint8Array | string; contentType?: string } = {},
-): Promise<Answer & { bytes: Buffer; headers: Headers }> {
-  const headers: Record<string, string> = {};
-  if (options.signer) headers.authorization = await options.signer.bearer();
-  if (options.body !== undefined) headers['content-type'] = options.contentType ?? 'application/octet-stream';
-  const response = await fetch(`${node.url}${path}`, {
-    method,
-    headers,
-    body: options.body as BodyInit | undefined,
-  });
-  const bytes = Buffer.from(await response.arrayBuffer());
-  const contentType = response.headers.get('content-type');
-  let body: unknown = bytes;
-  if (contentType?.includes('json')) body = JSON.parse(bytes.toString('utf8'));
-  return { status: response.status, body, contentType, bytes, headers: response.headers };
-}
+const send = (method: string, path: string, options: Parameters<typeof sendBytes>[3] = {}) =>
+  sendBytes(node.url, method, path, options);
 
 const object = (key: string, name = 'files') => `${BASE}/${name}/objects/${encodeURIComponent(key)}`;
 

@@ -420,10 +420,20 @@ export async function appDelete(flags: AppFlags & { force?: boolean }): Promise<
         return { deleted: await deleteApplicationData(store, name) };
       }),
   );
-  // Workers KV entries are said apart: they are data, which no redeploy brings back.
-  const kvEntries = deleted.filter((key) => key.startsWith(`${keys.fleetPrefix(name)}kv/`)).length;
-  const kv = kvEntries === 0 ? '' : ` (${kvEntries} of them Workers KV entries)`;
-  say(`Deleted ${name}: ${deleted.length} store key${deleted.length === 1 ? '' : 's'} removed${kv}`);
+  // Workers KV entries and R2 objects are said apart: they are data, which no redeploy brings
+  // back. An R2 object is its record (`r2/<bucket>/objects/.../-`), whatever bodies it has.
+  const prefix = keys.fleetPrefix(name);
+  const kvEntries = deleted.filter((key) => key.startsWith(`${prefix}kv/`)).length;
+  const r2Objects = deleted.filter(
+    (key) =>
+      key.startsWith(`${prefix}r2/`) && /^[^/]+\/objects\/(.*\/)?-$/.test(key.slice(`${prefix}r2/`.length)),
+  ).length;
+  const said = [
+    ...(kvEntries > 0 ? [`${kvEntries} of them Workers KV entries`] : []),
+    ...(r2Objects > 0 ? [`${r2Objects} of them R2 objects`] : []),
+  ];
+  const counts = said.length === 0 ? '' : ` (${said.join(', ')})`;
+  say(`Deleted ${name}: ${deleted.length} store key${deleted.length === 1 ? '' : 's'} removed${counts}`);
   for (const key of deleted) say(key);
 }
 

@@ -45,6 +45,7 @@ test('the real program: top level in help order, completion itself hidden, neste
       'fleet',
       'app',
       'kv',
+      'r2',
       'deploy',
       'deployment',
       'trust',
@@ -62,6 +63,11 @@ test('the real program: top level in help order, completion itself hidden, neste
     'kv key list',
     'kv key delete',
     'kv bulk put',
+    'r2 bucket list',
+    'r2 object put',
+    'r2 object get',
+    'r2 object list',
+    'r2 object delete',
   ])
     assert.ok(paths.includes(path), path);
   assert.ok(!paths.some((path) => path.startsWith('completion')));

@@ -3,9 +3,9 @@
 // `get` writes the value's bytes to stdout unchanged, as wrangler does; `list` pages through
 // every key the node answers.
 
-import { readFile, stat } from 'node:fs/promises';
 import { KV_LIMITS } from '../../runtime/src/bindings/kv.ts';
 import { Problem } from '../problem.ts';
+import { readValueFile } from './binding-data.ts';
 import type { CallOptions } from './client.ts';
 import { callSpace, describeSpace, type KvFlags, kvSpaceTarget } from './kv-namespace.ts';
 import { say, table } from './output.ts';
@@ -34,7 +34,13 @@ export async function kvKeyPutAction(key: string, value: string | undefined, fla
         ? 'give the value as an argument after the key, or --path <file>'
         : 'give the value as an argument or --path <file>, not both',
     );
-  const bytes = value !== undefined ? Buffer.from(value, 'utf8') : await readValueFile(flags.path!);
+  const bytes =
+    value !== undefined
+      ? Buffer.from(value, 'utf8')
+      : await readValueFile(flags.path!, {
+          bytes: KV_LIMITS.maxValueBytes,
+          what: `a KV value is at most ${KV_LIMITS.maxValueBytes} bytes (25 MiB)`,
+        });
   const space = await kvSpaceTarget(flags);
   const query: CallOptions['query'] = {
     expiration_ttl: flags.ttl,
@@ -106,25 +112,4 @@ function checkKey(key: string): string {
 
 function valuePath(key: string): string {
   return `/values/${encodeURIComponent(key)}`;
-}
-
-/** The file's bytes; one over the value limit is refused before it is read. */
-async function readValueFile(file: string): Promise<Buffer> {
-  try {
-    const { size } = await stat(file);
-    if (size > KV_LIMITS.maxValueBytes)
-      throw new Problem(
-        'resource-limit',
-        'Value too large',
-        `${file} is ${size} bytes; a KV value is at most ${KV_LIMITS.maxValueBytes} bytes (25 MiB)`,
-      );
-    return await readFile(file);
-  } catch (err) {
-    if (err instanceof Problem) throw err;
-    throw new Problem(
-      'invalid-input',
-      'Unreadable value file',
-      `${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`,
-    );
-  }
 }

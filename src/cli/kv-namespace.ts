@@ -3,17 +3,20 @@
 // `GET /v1/applications/:name/kv/namespaces`; `--binding` or `--namespace-id` picks one, and may
 // be left out when there is only one.
 
-import { Problem } from '../problem.ts';
-import { resolveApplicationName } from '../registry/names.ts';
-import type { AppFlags } from './app-actions.ts';
-import { type CallOptions, callNode, requestNode, resolveTarget, type Target } from './client.ts';
-import { say, table } from './output.ts';
+import {
+  callApplication,
+  type DataFlags,
+  type DataTarget,
+  dataTarget,
+  pickBound,
+  refuseBoth,
+  sayBound,
+} from './binding-data.ts';
+import type { CallOptions } from './client.ts';
 
-export interface KvFlags extends AppFlags {
+export interface KvFlags extends DataFlags {
   binding?: string;
   namespaceId?: string;
-  /** A bearer token to present instead of signing (a CI job's workload token). */
-  token?: string;
 }
 
 /** What `GET .../kv/namespaces` answers. */
@@ -24,80 +27,34 @@ interface NamespacesAnswer {
 }
 
 /** Where a command's calls go: the node, the application, and (once resolved) the namespace. */
-export interface KvTarget {
-  target: Target;
-  flags: KvFlags;
-  application: string;
-}
+export type KvTarget = DataTarget<KvFlags>;
 
 export interface KvSpaceTarget extends KvTarget {
   namespace: { id: string; binding: string | null };
 }
 
 export async function kvNamespaceListAction(flags: KvFlags): Promise<void> {
-  const found = await namespaces(await kvTarget(flags));
-  if (flags.json) {
-    say(JSON.stringify(found, null, 2));
-    return;
-  }
-  if (found.namespaces.length === 0) {
-    say(
-      found.deployment === null
-        ? `${found.application} has no serving deployment, so no KV namespace.`
-        : `The serving deployment ${found.deployment} of ${found.application} binds no KV namespace.`,
-    );
-    return;
-  }
-  for (const line of table(
-    ['BINDING', 'ID'],
-    found.namespaces.map((n) => [n.binding, n.id]),
-  ))
-    say(line);
-}
-
-export async function kvTarget(flags: KvFlags): Promise<KvTarget> {
-  const application = resolveApplicationName(flags.name, flags.env);
-  return { target: await resolveTarget(flags), flags, application };
+  const found = await namespaces(await dataTarget(flags));
+  sayBound(found, found.namespaces, { json: flags.json, kind: 'KV namespace', idHeader: 'ID' });
 }
 
 /** The application and its one namespace the flags name; refuses when that is ambiguous or unknown. */
 export async function kvSpaceTarget(flags: KvFlags): Promise<KvSpaceTarget> {
-  if (flags.binding !== undefined && flags.namespaceId !== undefined)
-    throw new Problem(
-      'invalid-input',
-      'Ambiguous KV namespace',
-      'give --binding or --namespace-id, not both',
-    );
-  const base = await kvTarget(flags);
-  const { application, deployment, namespaces: bound } = await namespaces(base);
-  const list = bound.map((n) => `${n.binding} (${n.id})`).join(', ');
-  const pick =
-    flags.binding !== undefined
-      ? bound.find((n) => n.binding === flags.binding)
-      : flags.namespaceId !== undefined
-        ? bound.find((n) => n.id === flags.namespaceId)
-        : bound.length === 1
-          ? bound[0]
-          : undefined;
-  if (pick) return { ...base, namespace: { id: pick.id, binding: pick.binding } };
-  if (bound.length === 0)
-    throw new Problem(
-      'not-found',
-      'No KV namespace',
-      deployment === null
-        ? `${application} has no serving deployment; deploy one whose kv_namespaces binds a namespace`
-        : `the serving deployment ${deployment} of ${application} binds no KV namespace (kv_namespaces)`,
-    );
-  if (flags.binding === undefined && flags.namespaceId === undefined)
-    throw new Problem(
-      'invalid-input',
-      'Several KV namespaces',
-      `${application} binds ${list}; choose one with --binding <NAME> or --namespace-id <id>`,
-    );
-  const asked =
-    flags.binding !== undefined ? `binding ${flags.binding}` : `namespace id ${flags.namespaceId}`;
-  throw new Problem('not-found', 'No such KV namespace', `${application} has no ${asked}; it binds ${list}`);
+  const asked = { binding: flags.binding, id: flags.namespaceId };
+  refuseBoth(asked, KV_WORDS);
+  const base = await dataTarget(flags);
+  const found = await namespaces(base);
+  const pick = pickBound(found.namespaces, asked, found, KV_WORDS);
+  return { ...base, namespace: { id: pick.id, binding: pick.binding } };
 }
+
+const KV_WORDS = {
+  kind: 'KV namespace',
+  field: 'kv_namespaces',
+  idFlag: '--namespace-id <id>',
+  idWord: 'namespace id',
+  one: 'a namespace',
+};
 
 /** `shop-web's KV namespace cache (CACHE)`, for messages. */
 export function describeSpace(space: KvSpaceTarget): string {
@@ -105,28 +62,21 @@ export function describeSpace(space: KvSpaceTarget): string {
   return `KV namespace ${space.namespace.id}${binding} of ${space.application}`;
 }
 
-function namespaces(base: KvTarget): Promise<NamespacesAnswer> {
-  return callNode(base.target, 'GET', `${applicationPath(base.application)}/kv/namespaces`, {
-    ...tokenOf(base.flags),
-  }) as Promise<NamespacesAnswer>;
+async function namespaces(base: KvTarget): Promise<NamespacesAnswer> {
+  return (await callApplication(base, 'GET', '/kv/namespaces')).body as NamespacesAnswer;
 }
 
 /** One call under the namespace: `/v1/applications/:name/kv/namespaces/:id<rest>`. */
-export async function callSpace(
+export function callSpace(
   space: KvSpaceTarget,
   method: string,
   rest: string,
   options: CallOptions = {},
 ): Promise<{ body: unknown; headers: Headers }> {
-  const path = `${applicationPath(space.application)}/kv/namespaces/${encodeURIComponent(space.namespace.id)}${rest}`;
-  const answer = await requestNode(space.target, method, path, { ...options, ...tokenOf(space.flags) });
-  return { body: answer.body, headers: answer.headers };
-}
-
-function applicationPath(application: string): string {
-  return `/v1/applications/${encodeURIComponent(application)}`;
-}
-
-function tokenOf(flags: KvFlags): { token?: string } {
-  return flags.token === undefined ? {} : { token: flags.token };
+  return callApplication(
+    space,
+    method,
+    `/kv/namespaces/${encodeURIComponent(space.namespace.id)}${rest}`,
+    options,
+  );
 }

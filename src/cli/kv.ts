@@ -3,7 +3,7 @@
 // listed, deleted and bulk-written (docs/api.md "Workers KV").
 
 import type { Command } from 'commander';
-import { addNameFlags, addRemoteFlags } from './flags.ts';
+import { dataCommand } from './binding-data.ts';
 import { kvBulkPutAction } from './kv-bulk.ts';
 import { kvKeyDeleteAction, kvKeyGetAction, kvKeyListAction, kvKeyPutAction } from './kv-key.ts';
 import { type KvFlags, kvNamespaceListAction } from './kv-namespace.ts';
@@ -13,20 +13,9 @@ The application is --name (and --env); the namespace is one of the kv_namespaces
 deployment binds: --binding <NAME> (its binding on env) or --namespace-id <id>, needed only when
 it binds more than one. Workers see a write within their read cache's TTL (60 s by default).`;
 
-/** A subcommand that names the application and calls a node. */
-function kvCommand(parent: Command, name: string, description: string): Command {
-  const command = parent.command(name).description(description);
-  addRemoteFlags(command);
-  addNameFlags(command, true);
-  return command.option(
-    '--token <token>',
-    'Bearer token to present to the node instead of signing (a workload token)',
-  );
-}
-
 /** A subcommand that also names one namespace of the application. */
 function namespacedCommand(parent: Command, name: string, description: string): Command {
-  return kvCommand(parent, name, description)
+  return dataCommand(parent, name, description)
     .option('--binding <NAME>', 'The namespace by its binding name on the worker env')
     .option('--namespace-id <id>', 'The namespace by its id')
     .addHelpText('after', NAMESPACE_HELP);
@@ -37,7 +26,7 @@ export function registerKv(program: Command): void {
     .command('kv')
     .description("Workers KV: an application's namespaces and their keys, through a node");
   const namespace = kv.command('namespace').description('The KV namespaces an application binds');
-  kvCommand(namespace, 'list', "List the namespaces (binding, id) of the application's serving deployment")
+  dataCommand(namespace, 'list', "List the namespaces (binding, id) of the application's serving deployment")
     .option('--json', 'Print JSON')
     .action((flags: KvFlags) => kvNamespaceListAction(flags));
 
