@@ -22,7 +22,8 @@ import {
 } from './helpers/applications.ts';
 import { deployThroughNode, sendBytes } from './helpers/binding-data.ts';
 import { CELL_BIN } from './helpers/cell.ts';
-import type { SailProcess } from './helpers/svc.ts';
+import { startTestIssuer, type TestIssuer } from './helpers/oidc-issuer.ts';
+import { runSvc, type SailProcess, tempDir } from './helpers/svc.ts';
 
 const APP = 'shop-web';
 const BASE = `/v1/applications/${APP}/r2/buckets`;
@@ -33,6 +34,8 @@ let node: SailProcess;
 let shop: Signer;
 let other: Signer;
 let nodeToken: Signer;
+let issuer: TestIssuer;
+const workloadToken = (sub = 'repo:acme/shop:ref:refs/heads/main') => issuer.sign({ sub, aud: 'svc' });
 
 before(async () => {
   bucket = await openBucket();
@@ -54,9 +57,27 @@ before(async () => {
   });
   await bucket.application('shop-empty');
   await bucket.application('other-app');
+  issuer = await startTestIssuer();
+  const trusted = await runSvc(
+    [
+      'trust',
+      'set',
+      '--name',
+      APP,
+      '--issuer',
+      issuer.issuer,
+      '--subject',
+      'repo:acme/shop:*',
+      '--endpoint',
+      bucket.endpoint,
+    ],
+    { env: { SVC_STATE_DIR: tempDir() }, timeoutMs: 60_000 },
+  );
+  assert.equal(trusted.code, 0, trusted.stderr);
 });
 
 after(async () => {
+  await issuer?.close();
   await bucket?.close();
 });
 
@@ -175,6 +196,95 @@ describe('the buckets and objects of an application, through a node', () => {
     );
     assert.deepEqual(grouped.body.delimited_prefixes, ['p/d/']);
   });
+});
+
+test('the empty key, which R2 allows, and a put with no Content-Type (kept without one)', async () => {
+  const put = await new Promise<Answer>((resolve, reject) => {
+    const url = new URL(node.url);
+    void shop.bearer().then((authorization) => {
+      // No content-type header at all: fetch would add one.
+      const req = httpRequest(
+        {
+          host: url.hostname,
+          port: url.port,
+          method: 'PUT',
+          path: `${BASE}/files/objects/`,
+          headers: { authorization },
+        },
+        (res) => {
+          const chunks: Buffer[] = [];
+          res.on('data', (c: Buffer) => chunks.push(c));
+          res.on('end', () =>
+            resolve({
+              status: res.statusCode ?? 0,
+              body: JSON.parse(Buffer.concat(chunks).toString('utf8')),
+              contentType: res.headers['content-type'] ?? null,
+            }),
+          );
+        },
+      );
+      req.on('error', reject);
+      req.end('empty-keyed');
+    }, reject);
+  });
+  assert.equal(put.status, 200, JSON.stringify(put.body));
+  assert.equal(put.body.object.key, '');
+  assert.equal(put.body.object.content_type, undefined);
+  const got = await send('GET', `${BASE}/files/objects/`, { signer: shop });
+  assert.equal(got.status, 200);
+  assert.equal(got.bytes.toString(), 'empty-keyed');
+  assert.equal(got.contentType, 'application/octet-stream');
+  assert.ok(await bucket.store.get(keys.runtimeR2Record(APP, 'files', '')), 'its record is objects/-');
+  assert.equal((await call(node.url, 'DELETE', `${BASE}/files/objects/`, { signer: shop })).status, 200);
+});
+
+test('a CI job’s workload token the trust policy admits writes and reads, as an operator key does', async () => {
+  const bearer = async () => `Bearer ${await workloadToken()}`;
+  const put = await fetch(`${node.url}${object('ci')}`, {
+    method: 'PUT',
+    headers: { authorization: await bearer(), 'content-type': 'text/plain' },
+    body: 'from ci',
+  });
+  assert.equal(put.status, 200, await put.text());
+  const got = await fetch(`${node.url}${object('ci')}`, { headers: { authorization: await bearer() } });
+  assert.equal(got.headers.get('content-type'), 'text/plain');
+  assert.equal(await got.text(), 'from ci');
+  assertProblem(
+    await call(node.url, 'GET', BASE, {
+      headers: { authorization: `Bearer ${await workloadToken('repo:evil/fork:ref:refs/heads/main')}` },
+    }),
+    403,
+    'trust-mismatch',
+    'Workload not trusted',
+  );
+  // `svc r2 --token` presents it instead of signing, as `svc kv --token`.
+  const cli = await runSvc(
+    [
+      'r2',
+      'object',
+      'get',
+      'ci',
+      '--name',
+      APP,
+      '--binding',
+      'FILES',
+      '--node',
+      node.url,
+      '--token',
+      await workloadToken(),
+    ],
+    {
+      env: {
+        SVC_HOME: tempDir(),
+        SVC_OPERATOR_KEY: undefined,
+        SVC_REMOTE: undefined,
+        SVC_STATE_DIR: tempDir(),
+      },
+    },
+  );
+  assert.equal(cli.code, 0, cli.stderr);
+  assert.equal(cli.stdout, 'from ci');
+  await call(node.url, 'DELETE', object('ci'), { signer: shop });
 });
 
 describe('refusals', () => {
