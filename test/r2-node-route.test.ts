@@ -367,6 +367,14 @@ describe('refusals', () => {
     assertProblem(answer, 413, 'resource-limit', 'Value too large', /at most 104857600 bytes/);
   });
 
+  test('listing: a prefix longer than any key lists nothing, not a 500', async () => {
+    const listed = await call(node.url, 'GET', `${BASE}/files/objects?prefix=${'p'.repeat(1500)}`, {
+      signer: shop,
+    });
+    assert.equal(listed.status, 200, JSON.stringify(listed.body));
+    assert.deepEqual(listed.body.objects, []);
+  });
+
   test('listing: limit', async () => {
     for (const limit of ['0', '1001', 'x', '1.5'])
       assertProblem(
