@@ -32,14 +32,15 @@ export function buildProgram(): Command {
     registerOperator,
     registerFleet,
     registerApp,
-    registerKv,
-    registerR2,
     registerDeploy,
     registerDeployment,
     registerTrust,
     registerMetrics,
     registerTraces,
     registerWg,
+    // The bindings' data, after the commands of the contract.
+    registerKv,
+    registerR2,
   ]) {
     register(program);
   }

@@ -45,14 +45,14 @@ test('bash: top-level commands in help order, nested subcommands, flags of the t
     'operator',
     'fleet',
     'app',
-    'kv',
-    'r2',
     'deploy',
     'deployment',
     'trust',
     'metrics',
     'traces',
     'wg',
+    'kv',
+    'r2',
   ]);
   assert.deepEqual(bashComplete(file, ['svc', 'de']), ['deploy', 'deployment']);
   assert.deepEqual(bashComplete(file, ['svc', 'fleet', '']), ['nodes', 'freeze', 'unfreeze']);

@@ -44,14 +44,14 @@ test('the real program: top level in help order, completion itself hidden, neste
       'operator',
       'fleet',
       'app',
-      'kv',
-      'r2',
       'deploy',
       'deployment',
       'trust',
       'metrics',
       'traces',
       'wg',
+      'kv',
+      'r2',
     ],
   );
   const paths = tree.map((entry) => entry.path.join(' '));

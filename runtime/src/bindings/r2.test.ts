@@ -471,6 +471,13 @@ describe('R2 (docs/bindings.md "R2 buckets")', () => {
       assert.deepEqual(names(await r2.list({ cursor: 'bad' })), []);
     });
 
+    it('answers an empty page for a prefix longer than any key can be', async () => {
+      const r2 = fresh();
+      await r2.put('k', 'v');
+      assert.deepEqual(names(await r2.list({ prefix: 'k'.repeat(513) })), []);
+      assert.deepEqual(names(await r2.list({ prefix: 'é'.repeat(600) })), []);
+    });
+
     it('refuses a limit outside 1-1000 (Miniflare "list: validates limit")', async () => {
       const r2 = fresh();
       assert.deepEqual(await r2.list({ limit: 0 }), { status: 400, error: ERRORS.maxKeys });

@@ -767,6 +767,10 @@ async function list(space: Bucket, body: Json): Promise<ListAnswer> {
     if (after === null || Buffer.compare(cursor, after) > 0) after = cursor;
   }
   const prefixBytes = Buffer.from(prefix);
+  // No key is longer than the limit, so no key begins with a longer prefix; and the bucket's own
+  // list would refuse the encoded prefix past its 1,024-byte key limit.
+  if (prefixBytes.length > R2_LIMITS.maxKeyBytes)
+    return { objects: [], truncated: false, delimitedPrefixes: [] };
   const floor = encodeKey(prefixBytes).slice(0, Math.floor((prefixBytes.length * 8) / 5));
   const base = keys.runtimeR2RecordsPrefix(space.application, space.bucket);
   const { objects } = await space.store.list(base + segments(floor), { recursive: true });
