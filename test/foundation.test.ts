@@ -6,10 +6,12 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { freePort, runSvc, type SailProcess, startSail, tempDir } from './helpers/svc.ts';
 
-test('svc --help lists the top-level commands in the spec order, then the bindings\' data commands', async () => {
+test("svc --help lists the top-level commands in the spec order, then the bindings' data commands", async () => {
   const { code, stdout } = await runSvc(['--help']);
   assert.equal(code, 0);
-  const names = [...stdout.matchAll(/^ {2}([a-z][a-z0-9]*)\b/gm)].map((m) => m[1]).filter((n) => n !== 'help');
+  const names = [...stdout.matchAll(/^ {2}([a-z][a-z0-9]*)\b/gm)]
+    .map((m) => m[1])
+    .filter((n) => n !== 'help');
   assert.deepEqual(names, [
     'sail',
     'health',
