@@ -157,4 +157,22 @@ export const keys = {
     `fleets/${name}/r2/${bucket}/uploads/${upload}/upload.json`,
   runtimeR2UploadPart: (name: string, bucket: string, upload: string, part: number) =>
     `fleets/${name}/r2/${bucket}/uploads/${upload}/parts/${part}.json`,
+  /**
+   * D1 databases (docs/bindings.md "D1 databases"): per database, the owner's lease, and its
+   * history as generations: each a snapshot of the database file, then the WAL segments written
+   * after it, numbered from 1; a segment is written only if absent, so a generation's log has one
+   * writer (runtime/src/bindings/d1-log.ts). Generation and segment numbers are zero-padded so
+   * the bucket lists them in order.
+   */
+  runtimeD1Prefix: (name: string, database: string) => `fleets/${name}/d1/${database}/`,
+  runtimeD1DatabasesPrefix: (name: string) => `fleets/${name}/d1/`,
+  runtimeD1Lease: (name: string, database: string) => `fleets/${name}/d1/${database}/lease.json`,
+  runtimeD1GenerationsPrefix: (name: string, database: string) =>
+    `fleets/${name}/d1/${database}/generations/`,
+  runtimeD1Snapshot: (name: string, database: string, generation: number) =>
+    `fleets/${name}/d1/${database}/generations/${String(generation).padStart(10, '0')}/snapshot`,
+  runtimeD1SegmentsPrefix: (name: string, database: string, generation: number) =>
+    `fleets/${name}/d1/${database}/generations/${String(generation).padStart(10, '0')}/wal/`,
+  runtimeD1Segment: (name: string, database: string, generation: number, segment: number) =>
+    `fleets/${name}/d1/${database}/generations/${String(generation).padStart(10, '0')}/wal/${String(segment).padStart(12, '0')}`,
 } as const;

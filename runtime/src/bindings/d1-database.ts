@@ -1,0 +1,266 @@
+// One D1 database on the node that owns it (docs/bindings.md "D1 databases", "Durability"):
+// SQLite in WAL mode with automatic checkpoints off, so every committed transaction is new bytes
+// at the end of the WAL file. A query that changed the database is answered only once those
+// bytes are a segment in the bucket (d1-log.ts); the transactions that commit while one segment
+// is being written go together in the next (group commit). When the WAL passes a size, it is
+// checkpointed into the database file, which becomes the snapshot of a new generation.
+
+import { closeSync, openSync, readSync, statSync } from 'node:fs';
+import { mkdir, readFile, rm } from 'node:fs/promises';
+import { join } from 'node:path';
+import { DatabaseSync } from 'node:sqlite';
+import { isCasConflict } from '../../../src/store/store.ts';
+import { type D1Success, runQueries } from './d1-engine.ts';
+import { type DatabaseRef, listSegments, restore, writeSegment, writeSnapshot } from './d1-log.ts';
+import type { D1Query, ResultsFormat } from './d1-sql.ts';
+
+/** The WAL size at which the database starts a new generation. */
+export const COMPACT_WAL_BYTES = 16 * 1024 * 1024;
+
+export interface OwnedDatabaseOptions {
+  ref: DatabaseRef;
+  /** This node, named in the seal of the log it takes over. */
+  node: string;
+  /** A folder only this database uses. */
+  dir: string;
+  /** Whether this node still holds the database's lease (d1-lease.ts). */
+  mayServe: () => boolean;
+  compactWalBytes?: number;
+  /** With a time: the database as it was then (time travel), not its last state. */
+  untilMs?: number;
+}
+
+/** This node lost the database: another node wrote its log on, or its lease ran out. */
+export class DatabaseMoved extends Error {}
+
+/** A write ran but is not known to be in the bucket (bucket failed, or the database moved). */
+export class NotDurable extends Error {}
+
+export class OwnedDatabase {
+  readonly #options: OwnedDatabaseOptions;
+  readonly #db: DatabaseSync;
+  readonly #file: string;
+  #generation: number;
+  #nextSegment = 1;
+  /** WAL bytes already in the bucket. */
+  #shipped = 0;
+  #index: number;
+  #closed = false;
+  #moved = false;
+  #flushing: Promise<void> | null = null;
+  #waiters: { resolve: () => void; reject: (err: Error) => void }[] = [];
+
+  private constructor(
+    options: OwnedDatabaseOptions,
+    db: DatabaseSync,
+    file: string,
+    generation: number,
+    index: number,
+  ) {
+    this.#options = options;
+    this.#db = db;
+    this.#file = file;
+    this.#generation = generation;
+    this.#index = index;
+  }
+
+  /**
+   * Restores the database from the bucket, seals the log it came from so its former owner can
+   * write no more, and starts a new generation with a snapshot: from then on this node serves it.
+   * Throws DatabaseMoved when another node wrote the log meanwhile.
+   */
+  static async take(options: OwnedDatabaseOptions): Promise<OwnedDatabase> {
+    await mkdir(options.dir, { recursive: true, mode: 0o700 });
+    const file = join(options.dir, 'db.sqlite');
+    for (const suffix of ['', '-wal', '-shm', '-journal']) await rm(file + suffix, { force: true });
+    const restored = await restore(options.ref, file, options.untilMs);
+    const db = new DatabaseSync(file);
+    try {
+      db.exec('PRAGMA journal_mode = WAL');
+      db.exec('PRAGMA wal_autocheckpoint = 0');
+      // The bucket, not the disk, keeps what was acknowledged: a node that restarts restores.
+      db.exec('PRAGMA synchronous = OFF');
+      checkpoint(db);
+      const now = Date.now();
+      if (restored.latest > 0) {
+        // A restore to a past time starts the new generation from that past state on top of the
+        // history as it is: the seal goes after the newest log's last segment.
+        const next =
+          options.untilMs === undefined
+            ? restored.nextSegment
+            : ((await listSegments(options.ref, restored.latest)).at(-1) ?? 0) + 1;
+        await writeSegment(options.ref, restored.latest, next, {
+          time_ms: now,
+          index: restored.index,
+          sealed_by: options.node,
+        }).catch(moved);
+      }
+      const generation = restored.latest + 1;
+      await writeSnapshot(
+        options.ref,
+        generation,
+        { time_ms: now, index: restored.index },
+        await readFile(file),
+      ).catch(moved);
+      return new OwnedDatabase(options, db, file, generation, restored.index);
+    } catch (err) {
+      db.close();
+      throw err;
+    }
+  }
+
+  /** D1's bookmark of the state the database is in: its commit count, fixed-width so it sorts. */
+  get bookmark(): string {
+    return this.#index.toString(16).padStart(16, '0');
+  }
+
+  /**
+   * Runs one request's queries in one transaction; when they changed the database, answers once
+   * the change is in the bucket. Throws D1QueryError (SQLite refused), NotDurable (the bucket did
+   * not take it) or DatabaseMoved.
+   */
+  async execute(queries: D1Query[], format: ResultsFormat): Promise<D1Success[]> {
+    this.#checkServing();
+    const results = runQueries(this.#db, queries, format);
+    if (walSize(this.#file) > this.#shipped) await this.#durable();
+    // Past this point the queries ran: losing the database now leaves their fate unknown to the
+    // caller, which must not run them again blindly.
+    if (this.#moved || !this.#options.mayServe()) {
+      this.#moved = true;
+      throw new NotDurable('this node lost the database while answering');
+    }
+    return results;
+  }
+
+  /** Closes the database; the bucket already holds every acknowledged write. */
+  close(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.#db.close();
+  }
+
+  get moved(): boolean {
+    return this.#moved;
+  }
+
+  #checkServing(): void {
+    if (this.#closed) throw new DatabaseMoved('the database was closed on this node');
+    if (this.#moved || !this.#options.mayServe()) {
+      this.#moved = true;
+      throw new DatabaseMoved('this node no longer holds the database');
+    }
+  }
+
+  /** Resolves once every transaction committed so far is in the bucket. */
+  #durable(): Promise<void> {
+    const done = new Promise<void>((resolve, reject) => this.#waiters.push({ resolve, reject }));
+    if (!this.#flushing)
+      this.#flushing = this.#flush().finally(() => {
+        this.#flushing = null;
+      });
+    return done;
+  }
+
+  async #flush(): Promise<void> {
+    while (this.#waiters.length > 0) {
+      const waiters = this.#waiters;
+      this.#waiters = [];
+      try {
+        await this.#shipOnce();
+        for (const w of waiters) w.resolve();
+      } catch (err) {
+        for (const w of waiters) w.reject(err as Error);
+      }
+    }
+  }
+
+  /** Writes the WAL bytes not yet in the bucket as the next segment; compacts past the limit. */
+  async #shipOnce(): Promise<void> {
+    const end = walSize(this.#file);
+    if (end > this.#shipped) {
+      const bytes = readRange(`${this.#file}-wal`, this.#shipped, end);
+      const index = this.#index + 1;
+      try {
+        await writeSegment(
+          this.#options.ref,
+          this.#generation,
+          this.#nextSegment,
+          {
+            time_ms: Date.now(),
+            index,
+            offset: this.#shipped,
+          },
+          bytes,
+        );
+      } catch (err) {
+        if (isCasConflict(err)) {
+          this.#moved = true;
+          throw new NotDurable('another node took the database over');
+        }
+        throw new NotDurable(`the bucket did not take the write: ${(err as Error).message}`);
+      }
+      this.#nextSegment++;
+      this.#shipped = end;
+      this.#index = index;
+    }
+    if (this.#shipped >= (this.#options.compactWalBytes ?? COMPACT_WAL_BYTES)) await this.#compact();
+  }
+
+  /** Folds the WAL into the database file and starts the next generation with it. */
+  async #compact(): Promise<void> {
+    checkpoint(this.#db);
+    const generation = this.#generation + 1;
+    try {
+      await writeSnapshot(
+        this.#options.ref,
+        generation,
+        { time_ms: Date.now(), index: this.#index },
+        await readFile(this.#file),
+      );
+    } catch (err) {
+      if (isCasConflict(err)) {
+        this.#moved = true;
+        throw new NotDurable('another node took the database over');
+      }
+      // Not fatal: the old generation goes on (its log restarts at offset 0 only in a new one).
+      throw new NotDurable(`the bucket did not take the snapshot: ${(err as Error).message}`);
+    }
+    this.#generation = generation;
+    this.#nextSegment = 1;
+    this.#shipped = 0;
+  }
+}
+
+function moved(err: unknown): never {
+  if (isCasConflict(err)) throw new DatabaseMoved('another node wrote the database log meanwhile');
+  throw err;
+}
+
+function checkpoint(db: DatabaseSync): void {
+  const row = db.prepare('PRAGMA wal_checkpoint(TRUNCATE)').get() as { busy: number } | undefined;
+  if (row && Number(row.busy) !== 0) throw new Error('the WAL checkpoint did not complete');
+}
+
+function walSize(file: string): number {
+  try {
+    return statSync(`${file}-wal`).size;
+  } catch {
+    return 0;
+  }
+}
+
+function readRange(path: string, from: number, to: number): Uint8Array {
+  const fd = openSync(path, 'r');
+  try {
+    const buffer = Buffer.alloc(to - from);
+    let read = 0;
+    while (read < buffer.length) {
+      const n = readSync(fd, buffer, read, buffer.length - read, from + read);
+      if (n === 0) throw new Error('the WAL file ended early');
+      read += n;
+    }
+    return buffer;
+  } finally {
+    closeSync(fd);
+  }
+}
