@@ -29,12 +29,12 @@ runtime/bin/cell-front: $(FRONT_SOURCES) scripts/build-front.sh
 
 setup: node_modules/.installed runtime/bin/cell-front
 
-# test/metrics-prometheus.test.ts checks a scrape with promtool: scripts/install-promtool.sh
-# installs it (Debian's `prometheus`) when missing.
+# The metrics tests run promtool and a Prometheus server: scripts/install-prometheus.sh unpacks
+# both from Debian's `prometheus` package into .tools/bin (no service installed) when missing.
 tools: setup
 	scripts/install-minio.sh
 	scripts/build-caddy.sh
-	scripts/install-promtool.sh
+	scripts/install-prometheus.sh
 
 check: setup go-check
 	$(WITH_NODE) npx tsc --noEmit -p .

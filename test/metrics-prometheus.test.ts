@@ -9,7 +9,6 @@
 // without the setting listens on nothing but its API.
 
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
 import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
 import { join } from 'node:path';
@@ -23,6 +22,7 @@ import { CELL_STANDIN, postDeploy, settledDeploy } from './helpers/deploys.ts';
 import { signerFor, trustOperator } from './helpers/in-process-node.ts';
 import { useMinio } from './helpers/minio.ts';
 import { type Family, parseExposition, samplesOf, seriesValue } from './helpers/prometheus.ts';
+import { promtool } from './helpers/prometheus-server.ts';
 import { freePort, type SailProcess, startSail, tempDir, waitFor } from './helpers/svc.ts';
 
 const INGRESS_TOKEN = 'prometheus-e2e-0123456789abcdef';
@@ -201,15 +201,10 @@ test('without --metrics-listen a node listens on its API alone', () => {
 });
 
 test('promtool check metrics accepts a scrape', async () => {
-  assert.equal(
-    spawnSync('promtool', ['--version']).error,
-    undefined,
-    'promtool is not installed: scripts/install-promtool.sh (run by `make tools`) installs it',
-  );
   const { text } = await scrapeText();
-  const checked = spawnSync('promtool', ['check', 'metrics'], { input: text, encoding: 'utf8' });
-  assert.equal(checked.status, 0, `${checked.stdout}${checked.stderr}`);
-  assert.equal(`${checked.stdout}${checked.stderr}`.trim(), '');
+  const checked = promtool(['check', 'metrics'], text);
+  assert.equal(checked.status, 0, checked.output);
+  assert.equal(checked.output.trim(), '');
 });
 
 /** The TCP ports a process listens on, from its socket descriptors and /proc/net/tcp{,6}. */

@@ -4,8 +4,10 @@
 // bucket); the two settings.
 
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
 import { describe, test } from 'node:test';
-import { parseExposition, samplesOf, seriesValue } from '../../test/helpers/prometheus.ts';
+import { type Family, parseExposition, samplesOf, seriesValue } from '../../test/helpers/prometheus.ts';
+import { waitFor } from '../../test/helpers/svc.ts';
 import { refuses, tempStore } from '../../test/helpers/temp-store.ts';
 import { resolveSettings } from '../config/settings.ts';
 import type { EventInput } from '../observability/events.ts';
@@ -66,6 +68,41 @@ describe('the registry', () => {
     assert.equal(seriesValue(await scrape(metrics), 'svc_runtime_processes', { application: 'shop' }), 1);
     processes.pop();
     assert.deepEqual(samplesOf(await scrape(metrics), 'svc_runtime_processes'), []);
+  });
+
+  test("a process's CPU and memory are its group's; one that has no pid or is gone has none", async () => {
+    // The supervisor's runtime processes lead their own process group: so does this sleeper.
+    const sleeper = spawn(process.execPath, ['-e', 'setInterval(() => {}, 1000)'], {
+      detached: true,
+      stdio: 'ignore',
+    });
+    try {
+      const state = daemonState();
+      state.fleet!.processes = () => [
+        { application: 'shop', ready: true, pid: sleeper.pid! },
+        { application: 'blog', ready: false },
+        { application: 'gone', ready: false, pid: 2 ** 22 + 1 },
+      ];
+      const metrics = new NodeMetrics('node-1', () => state);
+      const memory = 'svc_runtime_process_resident_memory_bytes';
+      const cpu = 'svc_runtime_process_cpu_seconds_total';
+      // Until the child has made its own group and started Node, it is not counted (or barely).
+      const f = (await waitFor(async () => {
+        const families = await scrape(metrics);
+        const bytes = samplesOf(families, memory, memory, { application: 'shop' })[0]?.value ?? 0;
+        return bytes > 1024 * 1024 ? families : undefined;
+      }, 'the sleeper to be counted')) as Map<string, Family>; // waitFor answers only a truthy value
+      assert.ok(seriesValue(f, cpu, { application: 'shop' }) >= 0);
+      assert.equal(f.get(memory)?.type, 'gauge');
+      assert.equal(f.get(cpu)?.type, 'counter');
+      assert.deepEqual(
+        samplesOf(f, memory).map((s) => s.labels.application),
+        ['shop'],
+        'no series for a process without a pid, or gone',
+      );
+    } finally {
+      sleeper.kill('SIGKILL');
+    }
   });
 
   test('events are counted as they pass the sink, and every one is passed on', async () => {

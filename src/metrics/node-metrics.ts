@@ -3,17 +3,25 @@
 // (reconcile passes, deploy outcomes, process exits, the coordinator lease) are counted as they
 // pass through the event sink; the bucket store is timed by a wrapper (store.ts); requests per
 // application come from the access-log lines the observability meter counts; gauges (lease,
-// deploy queue, runtime processes) are read from the daemon's memory when scraped. Labels stay
-// bounded: application, operation, outcome, status class; the node id is on every series.
+// deploy queue, runtime processes) are read from the daemon's memory when scraped, the runtime
+// processes' CPU and memory from /proc (process-usage.ts); binding calls are seen on the runtime
+// host's sockets (binding-calls.ts). Labels stay bounded: application, operation, kind, outcome,
+// status class; the node id is on every series.
 
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
 import type { EventInput, EventSink } from '../observability/events.ts';
 import { LATENCY_BOUNDS_MS, statusClass } from '../observability/totals.ts';
+import { type BindingCall, bindingCallObserver } from './binding-calls.ts';
+import { processGroupUsage } from './process-usage.ts';
 
 /** What the scrape-time gauges read of the running daemon (its context's slots). */
 export interface DaemonState {
   lease?: { isCoordinator(): boolean } | undefined;
-  fleet?: { coordinator(): { fence: number } | null; processes(): { application: string; ready: boolean }[] };
+  fleet?: {
+    coordinator(): { fence: number } | null;
+    processes(): { application: string; ready: boolean; pid?: number }[];
+  };
   deploys?: { limits: { counts(): { node: { pending: number; active: number; staged: number } } } };
 }
 
@@ -43,6 +51,8 @@ export class NodeMetrics {
   readonly #requestSeconds: Histogram<'application'>;
   readonly #bytesIn: Counter<'application'>;
   readonly #bytesOut: Counter<'application'>;
+  readonly #bindingCalls: Counter<'application' | 'kind' | 'outcome'>;
+  readonly #bindingSeconds: Histogram<'kind'>;
 
   constructor(nodeId: string, state: () => DaemonState) {
     const registers = [this.registry];
@@ -137,6 +147,19 @@ export class NodeMetrics {
       labelNames: ['application'],
       registers,
     });
+    this.#bindingCalls = new Counter({
+      name: 'svc_binding_calls_total',
+      help: 'Calls of the workers of this node through their bindings, by application, kind (kv, r2, service) and outcome (ok, not-found, refused, error)',
+      labelNames: ['application', 'kind', 'outcome'],
+      registers,
+    });
+    this.#bindingSeconds = new Histogram({
+      name: 'svc_binding_call_duration_seconds',
+      help: 'Duration of the binding calls the runtime host of this node answered, by kind',
+      labelNames: ['kind'],
+      buckets: DAEMON_SECONDS,
+      registers,
+    });
   }
 
   #deployGauges(state: () => DaemonState, registers: Registry[]): void {
@@ -179,6 +202,34 @@ export class NodeMetrics {
       collect() {
         this.reset();
         for (const p of processes()) this.set({ application: p.application }, p.ready ? 1 : 0);
+      },
+    });
+    // Both read /proc once per scrape: the first collected reads it, the second the same answer.
+    let reading: Promise<{ application: string; cpuSeconds: number; residentBytes: number }[]> | null = null;
+    const usage = () => {
+      reading ??= processUsage(processes()).finally(() => {
+        reading = null;
+      });
+      return reading;
+    };
+    new Counter({
+      name: 'svc_runtime_process_cpu_seconds_total',
+      help: "CPU time of the application's runtime processes on this node (cell-front and its workerd), in seconds",
+      labelNames: ['application'],
+      registers,
+      async collect() {
+        this.reset();
+        for (const p of await usage()) this.inc({ application: p.application }, p.cpuSeconds);
+      },
+    });
+    new Gauge({
+      name: 'svc_runtime_process_resident_memory_bytes',
+      help: "Resident memory of the application's runtime processes on this node, summed",
+      labelNames: ['application'],
+      registers,
+      async collect() {
+        this.reset();
+        for (const p of await usage()) this.inc({ application: p.application }, p.residentBytes);
       },
     });
   }
@@ -229,8 +280,26 @@ export class NodeMetrics {
     if (request.bytesOut > 0) this.#bytesOut.inc({ application }, request.bytesOut);
   }
 
+  /** Each request to the runtime host's binding sockets, as it arrives: counted once answered. */
+  readonly observeBindingCall: (req: IncomingMessage, res: ServerResponse) => void = bindingCallObserver(
+    (call: BindingCall) => {
+      this.#bindingCalls.inc({ application: call.application, kind: call.kind, outcome: call.outcome });
+      this.#bindingSeconds.observe({ kind: call.kind }, call.seconds);
+    },
+  );
+
   /** The text exposition of every series. */
   exposition(): Promise<string> {
     return this.registry.metrics();
   }
+}
+
+/** CPU and memory of each supervised process that has a pid, by its application. */
+async function processUsage(processes: { application: string; pid?: number }[]) {
+  const led = processes.filter((p): p is { application: string; pid: number } => p.pid !== undefined);
+  const usage = await processGroupUsage(led.map((p) => p.pid));
+  return led.flatMap((p) => {
+    const found = usage.get(p.pid);
+    return found ? [{ application: p.application, ...found }] : [];
+  });
 }

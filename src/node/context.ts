@@ -5,6 +5,7 @@
 // folders below node/ (auth's key and state types, config, store, registry, routing, observability's
 // event sink, the ingress routes' source) and from leaf modules of node/deploys and node/fleet.
 
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
 import type { SigningKeyPair } from '../auth/ed25519.ts';
 import type { AuthState } from '../auth/state.ts';
@@ -48,12 +49,16 @@ export interface NodeContext {
   mintNodeToken?: () => Promise<string>;
 }
 
-/** What the observability part tells the Prometheus metrics: each access-log request it counted. */
+/**
+ * What the daemon's parts tell the Prometheus metrics directly: the observability part each
+ * access-log request it counted, the runtime host each request to its binding sockets.
+ */
 export interface MetricsTap {
   served(
     application: string,
     request: { status: number; durationMs: number; bytesIn: number; bytesOut: number },
   ): void;
+  observeBindingCall(req: IncomingMessage, res: ServerResponse): void;
 }
 
 /**

@@ -33,8 +33,13 @@ export function runtimeHostService(): DaemonService {
     name: 'runtime-host',
     async start(ctx) {
       const log = ctx.log.child({ part: 'runtime-host' });
-      const kv = await listenKvSocket(bindingsSocketPath(ctx.settings.node.stateDir), ctx.store, (line) =>
-        log.warn(line),
+      // With --metrics-listen, each binding call is counted (src/metrics/binding-calls.ts).
+      const observe = ctx.metrics?.observeBindingCall;
+      const kv = await listenKvSocket(
+        bindingsSocketPath(ctx.settings.node.stateDir),
+        ctx.store,
+        (line) => log.warn(line),
+        observe,
       );
       bindings = kv;
       // Service bindings to other applications (docs/bindings.md "Service bindings"), found in the
@@ -43,6 +48,7 @@ export function runtimeHostService(): DaemonService {
         join(ctx.settings.node.stateDir, SERVICES_SOCKET),
         (application) => serviceTarget(ctx.routing?.current() ?? null, application),
         (line) => log.warn(line),
+        observe,
       );
       socket = await listenHostSocket(runtimeHostSocketPath(ctx.settings.node.stateDir), {
         store: ctx.store,

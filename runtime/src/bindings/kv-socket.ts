@@ -29,10 +29,13 @@ export async function listenKvSocket(
   path: string,
   store: Store,
   log: (line: string) => void,
+  /** Told of each request as it arrives (the node's metrics count binding calls: src/metrics/). */
+  observe?: (req: IncomingMessage, res: ServerResponse) => void,
 ): Promise<KvSocket> {
   // One cache for every application of the node: the bucket keys it holds name the application.
   const cache = new KvCache<Entry>();
   const server: Server = createServer((req, res) => {
+    observe?.(req, res);
     const r2 = req.headers[R2_BUCKET_HEADER] !== undefined;
     (r2 ? serveR2(store, req, res) : serve(store, cache, req, res)).catch((err: unknown) => {
       log(`${r2 ? 'an R2' : 'a KV'} request failed: ${(err as Error).message}`);

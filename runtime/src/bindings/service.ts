@@ -38,8 +38,11 @@ export async function listenServiceSocket(
   path: string,
   targets: ServiceTargets,
   log: (line: string) => void,
+  /** Told of each request as it arrives (the node's metrics count binding calls: src/metrics/). */
+  observe?: (req: IncomingMessage, res: ServerResponse) => void,
 ): Promise<ServiceSocket> {
   const server: Server = createServer((req, res) => {
+    observe?.(req, res);
     forward(targets, req, res).catch((err: unknown) => {
       log(`a service binding call failed: ${(err as Error).message}`);
       if (!res.headersSent) refuse(res, 'svc: the service binding call failed on its way to the target');
