@@ -13,6 +13,7 @@ import { registerOperator } from './cli/operator.ts';
 import { registerR2 } from './cli/r2.ts';
 import { registerRemote } from './cli/remote.ts';
 import { registerSail } from './cli/sail.ts';
+import { registerTail } from './cli/tail.ts';
 import { registerTrust } from './cli/trust.ts';
 import { registerWg } from './cli/wg.ts';
 import { Problem, renderFailureLine } from './problem.ts';
@@ -41,6 +42,8 @@ export function buildProgram(): Command {
     // The bindings' data, after the commands of the contract.
     registerKv,
     registerR2,
+    // The live tail, after the commands of the contract too.
+    registerTail,
   ]) {
     register(program);
   }

@@ -27,6 +27,7 @@ test("svc --help lists the top-level commands in the spec order, then the bindin
     'wg',
     'kv',
     'r2',
+    'tail',
   ]);
   assert.doesNotMatch(stdout, /\bup\b|\bkeygen\b/, 'hidden aliases stay hidden');
 });

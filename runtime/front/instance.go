@@ -136,6 +136,7 @@ type tailWriter struct{ in *Instance }
 
 func (w *tailWriter) Write(p []byte) (int, error) {
 	_, _ = os.Stderr.Write(p) // a broken pipe loses the output, never the instance
+	theTail.Output(p)
 	w.in.mu.Lock()
 	w.in.tail = append(w.in.tail, p...)
 	if len(w.in.tail) > startupTailLen {

@@ -53,7 +53,10 @@ func run() int {
 	signal.Ignore(syscall.SIGPIPE)
 	signals := make(chan os.Signal, 8)
 	signal.Notify(signals, syscall.SIGHUP, syscall.SIGTERM, syscall.SIGINT)
-	say := func(line string) { _, _ = os.Stderr.WriteString(line + "\n") }
+	say := func(line string) {
+		_, _ = os.Stderr.WriteString(line + "\n")
+		theTail.Runtime(line)
+	}
 	cfg, err := ParseConfig(os.Getenv(ConfigVariable))
 	if err != nil {
 		say("cell: " + err.Error())
@@ -76,6 +79,7 @@ func run() int {
 	go func() { _ = server.Serve(listener) }()
 	say(fmt.Sprintf("%s serving %s on http://%s as node %q", cfg.VersionLine, cfg.Application,
 		net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port)), cfg.Node))
+	theTail.Listen(TailSocketPath(cfg), say)
 	go r.lease.Run()
 	go r.follower.Run()
 	reason := r.waitForStop(signals)
@@ -205,4 +209,5 @@ func (r *runtime) stop(reason string, server *http.Server) {
 	r.host.Close(hostGrace)
 	_ = os.RemoveAll(r.cfg.StateDir)
 	r.say("cell: stopped " + r.cfg.Application)
+	theTail.Close()
 }

@@ -95,6 +95,9 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.health(recorder, r)
 		return
 	}
+	if theTail.Attached() {
+		defer func() { theTail.Request(r, recorder, started, p.deployment()) }()
+	}
 	p.forward(recorder, r, nil)
 }
 
@@ -611,15 +614,30 @@ func randomHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-// statusRecorder remembers the status written, for the span line.
+// statusRecorder remembers the status written, for the span line and the tail.
 type statusRecorder struct {
 	http.ResponseWriter
 	status int
+	// uncaught: the answer is workerd's own to a worker that threw (500, no content type,
+	// "Internal Server Error"), which a worker's own 500 is not unless it copies it exactly.
+	uncaught bool
 }
 
 func (s *statusRecorder) WriteHeader(code int) {
 	s.status = code
+	if code == http.StatusInternalServerError {
+		h := s.Header()
+		s.uncaught = h.Get("Content-Type") == "" && h.Get("Content-Length") == "21"
+	}
 	s.ResponseWriter.WriteHeader(code)
+}
+
+// deployment is the one serving now, for the tail's request records.
+func (p *Proxy) deployment() string {
+	if in := p.follower.Active(); in != nil {
+		return in.Deployment
+	}
+	return ""
 }
 
 func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }

@@ -52,6 +52,7 @@ test('the real program: top level in help order, completion itself hidden, neste
       'wg',
       'kv',
       'r2',
+      'tail',
     ],
   );
   const paths = tree.map((entry) => entry.path.join(' '));

@@ -20,6 +20,7 @@ import { operatorRoutes } from './routes/operators.ts';
 import { r2Routes } from './routes/r2.ts';
 import { secretRoutes } from './routes/secrets.ts';
 import { stateRoutes } from './routes/state.ts';
+import { tailRoutes } from './routes/tail.ts';
 
 /** A route plugin: registers one concern's routes against the shared context. */
 export type RoutePlugin = (app: FastifyInstance, ctx: NodeContext) => void | Promise<void>;
@@ -35,6 +36,7 @@ const routePlugins: RoutePlugin[] = [
   freezeRoutes,
   deployRoutes,
   stateRoutes,
+  tailRoutes,
 ];
 
 /** Builds the server with every route plugin; the caller listens. */
