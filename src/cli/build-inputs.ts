@@ -64,6 +64,17 @@ export async function buildDependencies(dir: string, configBytes: Buffer): Promi
 export type AssetsLeftOut = (path: string) => boolean;
 
 /**
+ * The assets folder relative to the project root, when it lies inside the project below it; null
+ * otherwise. It may sit in `node_modules` (a package's prebuilt dashboard), and then travels whole.
+ */
+export async function assetsFolder(dir: string, configBytes: Buffer): Promise<string | null> {
+  const config = readConfig(configBytes);
+  if (!config?.assets) return null;
+  const folder = projectPath(await realpath(dir), config.assets.directory);
+  return folder === '' ? null : folder;
+}
+
+/**
  * What the assets folder's `.assetsignore` leaves out of the artifact; null when nothing is left
  * out (no assets, no `.assetsignore`, or a config the runtime refuses). `buildReads` are the
  * paths buildDependencies answered: they travel whatever the patterns say.

@@ -135,6 +135,28 @@ test('.assetsignore: the files it names are not packed, as wrangler uploads no i
   await rm(dir, { recursive: true });
 });
 
+test("an assets folder inside node_modules (r2-explorer's dashboard) travels whole, the rest of node_modules does not", async () => {
+  const dir = projectDir({
+    'wrangler.json':
+      '{"name":"explorer","main":"src/index.js","compatibility_date":"2025-06-01","assets":{"directory":"node_modules/ui/dashboard"}}',
+    'src/index.js': 'export default { fetch: () => new Response("api") };\n',
+    'node_modules/ui/package.json': '{"name":"ui"}',
+    'node_modules/ui/dist/index.js': 'not read by the build',
+    'node_modules/ui/dashboard/index.html': '<div id="app"></div>',
+    'node_modules/ui/dashboard/assets/app.js': 'x',
+    'node_modules/ui-dashboard-like/index.html': 'a sibling whose name starts the same',
+    'node_modules/.bin/ui': 'x',
+  });
+  assert.deepEqual(await deployPack(dir), [
+    'cell.jsonc',
+    'node_modules/ui/dashboard/assets/app.js',
+    'node_modules/ui/dashboard/index.html',
+    'src/index.js',
+    'wrangler.json',
+  ]);
+  await rm(dir, { recursive: true });
+});
+
 test(".assetsignore naming the folder of the worker (Astro's older dist/_worker.js/) leaves its code in", async () => {
   const dir = projectDir({
     'wrangler.jsonc':

@@ -16,8 +16,9 @@
 // with jsonc-parser (comments and layout kept). The project's files are never written.
 //
 // `node_modules/` goes in only as far as the build reads it (build-inputs.ts): the files the
-// bundler's metafile names and the `package.json` files that resolve them. The assets folder goes
-// in without what its `.assetsignore` names, but for the worker's own code (build-inputs.ts).
+// bundler's metafile names and the `package.json` files that resolve them, and the assets folder
+// when it lies there. The assets folder goes in without what its `.assetsignore` names, but for
+// the worker's own code (build-inputs.ts).
 
 import { createReadStream, createWriteStream } from 'node:fs';
 import { lstat, mkdtemp, readdir, readFile, realpath, rm, stat } from 'node:fs/promises';
@@ -31,7 +32,7 @@ import { Header, Pax } from 'tar';
 import { invalidInput, Problem } from '../problem.ts';
 import { BINDING_NAME_RULE, isApplicationName, isBindingName } from '../registry/names.ts';
 import { compileRule, type IgnoreRule, matchesIgnore } from '../runtime-tools/ignore-patterns.ts';
-import { type AssetsLeftOut, assetsLeftOut } from './build-inputs.ts';
+import { type AssetsLeftOut, assetsFolder, assetsLeftOut } from './build-inputs.ts';
 import { type ProjectConfig, type ResolveOptions, resolveProjectConfig } from './config-resolution.ts';
 
 export { type ProjectConfig, WORKER_CONFIGS, WRANGLER_CONFIGS } from './config-resolution.ts';
@@ -170,7 +171,8 @@ export async function packProject(
 ): Promise<PackedArtifact> {
   const ignore = await loadIgnore(dir);
   const leftOutAssets = await assetsLeftOut(dir, configBytes, dependencies);
-  const entries = await collectFiles(dir, ignore, dependencies, leftOutAssets);
+  const assets = await assetsFolder(dir, configBytes);
+  const entries = await collectFiles(dir, ignore, dependencies, leftOutAssets, assets);
   const rest = entries.filter((entry) => entry.path !== config.file);
   const files: FileEntry[] = [{ path: config.file, source: null, size: configBytes.length }, ...rest];
   const out = await mkdtemp(join(tmpdir(), 'svc-deploy-'));
@@ -257,15 +259,18 @@ function inNodeModules(path: string): boolean {
 
 /**
  * Every file the ignore rules keep; below `node_modules` only the paths in `dependencies` (the
- * build's own reads) and the folders leading to them; in the assets folder not what its
- * `.assetsignore` leaves out.
+ * build's own reads), the assets folder (`assets`), and the folders leading to them; in the
+ * assets folder not what its `.assetsignore` leaves out.
  */
 async function collectFiles(
   root: string,
   rules: IgnoreRule[],
   dependencies: ReadonlySet<string>,
   leftOutAssets: AssetsLeftOut | null,
+  assets: string | null,
 ): Promise<FileEntry[]> {
+  const inAssets = (path: string) => assets !== null && (path === assets || path.startsWith(`${assets}/`));
+  const leadsToAssets = (path: string) => assets?.startsWith(`${path}/`) === true;
   const rootReal = await realpath(root);
   const leading = new Set<string>();
   for (const path of dependencies) {
@@ -294,13 +299,13 @@ async function collectFiles(
       }
       if (info.isDirectory()) {
         if (matchesIgnore(rules, path, true)) continue;
-        if (inNodeModules(path) && !leading.has(path)) continue;
+        if (inNodeModules(path) && !leading.has(path) && !inAssets(path) && !leadsToAssets(path)) continue;
         const real = await realpath(full);
         if (ancestors.has(real)) continue; // a link cycle
         await walk(full, path, new Set([...ancestors, real]));
       } else if (info.isFile()) {
         if (matchesIgnore(rules, path, false)) continue;
-        if (inNodeModules(path) && !dependencies.has(path)) continue;
+        if (inNodeModules(path) && !dependencies.has(path) && !inAssets(path)) continue;
         if (leftOutAssets?.(path)) continue;
         files.push({ path, source: full, size: info.size });
       }

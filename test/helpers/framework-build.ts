@@ -16,16 +16,21 @@ export function frameworkBuildDir(name: string, files: Record<string, string>): 
 
 /**
  * Writes and installs the project into `dir` unless it is installed already; answers why it could
- * not be installed (the registry unreachable), or null.
+ * not be installed (the registry unreachable), or null. `npmFlags` are added to `npm install`
+ * (`--omit=dev` for a project svc deploys without building it, so its own toolchain is not fetched).
  */
-export function installFrameworkProject(dir: string, files: Record<string, string>): string | null {
+export function installFrameworkProject(
+  dir: string,
+  files: Record<string, string>,
+  npmFlags: readonly string[] = [],
+): string | null {
   if (existsSync(join(dir, 'node_modules', '.installed'))) return null;
   rmSync(dir, { recursive: true, force: true });
   for (const [path, text] of Object.entries(files)) {
     mkdirSync(dirname(join(dir, path)), { recursive: true });
     writeFileSync(join(dir, path), text);
   }
-  const npm = spawnSync('npm', ['install', '--no-audit', '--no-fund', '--ignore-scripts'], {
+  const npm = spawnSync('npm', ['install', '--no-audit', '--no-fund', '--ignore-scripts', ...npmFlags], {
     cwd: dir,
     encoding: 'utf8',
     timeout: 900_000,
