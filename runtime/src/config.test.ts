@@ -82,9 +82,9 @@ describe('worker config', () => {
     );
     assert.match(
       refusal(
-        '{"main":"a.js","compatibility_date":"2025-01-01","d1_databases":[{"binding":"DB","database_id":"x"}]}',
+        '{"main":"a.js","compatibility_date":"2025-01-01","vectorize":[{"binding":"DB","index_name":"x"}]}',
       ),
-      /"d1_databases" declares bindings this runtime does not provide yet \(DB\)/,
+      /"vectorize" declares bindings this runtime does not provide yet \(DB\)/,
     );
     assert.match(refusal('{"main":"a.js","compatibility_date":"2025-01-01","no_bundle":"yes"}'), /no_bundle/);
     assert.match(refusal('[]'), /must be a JSON object/);
@@ -124,7 +124,7 @@ describe('worker config', () => {
       '  "main": "a.js",',
       '  "hyperdrive": [{ "binding": "FILES", "bucket_name": "f" }],',
       '  "compatibility_date": "2025-01-01",',
-      '  "d1_databases": [{ "binding": "DB", "database_id": "1" }, { "binding": "LOGS", "database_id": "2" }],',
+      '  "vectorize": [{ "binding": "DB", "index_name": "1" }, { "binding": "LOGS", "index_name": "2" }],',
       '  "ai": { "binding": "AI" },',
       '  "queues": []',
       '}',
@@ -135,7 +135,7 @@ describe('worker config', () => {
       lines[0]!,
       /^cell\.jsonc:3:3: "hyperdrive" declares bindings this runtime does not provide yet \(FILES\): the section Hyperdrive of svc's docs\/bindings\.md says when/,
     );
-    assert.match(lines[1]!, /^cell\.jsonc:5:3: "d1_databases" .*\(DB, LOGS\).*section D1 databases of/);
+    assert.match(lines[1]!, /^cell\.jsonc:5:3: "vectorize" .*\(DB, LOGS\).*section Vectorize of/);
     assert.match(lines[2]!, /^cell\.jsonc:6:3: "ai" .*\(AI\).*section Workers AI of/);
     assert.doesNotMatch(refusal(text), /remove the key/);
   });

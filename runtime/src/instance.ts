@@ -18,6 +18,7 @@ import {
 } from '../../src/runtime-tools/layout.ts';
 import type { Store } from '../../src/store/store.ts';
 import { routerConfig } from './asset-rules.ts';
+import { D1_SOCKET } from './bindings/r2-headers.ts';
 import { SERVICES_SOCKET } from './bindings/service-headers.ts';
 import { egressRanges } from './egress.ts';
 import { CellError } from './errors.ts';
@@ -128,23 +129,18 @@ export async function materialize(
       `${clash.join(', ')} is both a var of ${label} and a secret; remove the secret (svc app secret remove) or the var, then deploy again`,
     );
   }
-  const kvClash = (m.kv_namespaces ?? []).filter((n) => Object.hasOwn(secrets.values, n.binding));
-  if (kvClash.length > 0) {
-    throw new CellError(
-      `${kvClash.map((n) => n.binding).join(', ')} is both a KV namespace binding of ${label} and a secret; remove the secret (svc app secret remove) or rename the binding, then deploy again`,
-    );
-  }
-  const r2Clash = (m.r2_buckets ?? []).filter((b) => Object.hasOwn(secrets.values, b.binding));
-  if (r2Clash.length > 0) {
-    throw new CellError(
-      `${r2Clash.map((b) => b.binding).join(', ')} is both an R2 bucket binding of ${label} and a secret; remove the secret (svc app secret remove) or rename the binding, then deploy again`,
-    );
-  }
-  const serviceClash = (m.services ?? []).filter((s) => Object.hasOwn(secrets.values, s.binding));
-  if (serviceClash.length > 0) {
-    throw new CellError(
-      `${serviceClash.map((s) => s.binding).join(', ')} is both a service binding of ${label} and a secret; remove the secret (svc app secret remove) or rename the binding, then deploy again`,
-    );
+  const bindingKinds = [
+    { what: 'a KV namespace binding', names: (m.kv_namespaces ?? []).map((n) => n.binding) },
+    { what: 'an R2 bucket binding', names: (m.r2_buckets ?? []).map((b) => b.binding) },
+    { what: 'a service binding', names: (m.services ?? []).map((s) => s.binding) },
+    { what: 'a D1 database binding', names: (m.d1_databases ?? []).map((d) => d.binding) },
+  ];
+  for (const { what, names } of bindingKinds) {
+    const clashing = names.filter((name) => Object.hasOwn(secrets.values, name));
+    if (clashing.length > 0)
+      throw new CellError(
+        `${clashing.join(', ')} is both ${what} of ${label} and a secret; remove the secret (svc app secret remove) or rename the binding, then deploy again`,
+      );
   }
   await mkdir(join(dir, 'secrets'), { mode: 0o700 });
   for (const [i, [name, value]] of Object.entries(secrets.values).entries()) {
@@ -190,12 +186,16 @@ export async function materialize(
       bindings: otherServices.map((s) => ({ binding: s.binding, service: s.service })),
     };
   }
-  if (namespaces.length > 0 || buckets.length > 0) {
+  const databases = m.d1_databases ?? [];
+  if (namespaces.length > 0 || buckets.length > 0 || databases.length > 0) {
     // Without a host (the load check) the bindings point at a socket nothing listens on: the
-    // worker loads, and a KV or R2 call during the check fails instead of reaching any data.
+    // worker loads, and a KV, R2 or D1 call during the check fails instead of reaching any data.
     const socket = context.bindingsSocket ? await context.bindingsSocket() : join(dir, 'no-bindings.sock');
     if (namespaces.length > 0) plan.kv = { address: `unix:${socket}`, application, namespaces };
     if (buckets.length > 0) plan.r2 = { address: `unix:${socket}`, application, buckets };
+    // The D1 socket sits beside the bindings socket (docs/bindings.md "D1 databases").
+    if (databases.length > 0)
+      plan.d1 = { address: `unix:${join(dirname(socket), D1_SOCKET)}`, application, databases };
   }
   const ownServices = (m.services ?? []).filter((s) => isOwnService(s, m));
   if (ownServices.length > 0) {

@@ -121,6 +121,7 @@ export async function publish(options: {
     ...(config.kv_namespaces.length > 0 ? ['kv'] : []),
     ...(config.r2_buckets.length > 0 ? ['r2'] : []),
     ...(config.services.length > 0 ? ['services'] : []),
+    ...(config.d1_databases.length > 0 ? ['d1'] : []),
   ];
   const manifest: Manifest = {
     schema_version: SCHEMA_VERSION,
@@ -147,6 +148,7 @@ export async function publish(options: {
     ...(config.kv_namespaces.length > 0 ? { kv_namespaces: config.kv_namespaces } : {}),
     ...(config.r2_buckets.length > 0 ? { r2_buckets: config.r2_buckets } : {}),
     ...(config.services.length > 0 ? { services: config.services } : {}),
+    ...(config.d1_databases.length > 0 ? { d1_databases: config.d1_databases } : {}),
   };
 
   options.log(`cell: checking that ${script} loads in workerd`);

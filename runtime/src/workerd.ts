@@ -6,7 +6,12 @@
 
 import { createRequire } from 'node:module';
 import { KV_APPLICATION_HEADER, KV_NAMESPACE_HEADER } from './bindings/kv.ts';
-import { R2_APPLICATION_HEADER, R2_BUCKET_HEADER } from './bindings/r2-headers.ts';
+import {
+  D1_APPLICATION_HEADER,
+  D1_DATABASE_HEADER,
+  R2_APPLICATION_HEADER,
+  R2_BUCKET_HEADER,
+} from './bindings/r2-headers.ts';
 import { SERVICE_CALLER_HEADER, SERVICE_TARGET_HEADER } from './bindings/service-headers.ts';
 import { EGRESS_ENTRY_MODULE, EGRESS_MODULE, egressEntrySource, egressModuleSource } from './egress.ts';
 import { ASSETS_ONLY_MODULE, ROUTER_MODULE } from './router-worker.ts';
@@ -67,6 +72,15 @@ export interface WorkerdPlan {
    * application and bucket name travel in injected headers.
    */
   r2?: { address: string; application: string; buckets: { binding: string; bucket_name: string }[] } | null;
+  /**
+   * D1 database bindings (docs/bindings.md "D1 databases"): workerd's own D1 module over a service
+   * on the D1 socket beside the bindings socket; the application and database travel in injected headers.
+   */
+  d1?: {
+    address: string;
+    application: string;
+    databases: { binding: string; database_name: string }[];
+  } | null;
   /**
    * Service bindings to the worker itself (docs/bindings.md "Service bindings"): each reaches
    * the named export (absent: the default), with `props` (a file holding the JSON) as `ctx.props`.
@@ -210,6 +224,23 @@ const assetsWorker :Workerd.Worker = (
     }
     for (const b of plan.r2.buckets)
       userBindings.push(`(name = ${q(b.binding)}, r2Bucket = "cell-r2-${names.indexOf(b.bucket_name)}")`);
+  }
+  if (plan.d1) {
+    // As KV: one service per database, whose injected headers name the application and database.
+    const names = [...new Set(plan.d1.databases.map((d) => d.database_name))];
+    for (const [i, name] of names.entries()) {
+      const headers = [
+        `(name = ${q(D1_APPLICATION_HEADER)}, value = ${q(plan.d1.application)})`,
+        `(name = ${q(D1_DATABASE_HEADER)}, value = ${q(name)})`,
+      ];
+      services.push(
+        `(name = "cell-d1-${i}", external = (address = ${q(plan.d1.address)}, http = (injectRequestHeaders = [ ${headers.join(', ')} ])))`,
+      );
+    }
+    for (const d of plan.d1.databases)
+      userBindings.push(
+        `(name = ${q(d.binding)}, wrapped = (moduleName = "cloudflare-internal:d1-api", innerBindings = [ (name = "fetcher", service = "cell-d1-${names.indexOf(d.database_name)}") ]))`,
+      );
   }
   for (const b of plan.ownServices ?? []) {
     // The same worker in the same workerd: fetch and JS RPC both work, as on Cloudflare.

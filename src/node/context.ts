@@ -7,6 +7,7 @@
 
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
+import type { D1Service } from '../../runtime/src/bindings/d1.ts';
 import type { SigningKeyPair } from '../auth/ed25519.ts';
 import type { AuthState } from '../auth/state.ts';
 import type { Settings } from '../config/settings.ts';
@@ -47,6 +48,8 @@ export interface NodeContext {
   metrics?: MetricsTap;
   /** A fresh single-use node token (src/auth/node-key.ts), for forwarding to the coordinator. */
   mintNodeToken?: () => Promise<string>;
+  /** The node's D1 databases (runtime/src/bindings/d1.ts); set by the runtime host service. */
+  d1?: D1Service;
 }
 
 /**

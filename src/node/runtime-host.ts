@@ -8,12 +8,16 @@
 // socket their service bindings to other applications (docs/bindings.md "Service bindings").
 
 import { join } from 'node:path';
+import { D1Service } from '../../runtime/src/bindings/d1.ts';
+import { type D1Socket, listenD1Socket } from '../../runtime/src/bindings/d1-socket.ts';
 import { type KvSocket, listenKvSocket } from '../../runtime/src/bindings/kv-socket.ts';
+import { D1_SOCKET } from '../../runtime/src/bindings/r2-headers.ts';
 import { listenServiceSocket, type ServiceSocket } from '../../runtime/src/bindings/service.ts';
 import { SERVICES_SOCKET } from '../../runtime/src/bindings/service-headers.ts';
 import { serviceTarget } from '../../runtime/src/bindings/service-targets.ts';
 import { type HostSocket, listenHostSocket } from '../../runtime/src/host/socket.ts';
 import type { DaemonService } from './context.ts';
+import { forwardQuery } from './routes/d1.ts';
 
 /** The socket's path in a node's state directory; `cell serve` is told it as CELL_HOST_SOCKET. */
 export function runtimeHostSocketPath(stateDir: string): string {
@@ -29,6 +33,7 @@ export function runtimeHostService(): DaemonService {
   let socket: HostSocket | null = null;
   let bindings: KvSocket | null = null;
   let services: ServiceSocket | null = null;
+  let d1: { service: D1Service; socket: D1Socket } | null = null;
   return {
     name: 'runtime-host',
     async start(ctx) {
@@ -50,6 +55,22 @@ export function runtimeHostService(): DaemonService {
         (line) => log.warn(line),
         observe,
       );
+      // D1 (docs/bindings.md "D1 databases"): this node's copies under its state directory; a
+      // query for a database another node holds goes to that node.
+      const d1Service = new D1Service({
+        store: ctx.store,
+        node: ctx.nodeId,
+        dataDir: join(ctx.settings.node.stateDir, 'd1'),
+        log: (line) => log.warn(line),
+        forward: forwardQuery(ctx),
+      });
+      d1 = {
+        service: d1Service,
+        socket: await listenD1Socket(join(ctx.settings.node.stateDir, D1_SOCKET), d1Service, (line) =>
+          log.warn(line),
+        ),
+      };
+      ctx.d1 = d1Service;
       socket = await listenHostSocket(runtimeHostSocketPath(ctx.settings.node.stateDir), {
         store: ctx.store,
         name: `svc ${ctx.version}`,
@@ -65,6 +86,10 @@ export function runtimeHostService(): DaemonService {
       bindings = null;
       await services?.close();
       services = null;
+      // Every database's lease is released, so another node takes it at once, not after expiry.
+      await d1?.socket.close();
+      await d1?.service.close();
+      d1 = null;
     },
   };
 }

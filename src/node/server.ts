@@ -11,6 +11,7 @@ import { isProblem, PROBLEM_CONTENT_TYPE, Problem } from '../problem.ts';
 import type { NodeContext } from './context.ts';
 import { authState } from './identity-service.ts';
 import { applicationRoutes } from './routes/applications.ts';
+import { d1Routes } from './routes/d1.ts';
 import { deployRoutes } from './routes/deploys.ts';
 import { freezeRoutes } from './routes/freeze.ts';
 import { healthRoutes } from './routes/health.ts';
@@ -32,6 +33,7 @@ const routePlugins: RoutePlugin[] = [
   applicationRoutes,
   secretRoutes,
   kvRoutes,
+  d1Routes,
   r2Routes,
   freezeRoutes,
   deployRoutes,

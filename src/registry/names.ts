@@ -118,3 +118,17 @@ export function isR2BucketName(value: unknown): value is string {
 
 export const R2_BUCKET_NAME_RULE =
   '3-63 lowercase letters, digits and hyphens, not starting or ending with a hyphen';
+
+/**
+ * A D1 database name (the binding's `database_name`), as svc keeps it: 1-64 of letters, digits,
+ * `_` and `-`, starting with a letter or digit. It is a folder name in the fleet's bucket
+ * (runtime/src/bindings/d1.ts) and the `<db>` of `svc d1`.
+ */
+const D1_DATABASE_NAME = /^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/;
+
+export function isD1DatabaseName(value: unknown): value is string {
+  return typeof value === 'string' && D1_DATABASE_NAME.test(value);
+}
+
+export const D1_DATABASE_NAME_RULE =
+  '1-64 letters, digits, underscores and hyphens, starting with a letter or digit';

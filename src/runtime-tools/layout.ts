@@ -2,7 +2,7 @@
 // understand, and the strict parsers both `cell` and the svc storage tools (prune, lease) use.
 // A parser answers a value or a reason; callers turn the reason into their own refusal.
 
-import { isApplicationName, isR2BucketName, isScriptName } from '../registry/names.ts';
+import { isApplicationName, isD1DatabaseName, isR2BucketName, isScriptName } from '../registry/names.ts';
 
 /** The one schema version of every runtime document this release writes and reads. */
 export const SCHEMA_VERSION = 1;
@@ -15,7 +15,7 @@ export const SCHEMA_VERSION = 1;
  * `run_worker_first`, `_headers` or `_redirects` rules a reader must apply to serve the assets;
  * `kv`: `kv_namespaces` bindings the runtime must serve (a runtime without them must not start
  * the worker, whose KV calls would fail); `r2`: `r2_buckets` bindings, alike; `services`:
- * `services` bindings (docs/bindings.md "Service bindings"), alike.
+ * `services` bindings (docs/bindings.md "Service bindings"), alike; `d1`: `d1_databases` bindings, alike.
  */
 export const KNOWN_FEATURES: readonly string[] = [
   'modules',
@@ -25,6 +25,7 @@ export const KNOWN_FEATURES: readonly string[] = [
   'kv',
   'r2',
   'services',
+  'd1',
 ];
 
 /** Runtime releases the storage tools (prune, lease) were verified against (docs/cli.md). */
@@ -83,6 +84,19 @@ export interface R2BucketBinding {
 }
 
 /**
+ * One D1 binding (docs/bindings.md "D1 databases"): the worker's binding name, the database's
+ * name (its data's folder, the `<db>` of `svc d1`), and what wrangler's config says of its
+ * migrations, kept for `svc d1 migrations` (the default folder `migrations`, table `d1_migrations`).
+ */
+export interface D1DatabaseBinding {
+  binding: string;
+  database_name: string;
+  database_id?: string;
+  migrations_dir?: string;
+  migrations_table?: string;
+}
+
+/**
  * One service binding (docs/bindings.md "Service bindings"): the worker's binding name, the
  * application (or the worker's own script name) it reaches, the named `WorkerEntrypoint` export
  * (absent: the default export) and the `ctx.props` the target sees (absent: `{}`).
@@ -137,6 +151,8 @@ export interface Manifest {
   r2_buckets?: R2BucketBinding[];
   /** Service bindings (required feature `services`); absent: none. */
   services?: ServiceBinding[];
+  /** D1 database bindings (required feature `d1`); absent: none. */
+  d1_databases?: D1DatabaseBinding[];
 }
 
 /** One static file: its request path maps to a blob in `deploy-blobs/`. */
@@ -264,6 +280,11 @@ export function parseManifest(body: Uint8Array | string): ParsedVersioned<Manife
     return fail('r2_buckets is malformed');
   if (doc.services !== undefined && !(Array.isArray(doc.services) && doc.services.every(isServiceBinding)))
     return fail('services is malformed');
+  if (
+    doc.d1_databases !== undefined &&
+    !(Array.isArray(doc.d1_databases) && doc.d1_databases.every(isD1Binding))
+  )
+    return fail('d1_databases is malformed');
   const images = imageReferences(doc);
   if (!images.ok) return images;
   return { ok: true, value: doc as unknown as Manifest };
@@ -303,6 +324,18 @@ function isR2Binding(v: unknown): v is R2BucketBinding {
     isString(b.binding) &&
     /^[A-Za-z_][A-Za-z0-9_]*$/.test(b.binding) &&
     isR2BucketName(b.bucket_name)
+  );
+}
+
+function isD1Binding(v: unknown): v is D1DatabaseBinding {
+  const b = v as Record<string, unknown> | null;
+  return (
+    !!b &&
+    typeof b === 'object' &&
+    isString(b.binding) &&
+    /^[A-Za-z_][A-Za-z0-9_]*$/.test(b.binding) &&
+    isD1DatabaseName(b.database_name) &&
+    ['database_id', 'migrations_dir', 'migrations_table'].every((f) => b[f] === undefined || isString(b[f]))
   );
 }
 

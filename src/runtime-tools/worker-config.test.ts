@@ -28,8 +28,8 @@ describe('the shared worker config parser', () => {
 
   it('places a refused key at the key itself', () => {
     const text =
-      '{\n  "main": "a.js",\n  "compatibility_date": "2025-01-01",\n    "d1_databases": [{ "binding": "C" }]\n}';
-    assert.match(refusal(text).message, /^cell\.jsonc:4:5: "d1_databases" declares bindings/);
+      '{\n  "main": "a.js",\n  "compatibility_date": "2025-01-01",\n    "vectorize": [{ "binding": "C" }]\n}';
+    assert.match(refusal(text).message, /^cell\.jsonc:4:5: "vectorize" declares bindings/);
     const nested =
       '{\n  "main": "a.js",\n  "compatibility_date": "2025-01-01",\n  "vars": {\n    "1X": "a"\n  }\n}';
     assert.match(refusal(nested).message, /^cell\.jsonc:5:5: "vars\.1X" is no variable name/);
@@ -345,5 +345,49 @@ describe('services (docs/bindings.md "Service bindings")', () => {
       ).message,
       /^cell\.jsonc:4:3: "services" needs a worker: set "main"/,
     );
+  });
+});
+
+describe('d1_databases (docs/bindings.md "D1 databases")', () => {
+  const config = (d1: string, extra = '') =>
+    `{\n  "main": "a.js",\n  "compatibility_date": "2025-01-01",${extra}\n  "d1_databases": ${d1}\n}`;
+
+  it('reads each binding, database_name, database_id and migrations settings; ignores preview_database_id with a warning', () => {
+    const parsed = parseWorkerConfig(
+      config(
+        '[{ "binding": "DB", "database_name": "main-db", "database_id": "8f6e" }, { "binding": "LOGS", "database_name": "logs", "migrations_dir": "sql", "migrations_table": "applied", "preview_database_id": "p" }]',
+      ),
+      'cell.jsonc',
+    );
+    assert.deepEqual(parsed.d1_databases, [
+      { binding: 'DB', database_name: 'main-db', database_id: '8f6e' },
+      { binding: 'LOGS', database_name: 'logs', migrations_dir: 'sql', migrations_table: 'applied' },
+    ]);
+    assert.equal(parsed.warnings.length, 1);
+    assert.match(parsed.warnings[0]!, /ignoring "d1_databases\[1\]\.preview_database_id": svc has no preview databases/);
+    assert.deepEqual(parseWorkerConfig(config('[]'), 'cell.jsonc').d1_databases, []);
+  });
+
+  it('refuses a bad declaration at the offending key', () => {
+    const cases: [string, string, RegExp][] = [
+      ['{ "binding": "DB" }', '', /cell\.jsonc:4:3: "d1_databases" must be a list/],
+      ['[{ "database_name": "a" }]', '', /"d1_databases\[0\]" needs "binding"/],
+      ['[{ "binding": "DB" }]', '', /"d1_databases\[0\]" needs "database_name"/],
+      ['[{ "binding": "1DB", "database_name": "a" }]', '', /"d1_databases\[0\]\.binding" must be a binding name/],
+      ['[{ "binding": "DB", "database_name": "a b" }]', '', /"d1_databases\[0\]\.database_name" must be a D1 database name/],
+      [
+        '[{ "binding": "DB", "database_name": "a" }, { "binding": "DB", "database_name": "b" }]',
+        '',
+        /names DB, which an earlier D1 database binds/,
+      ],
+      [
+        '[{ "binding": "CACHE", "database_name": "a" }]',
+        '\n  "kv_namespaces": [{ "binding": "CACHE", "id": "c" }],',
+        /names CACHE, which a KV namespace also binds/,
+      ],
+      ['[{ "binding": "DB", "database_name": "a", "migrations_dir": 3 }]', '', /"d1_databases\[0\]\.migrations_dir" must be a non-empty string/],
+    ];
+    for (const [d1, extra, expected] of cases)
+      assert.throws(() => parseWorkerConfig(config(d1, extra), 'cell.jsonc'), expected, d1);
   });
 });

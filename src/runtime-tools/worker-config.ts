@@ -9,10 +9,18 @@
 // syntax error), `<file>:<line>:<column>: ...`, as compilers do, so an editor can jump there.
 
 import { findNodeAtLocation, type Node, type ParseError, parseTree, printParseErrorCode } from 'jsonc-parser';
-import { isApplicationName, isR2BucketName, isScriptName, R2_BUCKET_NAME_RULE } from '../registry/names.ts';
+import {
+  D1_DATABASE_NAME_RULE,
+  isApplicationName,
+  isD1DatabaseName,
+  isR2BucketName,
+  isScriptName,
+  R2_BUCKET_NAME_RULE,
+} from '../registry/names.ts';
 import { cronProblem } from './cron-schedule.ts';
 import {
   type AssetsConfig,
+  type D1DatabaseBinding,
   KV_NAMESPACE_ID,
   type KvNamespaceBinding,
   type R2BucketBinding,
@@ -57,6 +65,8 @@ export interface WorkerConfig {
   r2_buckets: R2BucketBinding[];
   /** `services`: each binding name, the application (or own script) it reaches, entrypoint and props. */
   services: ServiceBinding[];
+  /** `d1_databases`: each binding name, the database it reaches and its migrations settings. */
+  d1_databases: D1DatabaseBinding[];
   /** Unknown keys this runtime ignores. */
   ignored: string[];
   /** One sentence per thing the user should know but that does not stop the deploy. */
@@ -104,7 +114,6 @@ export class WorkerConfigError extends Error {
  * An empty declaration (`[]`, `{ "bindings": [] }`, as framework builds write) declares nothing.
  */
 const UNSUPPORTED_BINDINGS: Record<string, string> = {
-  d1_databases: 'D1 databases',
   durable_objects: 'Durable Objects',
   queues: 'Queues',
   ai: 'Workers AI',
@@ -189,6 +198,7 @@ const KNOWN_KEYS = [
   'kv_namespaces',
   'r2_buckets',
   'services',
+  'd1_databases',
 ];
 
 const VAR_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
@@ -367,6 +377,25 @@ export function parseWorkerConfig(text: string, file: string, options: ParseOpti
     ...kvNamespaces.map((n) => ({ name: n.binding, by: 'a KV namespace' })),
     ...r2Buckets.map((b) => ({ name: b.binding, by: 'an R2 bucket' })),
   ]);
+  const d1Databases = parseD1Databases(doc.d1_databases, bad, [
+    ...Object.keys(vars).map((name) => ({ name, by: 'vars' })),
+    ...(assets?.binding ? [{ name: assets.binding, by: 'assets.binding' }] : []),
+    ...kvNamespaces.map((n) => ({ name: n.binding, by: 'a KV namespace' })),
+    ...r2Buckets.map((b) => ({ name: b.binding, by: 'an R2 bucket' })),
+    ...services.map((b) => ({ name: b.binding, by: 'a service binding' })),
+  ]);
+  if (Array.isArray(doc.d1_databases)) {
+    doc.d1_databases.forEach((entry, i) => {
+      if (!isObject(entry) || entry.preview_database_id === undefined) return;
+      const where = place(['d1_databases', i, 'preview_database_id']);
+      warnings.push(
+        `${file}:${where.line}:${where.column}: ignoring "d1_databases[${i}].preview_database_id": svc has no preview databases; the binding always reaches "database_name"`,
+      );
+    });
+  }
+  if (d1Databases.length > 0 && main === null) {
+    throw bad(['d1_databases'], 'needs a worker: set "main" to the module that uses the databases');
+  }
   if (main === null && assets === null) {
     throw bad(
       ['main'],
@@ -431,6 +460,7 @@ export function parseWorkerConfig(text: string, file: string, options: ParseOpti
     kv_namespaces: kvNamespaces,
     r2_buckets: r2Buckets,
     services,
+    d1_databases: d1Databases,
     ignored,
     warnings,
   };
@@ -564,6 +594,55 @@ function parseR2Buckets(
         `must be an R2 bucket name: ${R2_BUCKET_NAME_RULE}, got ${JSON.stringify(bucketName ?? null)}`,
       );
     return { binding, bucket_name: bucketName };
+  });
+}
+
+/**
+ * `d1_databases` (docs/bindings.md "D1 databases"): a list of `{ binding, database_name,
+ * database_id?, migrations_dir?, migrations_table? }`. A binding name is a JS identifier no other
+ * binding takes; `database_name` names the database's data (names.ts `isD1DatabaseName`); two
+ * bindings may reach one database. `database_id` is kept but reaches nothing: the name does.
+ */
+function parseD1Databases(
+  value: unknown,
+  bad: (path: KeyPath, why: string) => WorkerConfigError,
+  others: { name: string; by: string }[],
+): D1DatabaseBinding[] {
+  if (value === undefined || value === null) return [];
+  const example = '{ "binding": "DB", "database_name": "main" }';
+  if (!Array.isArray(value)) throw bad(['d1_databases'], `must be a list such as [${example}]`);
+  const taken = new Set<string>();
+  return value.map((entry, i) => {
+    if (!isObject(entry)) throw bad(['d1_databases', i], `must be an object such as ${example}`);
+    const { binding, database_name: name } = entry;
+    const at = (field: string): KeyPath =>
+      entry[field] === undefined ? ['d1_databases', i] : ['d1_databases', i, field];
+    if (binding === undefined)
+      throw bad(at('binding'), 'needs "binding": the name the worker reaches the database by, such as "DB"');
+    if (name === undefined)
+      throw bad(at('database_name'), 'needs "database_name": the database\'s name, such as "main"');
+    const place: KeyPath = ['d1_databases', i, 'binding'];
+    if (typeof binding !== 'string' || !VAR_NAME.test(binding) || FORBIDDEN_NAMES.includes(binding))
+      throw bad(place, 'must be a binding name: letters, digits and underscores, not starting with a digit');
+    const other = others.find((o) => o.name === binding);
+    if (other) throw bad(place, `names ${binding}, which ${other.by} also binds; choose another name`);
+    if (taken.has(binding))
+      throw bad(place, `names ${binding}, which an earlier D1 database binds; choose another name`);
+    taken.add(binding);
+    if (!isD1DatabaseName(name))
+      throw bad(
+        ['d1_databases', i, 'database_name'],
+        `must be a D1 database name: ${D1_DATABASE_NAME_RULE}, got ${JSON.stringify(name ?? null)}`,
+      );
+    const result: D1DatabaseBinding = { binding, database_name: name };
+    for (const field of ['database_id', 'migrations_dir', 'migrations_table'] as const) {
+      const v = entry[field];
+      if (v === undefined) continue;
+      if (typeof v !== 'string' || v.trim() === '')
+        throw bad(['d1_databases', i, field], 'must be a non-empty string');
+      result[field] = v;
+    }
+    return result;
   });
 }
 

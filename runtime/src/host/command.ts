@@ -4,10 +4,16 @@
 // way it opens the bucket the environment names, and serves KV bindings (runtime/src/bindings/kv.ts)
 // on a `bindings.sock` beside its socket (a private host: in the front's private folder), and a
 // `services.sock` beside that, which, knowing no fleet, answers every service binding call to
-// another application 503 (docs/bindings.md "Service bindings").
+// another application 503 (docs/bindings.md "Service bindings"), and a `d1.sock` for D1
+// (docs/bindings.md "D1 databases").
 
+import { hostname } from 'node:os';
 import { dirname, join } from 'node:path';
+import type { Store } from '../../../src/store/store.ts';
+import { D1Service } from '../bindings/d1.ts';
+import { type D1Socket, listenD1Socket } from '../bindings/d1-socket.ts';
 import { type KvSocket, listenKvSocket } from '../bindings/kv-socket.ts';
+import { D1_SOCKET } from '../bindings/r2-headers.ts';
 import { listenServiceSocket, type ServiceSocket } from '../bindings/service.ts';
 import { SERVICES_SOCKET } from '../bindings/service-headers.ts';
 import { noFleet } from '../bindings/service-targets.ts';
@@ -23,15 +29,20 @@ export async function hostOnStdio(env: NodeJS.ProcessEnv, log: (line: string) =>
   const store = await openBucketFromEnv(env);
   const hostLog = (line: string) => log(`cell host: ${line}`);
   // The front's own KV socket, in its private folder, opened when a deployment binds KV.
-  const bindings: { socket: Promise<KvSocket> | null; services: Promise<ServiceSocket> | null } = {
-    socket: null,
-    services: null,
-  };
+  const bindings: {
+    socket: Promise<KvSocket> | null;
+    services: Promise<ServiceSocket> | null;
+    d1: Promise<D1Socket> | null;
+  } = { socket: null, services: null, d1: null };
+  const d1 = privateD1(store, env, hostLog);
   const bindingsSocket = async (stateDir: string) => {
     bindings.socket ??= listenKvSocket(join(stateDir, 'bindings.sock'), store, hostLog);
-    // Beside it, the services socket, which without a daemon knows no other application.
+    // Beside it, the services socket, which without a daemon knows no other application, and the
+    // D1 socket, whose databases this host serves itself (it forwards to no other node).
     bindings.services ??= listenServiceSocket(join(stateDir, SERVICES_SOCKET), noFleet, hostLog);
+    bindings.d1 ??= listenD1Socket(join(stateDir, D1_SOCKET), d1(join(stateDir, 'd1')), hostLog);
     await bindings.services;
+    await bindings.d1;
     return (await bindings.socket).path;
   };
   try {
@@ -50,6 +61,8 @@ export async function hostOnStdio(env: NodeJS.ProcessEnv, log: (line: string) =>
   } finally {
     await (await bindings.socket?.catch(() => null))?.close();
     await (await bindings.services?.catch(() => null))?.close();
+    await (await bindings.d1?.catch(() => null))?.close();
+    await d1.service?.close();
     await store.close();
   }
   return 0;
@@ -65,6 +78,12 @@ export async function hostOnSocket(
   const hostLog = (line: string) => log(`cell host: ${line}`);
   const bindings = await listenKvSocket(join(dirname(path), 'bindings.sock'), store, hostLog);
   const services = await listenServiceSocket(join(dirname(path), SERVICES_SOCKET), noFleet, hostLog);
+  const d1 = privateD1(store, env, hostLog);
+  const d1Socket = await listenD1Socket(
+    join(dirname(path), D1_SOCKET),
+    d1(join(dirname(path), 'd1')),
+    hostLog,
+  );
   const host = await listenHostSocket(path, {
     store,
     name: CELL_VERSION_LINE,
@@ -79,6 +98,22 @@ export async function hostOnSocket(
   await host.close();
   await bindings.close();
   await services.close();
+  await d1Socket.close();
+  await d1.service?.close();
   await store.close();
   return 0;
+}
+
+/**
+ * The D1 service of a host without svc's daemon, made on first use: it holds the leases of the
+ * databases it serves as the node `CELL_NODE` names (or this machine's name), and reaches no
+ * other node, so a database another node holds answers D1's failure.
+ */
+function privateD1(store: Store, env: NodeJS.ProcessEnv, log: (line: string) => void) {
+  const make = (dataDir: string): D1Service => {
+    make.service ??= new D1Service({ store, node: env.CELL_NODE || `cell-${hostname()}`, dataDir, log });
+    return make.service;
+  };
+  make.service = null as D1Service | null;
+  return make;
 }
