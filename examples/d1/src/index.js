@@ -5,7 +5,7 @@ async function outcome(run) {
   try {
     return { ok: await run() };
   } catch (err) {
-    return { error: String(err && err.message) };
+    return { error: String(err?.message) };
   }
 }
 
@@ -104,7 +104,7 @@ export default {
       }
       return new Response('try /insert?v=text, /count or /conformance\n', { status: 404 });
     } catch (err) {
-      return Response.json({ error: String(err && err.message) }, { status: 500 });
+      return Response.json({ error: String(err?.message) }, { status: 500 });
     }
   },
 };
