@@ -303,6 +303,38 @@ describe('svc tail on two nodes', () => {
     );
   });
 
+  test('a reader that does not keep up loses records, counted and told, and the application serves on', async () => {
+    const tail = startTail(a, viewer, ['--node-id', a.nodeId]);
+    tails.push(tail);
+    await attached(tail, [a.nodeId]);
+    // The reader stops reading: its pipe fills, then svc tail stops reading the node, then the node's buffer fills.
+    tail.child.stdout!.pause();
+    const pad = 'p'.repeat(4096);
+    const statuses: number[] = [];
+    const senders = Array.from({ length: 8 }, async (_, lane) => {
+      for (let i = lane; i < 2000; i += 8) statuses.push(await get(a, `/slow-${i}?pad=${pad}`));
+    });
+    await Promise.all(senders);
+    assert.equal(statuses.length, 2000);
+    assert.ok(
+      statuses.every((status) => status === 200),
+      'every request was answered while the tail was not read',
+    );
+    tail.child.stdout!.resume();
+    // Until the backlog is read the node may still drop: ask until a request after the stall is shown.
+    await waitFor(async () => {
+      assert.equal(await get(a, '/after-the-stall'), 200);
+      return requests(tail, a.nodeId).some((r) => r.url.endsWith('/after-the-stall'));
+    }, `a request after the stall\n${tail.stderr()}`);
+    const dropped = tail.records.filter((r) => r.kind === 'dropped');
+    assert.ok(dropped.length > 0, 'the tail was told records were dropped');
+    assert.ok(dropped.every((r) => r.node === a.nodeId && r.dropped! > 0 && /dropped/.test(r.message!)));
+    const shown = tail.records.filter(
+      (r) => r.kind === 'request' && r.event?.request.url.includes('/slow-'),
+    ).length;
+    assert.ok(shown < 2000, `${shown} of 2000 requests shown`);
+  });
+
   test('a node killed and restarted during the tail: the tail says so and carries on; Ctrl-C ends it with 0', async () => {
     const tail = startTail(a, viewer);
     tails.push(tail);

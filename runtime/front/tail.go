@@ -45,7 +45,7 @@ func TailSocketPath(cfg *Config) string {
 
 // TailRecord is one line on the tail socket; Kind says which fields are set.
 type TailRecord struct {
-	Kind       string  `json:"kind"` // request, log, exception, runtime, dropped
+	Kind       string  `json:"kind"` // hello, request, log, exception, runtime, dropped
 	Ts         int64   `json:"ts"`
 	Method     string  `json:"method,omitempty"`
 	URL        string  `json:"url,omitempty"`
@@ -146,6 +146,11 @@ func (t *Tail) serve(conn net.Conn) {
 		_ = conn.Close()
 	}()
 	out := bufio.NewWriter(conn)
+	// Said once the connection is counted: whatever happens from here reaches it.
+	hello, _ := json.Marshal(TailRecord{Kind: "hello", Ts: time.Now().UnixMilli()})
+	if _, err := out.Write(append(hello, '\n')); err != nil || out.Flush() != nil {
+		return
+	}
 	notice := time.NewTicker(tailDropNotice)
 	defer notice.Stop()
 	for {

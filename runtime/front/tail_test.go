@@ -33,7 +33,11 @@ func attach(t *testing.T, tail *Tail, path string) (net.Conn, *bufio.Scanner) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	return conn, bufio.NewScanner(conn)
+	lines := bufio.NewScanner(conn)
+	if hello := next(t, conn, lines); hello.Kind != "hello" {
+		t.Fatalf("the first line is %+v, not the hello", hello)
+	}
+	return conn, lines
 }
 
 func next(t *testing.T, conn net.Conn, lines *bufio.Scanner) TailRecord {

@@ -92,16 +92,20 @@ export function followLocal(
     socket = s;
     let attached = false;
     s.on('connect', () => {
-      attached = true;
-      wait = RETRY_FIRST_MS;
-      emit(
-        runtimeMessage(
-          where,
-          `tail: attached to the runtime process of ${where.application} on node ${where.node}`,
-        ),
-      );
-      told = false;
       createInterface({ input: s, crlfDelay: Number.POSITIVE_INFINITY }).on('line', (line) => {
+        if (!attached) {
+          // The process's first line says it counts this connection: from here nothing is missed.
+          attached = true;
+          wait = RETRY_FIRST_MS;
+          told = false;
+          emit(
+            runtimeMessage(
+              where,
+              `tail: attached to the runtime process of ${where.application} on node ${where.node}`,
+            ),
+          );
+          return;
+        }
         const m = fromFront(line, where);
         if (m && keeps(m, filters)) emit(m);
       });

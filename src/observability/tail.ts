@@ -10,7 +10,8 @@ import { isNodeId } from '../registry/names.ts';
 
 /** A line of a runtime process's tail socket. */
 export interface FrontRecord {
-  kind: 'request' | 'log' | 'exception' | 'runtime' | 'dropped';
+  /** `hello` opens every connection (not a record of the tail). */
+  kind: 'hello' | 'request' | 'log' | 'exception' | 'runtime' | 'dropped';
   ts: number;
   method?: string;
   url?: string;
@@ -26,7 +27,7 @@ export interface FrontRecord {
 
 /** One record of the tail, in wrangler's shape plus `kind`, `node` and svc's own fields. */
 export interface TailMessage {
-  kind: FrontRecord['kind'];
+  kind: Exclude<FrontRecord['kind'], 'hello'>;
   node: string;
   scriptName: string;
   outcome: string;
@@ -71,6 +72,7 @@ export function fromFront(line: string, where: { node: string; application: stri
     return null;
   }
   if (typeof r !== 'object' || r === null || typeof r.ts !== 'number') return null;
+  if (r.kind === 'hello') return null;
   const m = message(r.kind, where, r.ts);
   switch (r.kind) {
     case 'request':
