@@ -29,12 +29,14 @@ runtime/bin/cell-front: $(FRONT_SOURCES) scripts/build-front.sh
 
 setup: node_modules/.installed runtime/bin/cell-front
 
+# The console's browser tests drive Debian's chromium: scripts/install-chromium.sh installs it.
 # The metrics tests run promtool and a Prometheus server: scripts/install-prometheus.sh unpacks
 # both from Debian's `prometheus` package into .tools/bin (no service installed) when missing.
 tools: setup
 	scripts/install-minio.sh
 	scripts/build-caddy.sh
 	scripts/install-prometheus.sh
+	scripts/install-chromium.sh
 
 check: setup go-check
 	$(WITH_NODE) npx tsc --noEmit -p .

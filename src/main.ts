@@ -4,6 +4,7 @@
 import { Command, CommanderError } from 'commander';
 import { registerApp } from './cli/app.ts';
 import { registerCompletion } from './cli/completion.ts';
+import { registerConsole } from './cli/console.ts';
 import { registerDeploy, registerDeployment } from './cli/deploy.ts';
 import { registerFleet } from './cli/fleet.ts';
 import { registerHealth } from './cli/health.ts';
@@ -44,6 +45,8 @@ export function buildProgram(): Command {
     registerR2,
     // The live tail, after the commands of the contract too.
     registerTail,
+    // The web console, which acts as the commands above do.
+    registerConsole,
   ]) {
     register(program);
   }

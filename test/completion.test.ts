@@ -54,6 +54,7 @@ test('bash: top-level commands in help order, nested subcommands, flags of the t
     'kv',
     'r2',
     'tail',
+    'console',
   ]);
   assert.deepEqual(bashComplete(file, ['svc', 'de']), ['deploy', 'deployment']);
   assert.deepEqual(bashComplete(file, ['svc', 'fleet', '']), ['nodes', 'freeze', 'unfreeze']);

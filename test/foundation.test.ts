@@ -28,6 +28,7 @@ test("svc --help lists the top-level commands in the spec order, then the bindin
     'kv',
     'r2',
     'tail',
+    'console',
   ]);
   assert.doesNotMatch(stdout, /\bup\b|\bkeygen\b/, 'hidden aliases stay hidden');
 });

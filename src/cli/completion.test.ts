@@ -53,6 +53,7 @@ test('the real program: top level in help order, completion itself hidden, neste
       'kv',
       'r2',
       'tail',
+      'console',
     ],
   );
   const paths = tree.map((entry) => entry.path.join(' '));
