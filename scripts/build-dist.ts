@@ -7,9 +7,10 @@
 // (bench/RESULTS.md "Daemon memory"). Run it as `dist/svc.mjs ...` so the shebang applies.
 
 import { execFileSync } from 'node:child_process';
-import { chmodSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { chmodSync, copyFileSync, mkdirSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { build, type Plugin } from 'esbuild';
+import { CONSOLE_ASSETS, checkoutPath, DIST_ASSETS_FOLDER } from '../src/console/assets.ts';
 
 const root = resolve(import.meta.dirname, '..');
 export const DIST_SVC = resolve(root, 'dist', 'svc.mjs');
@@ -73,6 +74,7 @@ export async function buildDist(): Promise<string> {
     logLevel: 'warning',
   });
   assertAscii();
+  copyConsoleAssets();
   chmodSync(DIST_SVC, 0o755);
   chmodSync(DIST_CELL, 0o755);
   execFileSync(resolve(root, 'scripts', 'build-front.sh'), [DIST_FRONT], {
@@ -99,6 +101,13 @@ function assertAscii(): void {
         'write it in ASCII in the source, so the module is held at one byte per character',
     );
   }
+}
+
+/** `svc console`'s stylesheet and scripts (its own and uPlot's), where the bundle looks for them. */
+function copyConsoleAssets(): void {
+  const folder = resolve(root, 'dist', DIST_ASSETS_FOLDER);
+  mkdirSync(folder, { recursive: true });
+  for (const asset of CONSOLE_ASSETS) copyFileSync(checkoutPath(asset.source), resolve(folder, asset.name));
 }
 
 /** Resolves the entry names to a module that imports the program and runs it. */

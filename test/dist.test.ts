@@ -1,6 +1,7 @@
 // The release bundle (docs/decisions.md: esbuild bundles dist/ for release; scripts/build-dist.ts):
 // built afresh, executed directly as a release runs it (its shebang's V8 flags apply), it prints
-// its version, and as `svc sail` it answers health and stops cleanly on SIGTERM; dist/cell.mjs, the
+// its version, and as `svc sail` it answers health and stops cleanly on SIGTERM (and `svc console`
+// serves its assets from dist/console-assets/); dist/cell.mjs, the
 // bundled runtime, publishes and serves examples/hello through dist/cell-front beside it, a static
 // executable for this machine.
 
@@ -16,7 +17,10 @@ import type { NodeRecord } from '../src/registry/records.ts';
 import { openStore } from '../src/store/open.ts';
 import { getJson } from '../src/store/store.ts';
 import { SVC_VERSION } from '../src/version.ts';
+import { keyArg } from './helpers/applications.ts';
 import { copyProject, dirBucketEnv, EXAMPLES, fetchText } from './helpers/cell.ts';
+import { startConsoleProcess } from './helpers/console.ts';
+import { signerFor } from './helpers/in-process-node.ts';
 import { freePort, runToEnd, tempDir, waitFor } from './helpers/svc.ts';
 
 test('dist/svc.mjs runs the CLI and the daemon', async () => {
@@ -52,6 +56,7 @@ test('dist/svc.mjs runs the CLI and the daemon', async () => {
     const health = await fetch(`http://${listen}/.well-known/svc/health`);
     assert.equal(health.status, 200);
     assert.equal((await health.json()).ok, true);
+    await assertConsoleAssets(`http://${listen}`);
     // The default --cell-bin is found from the bundle as from the checkout: the node record
     // carries the version the runtime reported.
     const nodeId = /as node "([^"]+)"/.exec(stdout)![1]!;
@@ -67,6 +72,30 @@ test('dist/svc.mjs runs the CLI and the daemon', async () => {
   }
   assert.equal(await exited, 0, stderr);
 });
+
+/** `dist/svc.mjs console` serves its stylesheet and scripts from dist/console-assets/ (`make dist`). */
+async function assertConsoleAssets(node: string): Promise<void> {
+  const console = await startConsoleProcess(
+    ['--node', node, '--key', keyArg(signerFor('op-dist'))],
+    {},
+    DIST_SVC,
+  );
+  try {
+    for (const [name, source] of [
+      ['console.js', join(import.meta.dirname, '..', 'src', 'console', 'assets', 'console.js')],
+      [
+        'uPlot.iife.min.js',
+        join(import.meta.dirname, '..', 'node_modules', 'uplot', 'dist', 'uPlot.iife.min.js'),
+      ],
+    ] as const) {
+      const answer = await fetch(`${console.url}assets/${name}`);
+      assert.equal(answer.status, 200, name);
+      assert.equal(await answer.text(), readFileSync(source, 'utf8'), name);
+    }
+  } finally {
+    await console.stop();
+  }
+}
 
 test('dist/cell.mjs publishes and serves examples/hello', async () => {
   await buildDist();
