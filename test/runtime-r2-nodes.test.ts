@@ -40,7 +40,8 @@ describe('R2 on two nodes', () => {
       assert.equal(published.code, 0, published.stderr);
     }
     const serve = async (application: string, nodeId: string) => {
-      const cell = await startServing(application, nodeId, bucket);
+      // Three runtimes start at once: on a loaded 2-core machine that takes longer than one.
+      const cell = await startServing(application, nodeId, bucket, { deadlineMs: 120_000 });
       running.push(cell);
       return cell;
     };
