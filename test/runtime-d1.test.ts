@@ -164,7 +164,7 @@ describe('D1 when its owner fails', () => {
       60_000,
     );
     const takeoverMs = Date.now() - killedAt;
-    const missing = acknowledged.filter((v) => !served.values.includes(v));
+    const missing = acknowledged.filter((v) => !served?.values.includes(v));
     assert.deepEqual(missing, [], `every acknowledged row survives (${acknowledged.length} acknowledged)`);
     console.log(`# takeover after SIGKILL: ${takeoverMs} ms, ${acknowledged.length} rows acknowledged`);
   });

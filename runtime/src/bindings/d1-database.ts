@@ -11,7 +11,15 @@ import { join } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
 import { isCasConflict } from '../../../src/store/store.ts';
 import { type D1Success, runQueries } from './d1-engine.ts';
-import { type DatabaseRef, listSegments, restore, writeSegment, writeSnapshot } from './d1-log.ts';
+import {
+  D1_RETENTION_MS,
+  type DatabaseRef,
+  listSegments,
+  pruneGenerations,
+  restore,
+  writeSegment,
+  writeSnapshot,
+} from './d1-log.ts';
 import type { D1Query, ResultsFormat } from './d1-sql.ts';
 
 /** The WAL size at which the database starts a new generation. */
@@ -228,6 +236,8 @@ export class OwnedDatabase {
     this.#generation = generation;
     this.#nextSegment = 1;
     this.#shipped = 0;
+    // What no restore within the retention needs goes now; a failure leaves it for the next time.
+    await pruneGenerations(this.#options.ref, D1_RETENTION_MS, Date.now()).catch(() => 0);
   }
 }
 

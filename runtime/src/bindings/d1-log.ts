@@ -10,6 +10,9 @@ import { writeFile } from 'node:fs/promises';
 import { keys } from '../../../src/registry/keys.ts';
 import type { Store } from '../../../src/store/store.ts';
 
+/** How far back time travel reaches: the history kept (Cloudflare keeps 30 days on paid plans). */
+export const D1_RETENTION_MS = 7 * 24 * 3600 * 1000;
+
 /** What every snapshot and segment object starts with: one JSON line. */
 export interface LogHeader {
   /** Wall time of the write (a segment: when its last transaction committed). */

@@ -34,13 +34,13 @@ export async function hostOnStdio(env: NodeJS.ProcessEnv, log: (line: string) =>
     services: Promise<ServiceSocket> | null;
     d1: Promise<D1Socket> | null;
   } = { socket: null, services: null, d1: null };
-  const d1 = privateD1(store, env, hostLog);
+  const d1 = new PrivateD1(store, env, hostLog);
   const bindingsSocket = async (stateDir: string) => {
     bindings.socket ??= listenKvSocket(join(stateDir, 'bindings.sock'), store, hostLog);
     // Beside it, the services socket, which without a daemon knows no other application, and the
     // D1 socket, whose databases this host serves itself (it forwards to no other node).
     bindings.services ??= listenServiceSocket(join(stateDir, SERVICES_SOCKET), noFleet, hostLog);
-    bindings.d1 ??= listenD1Socket(join(stateDir, D1_SOCKET), d1(join(stateDir, 'd1')), hostLog);
+    bindings.d1 ??= listenD1Socket(join(stateDir, D1_SOCKET), d1.in(join(stateDir, 'd1')), hostLog);
     await bindings.services;
     await bindings.d1;
     return (await bindings.socket).path;
@@ -78,10 +78,10 @@ export async function hostOnSocket(
   const hostLog = (line: string) => log(`cell host: ${line}`);
   const bindings = await listenKvSocket(join(dirname(path), 'bindings.sock'), store, hostLog);
   const services = await listenServiceSocket(join(dirname(path), SERVICES_SOCKET), noFleet, hostLog);
-  const d1 = privateD1(store, env, hostLog);
+  const d1 = new PrivateD1(store, env, hostLog);
   const d1Socket = await listenD1Socket(
     join(dirname(path), D1_SOCKET),
-    d1(join(dirname(path), 'd1')),
+    d1.in(join(dirname(path), 'd1')),
     hostLog,
   );
   const host = await listenHostSocket(path, {
@@ -105,15 +105,24 @@ export async function hostOnSocket(
 }
 
 /**
- * The D1 service of a host without svc's daemon, made on first use: it holds the leases of the
- * databases it serves as the node `CELL_NODE` names (or this machine's name), and reaches no
- * other node, so a database another node holds answers D1's failure.
+ * The D1 service of a host without svc's daemon, made on first use (the folder is known only
+ * then): it holds the leases of the databases it serves as the node `CELL_NODE` names (or this
+ * machine's name), and reaches no other node, so a database another node holds answers D1's failure.
  */
-function privateD1(store: Store, env: NodeJS.ProcessEnv, log: (line: string) => void) {
-  const make = (dataDir: string): D1Service => {
-    make.service ??= new D1Service({ store, node: env.CELL_NODE || `cell-${hostname()}`, dataDir, log });
-    return make.service;
-  };
-  make.service = null as D1Service | null;
-  return make;
+class PrivateD1 {
+  service: D1Service | null = null;
+  readonly #store: Store;
+  readonly #node: string;
+  readonly #log: (line: string) => void;
+
+  constructor(store: Store, env: NodeJS.ProcessEnv, log: (line: string) => void) {
+    this.#store = store;
+    this.#node = env.CELL_NODE || `cell-${hostname()}`;
+    this.#log = log;
+  }
+
+  in(dataDir: string): D1Service {
+    this.service ??= new D1Service({ store: this.#store, node: this.#node, dataDir, log: this.#log });
+    return this.service;
+  }
 }

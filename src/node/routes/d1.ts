@@ -12,7 +12,12 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { D1Answer, D1Request } from '../../../runtime/src/bindings/d1.ts';
 import { D1_BOOKMARK_HEADER } from '../../../runtime/src/bindings/d1.ts';
 import { D1_LEASE_TTL_MS, type D1LeaseRecord } from '../../../runtime/src/bindings/d1-lease.ts';
-import { listGenerations, listSegments, readSnapshotHeader } from '../../../runtime/src/bindings/d1-log.ts';
+import {
+  D1_RETENTION_MS,
+  listGenerations,
+  listSegments,
+  readSnapshotHeader,
+} from '../../../runtime/src/bindings/d1-log.ts';
 import { describeCaller } from '../../auth/caller.ts';
 import { callerOf } from '../../auth/guard.ts';
 import { Problem } from '../../problem.ts';
@@ -24,9 +29,6 @@ import { servingManifest } from './binding-data.ts';
 
 const scoped = { config: { auth: 'operator-or-workload' as const } };
 const nodeOrScoped = { config: { auth: 'deploy' as const } };
-
-/** How far back a database can be restored (Cloudflare's Time Travel on paid plans: 30 days; svc keeps 7). */
-export const D1_RETENTION_MS = 7 * 24 * 3600 * 1000;
 
 type NameParams = { Params: { name: string } };
 type DbParams = { Params: { name: string; db: string } };
