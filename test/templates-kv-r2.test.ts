@@ -309,7 +309,7 @@ describe("Cloudflare's r2-explorer-template", () => {
     assert.equal((refused.json as { errors: { code: number }[] }).errors[0]!.code, 10005);
   });
 
-  it('with editing on, as its README says: upload, folders, list, head, download, multipart upload, delete', async () => {
+  it('with editing on, as its README says: upload, folders, list, head, download, multipart upload, share link, delete', async () => {
     const node = target as MinioNode;
     // The README's next step: `readonly: false` in src/index.ts; everything else as installed.
     const writable = R2_FILES['src/index.ts']!.replace('readonly: true', 'readonly: false');
@@ -387,6 +387,20 @@ describe("Cloudflare's r2-explorer-template", () => {
     const bigBack = await fetch(`${base}/api/buckets/bucket/${encodeURIComponent(b64('big.bin'))}`);
     assert.equal(bigBack.status, 200);
     assert.equal(md5(Buffer.from(await bigBack.arrayBuffer())), md5(big));
+
+    // A share link with one download: its record is read and written back through the binding.
+    const shared = await api(
+      `/buckets/bucket/${encodeURIComponent(b64('hello.txt'))}/share`,
+      jsonPost({ maxDownloads: 1 }),
+    );
+    assert.equal(shared.status, 200, shared.text);
+    const { shareId, shareUrl } = shared.json as { shareId: string; shareUrl: string };
+    assert.equal(shareUrl, `${base}/share/${shareId}`);
+    const once = await fetch(shareUrl);
+    assert.equal(once.status, 200);
+    assert.equal(await once.text(), 'héllo, R2');
+    assert.equal((await fetch(shareUrl)).status, 403, 'the download limit, counted in the share record');
+    assert.equal((await api(`/buckets/bucket/share/${shareId}`, { method: 'DELETE' })).status, 200);
 
     for (const key of ['hello.txt', 'big.bin', 'docs/read me.md', 'docs/']) {
       const deleted = await api('/buckets/bucket/delete', jsonPost({ key: b64(key) }));
