@@ -1,6 +1,6 @@
 // docs/observability.md "Prometheus metrics": binding calls by application, kind and outcome, as
 // the runtime host's real bindings and services sockets answer them (KV and R2 on a directory
-// bucket, a service binding forwarded to a loopback server or refused), counted into the node's
+// bucket, D1 on SQLite over the in-memory store double, a service binding forwarded to a loopback server or refused), counted into the node's
 // registry and read back through the strict text-format parser.
 
 import assert from 'node:assert/strict';
@@ -10,8 +10,11 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
+import { D1Service } from '../../runtime/src/bindings/d1.ts';
+import { listenD1Socket } from '../../runtime/src/bindings/d1-socket.ts';
 import { listenKvSocket } from '../../runtime/src/bindings/kv-socket.ts';
 import { listenServiceSocket } from '../../runtime/src/bindings/service.ts';
+import { MemoryStore } from '../../test/helpers/memory-store.ts';
 import { parseExposition, samplesOf, seriesValue } from '../../test/helpers/prometheus.ts';
 import { openDirStore } from '../store/dir.ts';
 import { NodeMetrics } from './node-metrics.ts';
@@ -72,6 +75,33 @@ describe('binding calls', () => {
     const seconds = 'svc_binding_call_duration_seconds';
     assert.equal(seriesValue(families, seconds, { kind: 'kv' }, `${seconds}_count`), 4);
     assert.equal(seriesValue(families, seconds, { kind: 'r2' }, `${seconds}_count`), 2);
+  });
+
+  test("D1 calls: ok when the queries ran, error for D1's failure result", async () => {
+    const metrics = new NodeMetrics('node-1', () => ({}));
+    const d1 = new D1Service({
+      store: new MemoryStore(),
+      node: 'node-1',
+      dataDir: join(dir, 'd1'),
+      log: () => {},
+    });
+    const path = join(dir, 'd1.sock');
+    const socket = await listenD1Socket(path, d1, () => {}, metrics.observeBindingCall);
+    const names = { 'cell-d1-application': 'shop', 'cell-d1-database': 'main' };
+    const query = (sql: string) => call(path, 'POST', '/query', names, JSON.stringify({ sql }));
+    try {
+      assert.equal(await query('CREATE TABLE t (n)'), 200);
+      assert.equal(await query('INSERT INTO t VALUES (1)'), 200);
+      assert.equal(await query('SELECT nothing FROM nowhere'), 200);
+    } finally {
+      await socket.close();
+      await d1.close();
+    }
+    const families = parseExposition(await metrics.exposition());
+    const calls = (outcome: string) =>
+      seriesValue(families, 'svc_binding_calls_total', { application: 'shop', kind: 'd1', outcome });
+    assert.equal(calls('ok'), 2);
+    assert.equal(calls('error'), 1);
   });
 
   test('a service binding call is counted under the caller: the target answering, or the host refusing', async () => {

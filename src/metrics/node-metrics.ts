@@ -149,7 +149,7 @@ export class NodeMetrics {
     });
     this.#bindingCalls = new Counter({
       name: 'svc_binding_calls_total',
-      help: 'Calls of the workers of this node through their bindings, by application, kind (kv, r2, service) and outcome (ok, not-found, refused, error)',
+      help: 'Calls of the workers of this node through their bindings, by application, kind (kv, r2, d1, service) and outcome (ok, not-found, refused, error)',
       labelNames: ['application', 'kind', 'outcome'],
       registers,
     });

@@ -66,8 +66,11 @@ export function runtimeHostService(): DaemonService {
       });
       d1 = {
         service: d1Service,
-        socket: await listenD1Socket(join(ctx.settings.node.stateDir, D1_SOCKET), d1Service, (line) =>
-          log.warn(line),
+        socket: await listenD1Socket(
+          join(ctx.settings.node.stateDir, D1_SOCKET),
+          d1Service,
+          (line) => log.warn(line),
+          observe,
         ),
       };
       ctx.d1 = d1Service;

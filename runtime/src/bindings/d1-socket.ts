@@ -4,7 +4,7 @@
 // headers workerd's config injects (r2-headers.ts), never from the worker.
 
 import { rm } from 'node:fs/promises';
-import { createServer, type Server } from 'node:http';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { listenOwnerOnly } from '../host/socket.ts';
 import type { D1Service } from './d1.ts';
 import { D1_LIMITS } from './d1-sql.ts';
@@ -22,8 +22,11 @@ export async function listenD1Socket(
   path: string,
   d1: D1Service,
   log: (line: string) => void,
+  /** Told of each request as it arrives (the node's metrics count binding calls: src/metrics/). */
+  observe?: (req: IncomingMessage, res: ServerResponse) => void,
 ): Promise<D1Socket> {
   const server: Server = createServer((req, res) => {
+    observe?.(req, res);
     const answer = async () => {
       const chunks: Buffer[] = [];
       let length = 0;
