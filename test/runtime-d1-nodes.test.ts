@@ -48,8 +48,8 @@ describe('D1 on two nodes', () => {
   }
 
   /** The application's port on one node once its process there is ready. */
-  function appOn(node: SailProcess, application: string): Promise<string> {
-    return waitFor(
+  async function appOn(node: SailProcess, application: string): Promise<string> {
+    const url = await waitFor(
       async () => {
         const state = (await call(node.url, 'GET', '/v1/state', { signer: admin })).body as {
           processes?: { application: string; port: number; ready: boolean }[];
@@ -60,6 +60,7 @@ describe('D1 on two nodes', () => {
       `${application} ready on ${node.nodeId}\n${node.log()}`,
       READY_DEADLINE_MS,
     );
+    return url as string;
   }
 
   async function json(url: string): Promise<Record<string, unknown>> {

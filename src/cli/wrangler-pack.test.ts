@@ -334,7 +334,7 @@ test('TOML: every refusal in one run, in file order, and every warning, at their
     'binding = "JOBS"',
     'queue = "jobs"',
     '',
-    '[[d1_databases]]',
+    '[[vectorize]]',
     'binding = "DB"',
     '',
   ].join('\n');
@@ -345,7 +345,7 @@ test('TOML: every refusal in one run, in file order, and every warning, at their
   );
   assert.match(lines[0]!, /"hyperdrive" .*\(FILES\)/);
   assert.match(lines[1]!, /"queues" .*\(JOBS\).*section Queues of/);
-  assert.match(lines[2]!, /"d1_databases" .*\(DB\)/);
+  assert.match(lines[2]!, /"vectorize" .*\(DB\)/);
   const warned = check(
     await readProjectConfig(
       projectDir({

@@ -125,12 +125,16 @@ export class OwnedDatabase {
   /**
    * Runs one request's queries in one transaction; when they changed the database, answers once
    * the change is in the bucket. Throws D1QueryError (SQLite refused), NotDurable (the bucket did
-   * not take it) or DatabaseMoved.
+   * not take it) or DatabaseMoved. `readsWithoutLease`: the lease ran out while the bucket is down;
+   * a read is answered from this copy, a write fails as the bucket fails it.
    */
-  async execute(queries: D1Query[], format: ResultsFormat): Promise<D1Success[]> {
-    this.#checkServing();
+  async execute(queries: D1Query[], format: ResultsFormat, readsWithoutLease = false): Promise<D1Success[]> {
+    this.#checkServing(readsWithoutLease);
+    const before = walSize(this.#file);
     const results = runQueries(this.#db, queries, format);
-    if (walSize(this.#file) > this.#shipped) await this.#durable();
+    // A read ships nothing, even while an earlier failed write waits unshipped in the WAL.
+    if (walSize(this.#file) === before) return results;
+    await this.#durable();
     // Past this point the queries ran: losing the database now leaves their fate unknown to the
     // caller, which must not run them again blindly.
     if (this.#moved || !this.#options.mayServe()) {
@@ -151,9 +155,9 @@ export class OwnedDatabase {
     return this.#moved;
   }
 
-  #checkServing(): void {
+  #checkServing(readsWithoutLease: boolean): void {
     if (this.#closed) throw new DatabaseMoved('the database was closed on this node');
-    if (this.#moved || !this.#options.mayServe()) {
+    if (this.#moved || (!readsWithoutLease && !this.#options.mayServe())) {
       this.#moved = true;
       throw new DatabaseMoved('this node no longer holds the database');
     }

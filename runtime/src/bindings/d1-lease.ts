@@ -22,7 +22,7 @@ export interface D1LeaseRecord {
 /** How long a lease lasts unrenewed: a dead owner's databases move within this plus a restore. */
 export const D1_LEASE_TTL_MS = 10_000;
 /** The part of the lifetime a holder gives up early, for clock rate differences and slow writes. */
-const SAFETY_MARGIN_MS = 2_000;
+const safetyMarginMs = (ttlMs: number) => Math.min(2_000, ttlMs / 5);
 
 export type Acquired = { held: true; fence: number } | { held: false; holder: D1LeaseRecord };
 
@@ -107,6 +107,6 @@ export class D1Lease {
       etag ? { ifMatch: etag } : { ifNoneMatch: '*' },
     );
     this.#record = next;
-    this.#validUntil = sentAt + this.#ttlMs - SAFETY_MARGIN_MS;
+    this.#validUntil = sentAt + this.#ttlMs - safetyMarginMs(this.#ttlMs);
   }
 }

@@ -176,3 +176,69 @@ test('statements split at semicolons outside quotes, comments and trigger bodies
   );
   assert.deepEqual(splitStatements("INSERT INTO t VALUES ('it''s;')"), ["INSERT INTO t VALUES ('it''s;')"]);
 });
+
+/** The store double, with a switch that makes every call fail as an unreachable bucket does. */
+class FreezableStore extends MemoryStore {
+  frozen = false;
+  #check() {
+    if (this.frozen) throw new Error('the bucket did not answer');
+  }
+  override async get(key: string) {
+    this.#check();
+    return super.get(key);
+  }
+  override async put(key: string, body: Uint8Array | string, condition?: Parameters<MemoryStore['put']>[2]) {
+    this.#check();
+    return super.put(key, body, condition);
+  }
+  override async list(prefix: string, options: Parameters<MemoryStore['list']>[1]) {
+    this.#check();
+    return super.list(prefix, options);
+  }
+}
+
+test('the bucket frozen: a write fails with D1 failure, reads on the holder go on past its lease, and the write ships once the bucket is back', async () => {
+  const store = new FreezableStore();
+  const d1 = await node(store, 'n1', { leaseTtlMs: 1_000 });
+  try {
+    await send(d1, { sql: 'CREATE TABLE t (v)' });
+    await send(d1, { sql: 'INSERT INTO t VALUES (1)' });
+    store.frozen = true;
+    const refused = await send(d1, { sql: 'INSERT INTO t VALUES (2)' });
+    assert.equal(refused.json.success, false);
+    assert.match(refused.json.error, /^the bucket did not take the write: .*SQLITE_IOERR$/);
+    const lease = keys.runtimeD1Lease('app', 'main');
+    await waitUntil(async () => {
+      const record = store.objects.get(lease);
+      return record !== undefined && JSON.parse(Buffer.from(record.body).toString()).expires_ms < Date.now();
+    });
+    const read = await send(d1, { sql: 'SELECT count(*) AS c FROM t' });
+    assert.equal(
+      read.json.success,
+      true,
+      `the holder answers reads from its copy while the bucket is down: ${read.body}`,
+    );
+    const write = await send(d1, { sql: 'INSERT INTO t VALUES (3)' });
+    assert.equal(write.json.success, false, 'and no write');
+    store.frozen = false;
+    assert.equal((await send(d1, { sql: 'INSERT INTO t VALUES (4)' })).json.success, true);
+  } finally {
+    await d1.close();
+  }
+  // Whatever the failures left on the holder's copy was shipped with the write that succeeded.
+  const next = await node(store, 'n2');
+  try {
+    const rows = await send(next, { sql: 'SELECT v FROM t ORDER BY v' });
+    assert.deepEqual(rows.json.results, [{ v: 1 }, { v: 2 }, { v: 3 }, { v: 4 }]);
+  } finally {
+    await next.close();
+  }
+});
+
+async function waitUntil(condition: () => Promise<boolean>, deadlineMs = 10_000): Promise<void> {
+  const deadline = Date.now() + deadlineMs;
+  while (!(await condition())) {
+    if (Date.now() > deadline) throw new Error('the condition did not come true in time');
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}

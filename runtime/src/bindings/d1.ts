@@ -45,6 +45,8 @@ export interface D1ServiceOptions {
   idleMs?: number;
   /** The WAL size that starts a new generation (d1-database.ts `COMPACT_WAL_BYTES`). */
   compactWalBytes?: number;
+  /** The lease's lifetime (d1-lease.ts `D1_LEASE_TTL_MS`); tests shorten it. */
+  leaseTtlMs?: number;
 }
 
 /** An unused database's lease is released after this long. */
@@ -57,7 +59,11 @@ interface Open {
   lastUsedMs: number;
 }
 
-type Owner = { open: Open } | { holder: string };
+/**
+ * Who serves a database: this node (`bucketDown`: its lease ran out because the bucket does not
+ * answer, so it may still answer reads from its copy, never a write), or another node.
+ */
+type Owner = { open: Open; bucketDown?: boolean } | { holder: string };
 
 export class D1Service {
   readonly #options: D1ServiceOptions;
@@ -67,6 +73,10 @@ export class D1Service {
 
   constructor(options: D1ServiceOptions) {
     this.#options = options;
+  }
+
+  get #leaseTtlMs(): number {
+    return this.#options.leaseTtlMs ?? D1_LEASE_TTL_MS;
   }
 
   /**
@@ -94,7 +104,7 @@ export class D1Service {
       const { open } = owner;
       open.lastUsedMs = Date.now();
       try {
-        const results = await open.db.execute(parsed.queries, format);
+        const results = await open.db.execute(parsed.queries, format, owner.bucketDown === true);
         return {
           status: 200,
           headers: { 'content-type': 'application/json', [D1_BOOKMARK_HEADER]: open.db.bookmark },
@@ -124,7 +134,11 @@ export class D1Service {
     untilMs: number,
   ): Promise<{ bookmark: string } | { holder: string }> {
     await this.#drop(application, database);
-    const lease = new D1Lease({ store: this.#options.store, application, database }, this.#options.node);
+    const lease = new D1Lease(
+      { store: this.#options.store, application, database },
+      this.#options.node,
+      this.#leaseTtlMs,
+    );
     const acquired = await lease.acquire();
     if (!acquired.held) return { holder: acquired.holder.node };
     const db = await OwnedDatabase.take({ ...this.#ownedOptions(application, database, lease), untilMs });
@@ -145,7 +159,16 @@ export class D1Service {
   async #owner(application: string, database: string): Promise<Owner> {
     const name = `${application}\n${database}`;
     const open = this.#open.get(name);
-    if (open && !open.db.moved && open.lease.valid()) return { open };
+    if (open && !open.db.moved) {
+      if (open.lease.valid()) return { open };
+      // Past the lease: renew now. Refused means another node has it; no answer means the bucket
+      // is down, when nobody can take the database over and reads of this copy stay right.
+      try {
+        if (await open.lease.renew()) return { open };
+      } catch {
+        return { open, bucketDown: true };
+      }
+    }
     if (open) await this.#drop(application, database);
     let opening = this.#opening.get(name);
     if (!opening) {
@@ -157,7 +180,11 @@ export class D1Service {
 
   async #take(application: string, database: string): Promise<Owner> {
     if (this.#closed) throw new DatabaseMoved('the node is stopping');
-    const lease = new D1Lease({ store: this.#options.store, application, database }, this.#options.node);
+    const lease = new D1Lease(
+      { store: this.#options.store, application, database },
+      this.#options.node,
+      this.#leaseTtlMs,
+    );
     const acquired = await lease.acquire();
     if (!acquired.held) return { holder: acquired.holder.node };
     try {
@@ -196,7 +223,7 @@ export class D1Service {
             `renewing the lease of D1 database ${application}/${database} failed: ${err.message}`,
           ),
       );
-    }, D1_LEASE_TTL_MS / 3);
+    }, this.#leaseTtlMs / 3);
     open.renewal.unref();
     this.#open.set(`${application}\n${database}`, open);
     return open;
