@@ -204,22 +204,26 @@ export class NodeMetrics {
         for (const p of processes()) this.set({ application: p.application }, p.ready ? 1 : 0);
       },
     });
-    // Both read /proc once per scrape: the first collected reads it, the second the same answer.
-    let reading: Promise<{ application: string; cpuSeconds: number; residentBytes: number }[]> | null = null;
+    // Both read /proc once per scrape: prom-client collects every metric of a scrape before it
+    // awaits any, so the second one collected takes the answer the first read.
+    let read: ReturnType<typeof processUsage> | null = null;
     const usage = () => {
-      reading ??= processUsage(processes()).finally(() => {
-        reading = null;
-      });
-      return reading;
+      if (!read) {
+        read = processUsage(processes());
+        queueMicrotask(() => {
+          read = null;
+        });
+      }
+      return read;
     };
     new Counter({
       name: 'svc_runtime_process_cpu_seconds_total',
       help: "CPU time of the application's runtime processes on this node (cell-front and its workerd), in seconds",
       labelNames: ['application'],
       registers,
-      async collect() {
+      collect() {
         this.reset();
-        for (const p of await usage()) this.inc({ application: p.application }, p.cpuSeconds);
+        for (const p of usage()) this.inc({ application: p.application }, p.cpuSeconds);
       },
     });
     new Gauge({
@@ -227,9 +231,9 @@ export class NodeMetrics {
       help: "Resident memory of the application's runtime processes on this node, summed",
       labelNames: ['application'],
       registers,
-      async collect() {
+      collect() {
         this.reset();
-        for (const p of await usage()) this.inc({ application: p.application }, p.residentBytes);
+        for (const p of usage()) this.inc({ application: p.application }, p.residentBytes);
       },
     });
   }
@@ -295,9 +299,9 @@ export class NodeMetrics {
 }
 
 /** CPU and memory of each supervised process that has a pid, by its application. */
-async function processUsage(processes: { application: string; pid?: number }[]) {
+function processUsage(processes: { application: string; pid?: number }[]) {
   const led = processes.filter((p): p is { application: string; pid: number } => p.pid !== undefined);
-  const usage = await processGroupUsage(led.map((p) => p.pid));
+  const usage = processGroupUsage(led.map((p) => p.pid));
   return led.flatMap((p) => {
     const found = usage.get(p.pid);
     return found ? [{ application: p.application, ...found }] : [];
