@@ -5,6 +5,7 @@ import { Command, CommanderError } from 'commander';
 import { registerApp } from './cli/app.ts';
 import { registerCompletion } from './cli/completion.ts';
 import { registerConsole } from './cli/console.ts';
+import { registerD1 } from './cli/d1.ts';
 import { registerDeploy, registerDeployment } from './cli/deploy.ts';
 import { registerFleet } from './cli/fleet.ts';
 import { registerHealth } from './cli/health.ts';
@@ -43,6 +44,7 @@ export function buildProgram(): Command {
     // The bindings' data, after the commands of the contract.
     registerKv,
     registerR2,
+    registerD1,
     // The live tail, after the commands of the contract too.
     registerTail,
     // The web console, which acts as the commands above do.

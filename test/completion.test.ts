@@ -53,6 +53,7 @@ test('bash: top-level commands in help order, nested subcommands, flags of the t
     'wg',
     'kv',
     'r2',
+    'd1',
     'tail',
     'console',
   ]);

@@ -27,6 +27,7 @@ test("svc --help lists the top-level commands in the spec order, then the bindin
     'wg',
     'kv',
     'r2',
+    'd1',
     'tail',
     'console',
   ]);

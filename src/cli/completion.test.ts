@@ -52,6 +52,7 @@ test('the real program: top level in help order, completion itself hidden, neste
       'wg',
       'kv',
       'r2',
+      'd1',
       'tail',
       'console',
     ],
@@ -70,6 +71,13 @@ test('the real program: top level in help order, completion itself hidden, neste
     'r2 object get',
     'r2 object list',
     'r2 object delete',
+    'd1 list',
+    'd1 execute',
+    'd1 export',
+    'd1 migrations list',
+    'd1 migrations apply',
+    'd1 time-travel info',
+    'd1 time-travel restore',
   ])
     assert.ok(paths.includes(path), path);
   assert.ok(!paths.some((path) => path.startsWith('completion')));
