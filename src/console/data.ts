@@ -135,24 +135,28 @@ export interface FleetView {
   applications: number;
 }
 
+/**
+ * The state's placements name every application in the registry the key reaches (narrowed for a
+ * scoped key), so the fleet page needs no listing of every record.
+ */
 export async function fleetView(source: ConsoleSource): Promise<FleetView> {
-  const [state, listing, freeze] = await Promise.all([
+  const [state, freeze] = await Promise.all([
     callNode(source.target, 'GET', '/v1/state') as Promise<StateDocument>,
-    listApplications(source),
     readFreeze(source),
   ]);
-  const reachable = listing.scoped ? new Set(listing.applications.map((a) => a.name)) : null;
+  const scoped = state.scoped === true;
+  const reachable = scoped ? new Set(state.placements.map((p) => p.application)) : null;
   const records = keepReachable(await nodeRecords(source, state), reachable);
   return {
     actor: source.target.key?.id ?? '',
-    scoped: listing.scoped,
+    scoped,
     fromBucket: source.store !== null,
     nodes: nodeRows(records, (source.now ?? Date.now)()),
     processes: new Map(records.map((r) => [r.id, r.processes.length])),
     coordinator: state.coordinator,
     lease: state.lease,
     freeze,
-    applications: listing.applications.length,
+    applications: state.placements.length,
   };
 }
 
@@ -228,10 +232,9 @@ const CHART_STEPS = 60;
 
 export async function applicationView(source: ConsoleSource, name: string): Promise<ApplicationView> {
   // The record first: a name out of scope or without a record is the page's own refusal.
-  const [{ application }, state, listing, freeze] = await Promise.all([
+  const [{ application }, state, freeze] = await Promise.all([
     callNode(source.target, 'GET', app(name)) as Promise<{ application: AppRecord }>,
     callNode(source.target, 'GET', '/v1/state') as Promise<StateDocument>,
-    listApplications(source),
     readFreeze(source),
   ]);
   const records = await nodeRecords(source, state);
@@ -280,7 +283,7 @@ export async function applicationView(source: ConsoleSource, name: string): Prom
   ]);
   return {
     application,
-    scoped: listing.scoped,
+    scoped: state.scoped === true,
     replicas,
     placement: state.placements.find((p) => p.application === name) ?? null,
     platformHosts,
@@ -333,8 +336,8 @@ export async function eventsView(source: ConsoleSource, query: EventsQuery): Pro
   const store = source.store;
   if (!store)
     throw new Problem('capability-missing', NO_BUCKET.unavailable.title, NO_BUCKET.unavailable.detail);
-  const [listing, result] = await Promise.all([
-    listApplications(source),
+  const [state, result] = await Promise.all([
+    callNode(source.target, 'GET', '/v1/state') as Promise<StateDocument>,
     readTraces(store, {
       sinceMs: query.sinceMs,
       limit: Number.MAX_SAFE_INTEGER,
@@ -342,16 +345,18 @@ export async function eventsView(source: ConsoleSource, query: EventsQuery): Pro
       ...(query.application ? { application: query.application } : {}),
     }),
   ]);
-  const names = listing.applications.map((a) => a.name);
+  // The placements name every application the key reaches (docs/fleet.md "GET /v1/state").
+  const names = state.placements.map((p) => p.application).sort();
+  const scoped = state.scoped === true;
   const reachable = new Set(names);
   const kept = result.events.filter(
     (e) =>
-      (!listing.scoped || (e.application !== undefined && reachable.has(e.application))) &&
+      (!scoped || (e.application !== undefined && reachable.has(e.application))) &&
       (!query.kind || e.kind === query.kind || e.kind.startsWith(`${query.kind}.`)),
   );
   const beyondLimit = Math.max(0, kept.length - query.limit);
   return {
-    scoped: listing.scoped,
+    scoped,
     events: kept.slice(beyondLimit).reverse(),
     heldBack: result.heldBack,
     beyondLimit,
