@@ -79,7 +79,7 @@ func run() int {
 	go func() { _ = server.Serve(listener) }()
 	say(fmt.Sprintf("%s serving %s on http://%s as node %q", cfg.VersionLine, cfg.Application,
 		net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port)), cfg.Node))
-	theTail.Listen(TailSocketPath(cfg), say)
+	theTail.Listen(TailSocketPath(cfg), cfg.Node, cfg.Application, say)
 	go r.lease.Run()
 	go r.follower.Run()
 	reason := r.waitForStop(signals)

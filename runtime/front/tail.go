@@ -12,6 +12,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/http"
 	"os"
@@ -43,31 +44,61 @@ func TailSocketPath(cfg *Config) string {
 	return filepath.Join(filepath.Dir(cfg.HostSocket), "tails", hex.EncodeToString(sum[:8])+".sock")
 }
 
-// TailRecord is one line on the tail socket; Kind says which fields are set.
+// TailRecord is one line on the tail socket: the record `svc tail --format json` prints, the keys of
+// wrangler tail's JSON records (outcome, scriptName, exceptions, logs, eventTimestamp, event,
+// diagnosticsChannelEvents) plus kind and node, and for a request its duration and deployment.
+// The node passes the lines on as they are, so this is the one place their shape is made.
 type TailRecord struct {
-	Kind       string  `json:"kind"` // hello, request, log, exception, runtime, dropped
-	Ts         int64   `json:"ts"`
-	Method     string  `json:"method,omitempty"`
-	URL        string  `json:"url,omitempty"`
-	Status     int     `json:"status,omitempty"`
-	DurationMs float64 `json:"durationMs,omitempty"`
-	Outcome    string  `json:"outcome,omitempty"`
-	Deployment string  `json:"deployment,omitempty"`
-	Level      string  `json:"level,omitempty"`
-	Name       string  `json:"name,omitempty"`
-	Message    string  `json:"message,omitempty"`
-	Count      int64   `json:"count,omitempty"`
+	Kind                     string          `json:"kind"` // hello, request, log, exception, runtime, dropped
+	Node                     string          `json:"node,omitempty"`
+	ScriptName               string          `json:"scriptName,omitempty"`
+	Outcome                  string          `json:"outcome,omitempty"`
+	EventTimestamp           int64           `json:"eventTimestamp"`
+	Event                    *TailEvent      `json:"event"`
+	Logs                     []TailLog       `json:"logs"`
+	Exceptions               []TailException `json:"exceptions"`
+	DiagnosticsChannelEvents []struct{}      `json:"diagnosticsChannelEvents"`
+	DurationMs               *float64        `json:"durationMs,omitempty"`
+	Deployment               string          `json:"deployment,omitempty"`
+	Message                  string          `json:"message,omitempty"`
+	Dropped                  int64           `json:"dropped,omitempty"`
+}
+
+// TailEvent is a request record's event, as wrangler's.
+type TailEvent struct {
+	Request struct {
+		URL    string `json:"url"`
+		Method string `json:"method"`
+	} `json:"request"`
+	Response struct {
+		Status int `json:"status"`
+	} `json:"response"`
+}
+
+// TailLog is one console line, as wrangler's (its message a list of the call's arguments: here one string).
+type TailLog struct {
+	Message   []string `json:"message"`
+	Level     string   `json:"level"`
+	Timestamp int64    `json:"timestamp"`
+}
+
+// TailException is one uncaught exception, as wrangler's.
+type TailException struct {
+	Name      string `json:"name"`
+	Message   string `json:"message"`
+	Timestamp int64  `json:"timestamp"`
 }
 
 // Tail is the set of connections being fed.
 type Tail struct {
-	attached atomic.Int32
-	mu       sync.Mutex
-	subs     map[*tailSub]struct{}
-	listener net.Listener
-	path     string
-	stat     os.FileInfo
-	partial  []byte // an output line still without its end, kept only while attached
+	node, application string
+	attached          atomic.Int32
+	mu                sync.Mutex
+	subs              map[*tailSub]struct{}
+	listener          net.Listener
+	path              string
+	stat              os.FileInfo
+	partial           []byte // an output line still without its end, kept only while attached
 }
 
 type tailSub struct {
@@ -81,11 +112,13 @@ var theTail = &Tail{subs: map[*tailSub]struct{}{}}
 // Attached says whether anyone is tailing; the only cost to a request when nobody is.
 func (t *Tail) Attached() bool { return t.attached.Load() > 0 }
 
-// Listen opens the tail socket (a stale one left by a process that died is replaced).
-func (t *Tail) Listen(path string, log func(string)) {
+// Listen opens the tail socket (a stale one left by a process that died is replaced); its records
+// name the node and the application.
+func (t *Tail) Listen(path, node, application string, log func(string)) {
 	if path == "" {
 		return
 	}
+	t.node, t.application = node, application
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		log("cell: no live tail: " + err.Error())
 		return
@@ -147,7 +180,7 @@ func (t *Tail) serve(conn net.Conn) {
 	}()
 	out := bufio.NewWriter(conn)
 	// Said once the connection is counted: whatever happens from here reaches it.
-	hello, _ := json.Marshal(TailRecord{Kind: "hello", Ts: time.Now().UnixMilli()})
+	hello, _ := json.Marshal(t.record("hello", time.Now().UnixMilli()))
 	if _, err := out.Write(append(hello, '\n')); err != nil || out.Flush() != nil {
 		return
 	}
@@ -158,7 +191,7 @@ func (t *Tail) serve(conn net.Conn) {
 		case <-gone:
 			return
 		case line := <-sub.queue:
-			if sayDropped(out, sub) != nil {
+			if t.sayDropped(out, sub) != nil {
 				return
 			}
 			if _, err := out.Write(line); err != nil {
@@ -169,20 +202,31 @@ func (t *Tail) serve(conn net.Conn) {
 				return
 			}
 		case <-notice.C:
-			if sayDropped(out, sub) != nil || out.Flush() != nil {
+			if t.sayDropped(out, sub) != nil || out.Flush() != nil {
 				return
 			}
 		}
 	}
 }
 
+// record is an empty record of the kind: outcome ok, no event, no logs, no exceptions.
+func (t *Tail) record(kind string, ts int64) TailRecord {
+	return TailRecord{
+		Kind: kind, Node: t.node, ScriptName: t.application, Outcome: "ok", EventTimestamp: ts,
+		Logs: []TailLog{}, Exceptions: []TailException{}, DiagnosticsChannelEvents: []struct{}{},
+	}
+}
+
 // sayDropped writes the count of records dropped since the last count, if any.
-func sayDropped(out *bufio.Writer, sub *tailSub) error {
+func (t *Tail) sayDropped(out *bufio.Writer, sub *tailSub) error {
 	n := sub.dropped.Swap(0)
 	if n == 0 {
 		return nil
 	}
-	line, _ := json.Marshal(TailRecord{Kind: "dropped", Ts: time.Now().UnixMilli(), Count: n})
+	r := t.record("dropped", time.Now().UnixMilli())
+	r.Dropped = n
+	r.Message = fmt.Sprintf("%d records dropped by the runtime process on node %s: this tail read too slowly", n, t.node)
+	line, _ := json.Marshal(r)
 	_, err := out.Write(append(line, '\n'))
 	return err
 }
@@ -211,24 +255,29 @@ func (t *Tail) Publish(record TailRecord) {
 // Runtime passes on one of the front's own lines.
 func (t *Tail) Runtime(line string) {
 	if t.Attached() {
-		t.Publish(TailRecord{Kind: "runtime", Ts: time.Now().UnixMilli(), Message: line})
+		r := t.record("runtime", time.Now().UnixMilli())
+		r.Message = line
+		t.Publish(r)
 	}
 }
 
 // Request passes on one proxied request once its answer is over.
-func (t *Tail) Request(r *http.Request, w *statusRecorder, started time.Time, deployment string) {
+func (t *Tail) Request(req *http.Request, w *statusRecorder, started time.Time, deployment string) {
 	outcome := "ok"
 	switch {
-	case r.Context().Err() != nil:
+	case req.Context().Err() != nil:
 		outcome = "canceled"
 	case w.uncaught:
 		outcome = "exception"
 	}
-	t.Publish(TailRecord{
-		Kind: "request", Ts: started.UnixMilli(), Method: r.Method, URL: requestURL(r),
-		Status: w.status, DurationMs: float64(time.Since(started).Microseconds()) / 1e3,
-		Outcome: outcome, Deployment: deployment,
-	})
+	r := t.record("request", started.UnixMilli())
+	r.Outcome = outcome
+	r.Event = &TailEvent{}
+	r.Event.Request.URL, r.Event.Request.Method = requestURL(req), req.Method
+	r.Event.Response.Status = w.status
+	duration := float64(time.Since(started).Microseconds()) / 1e3
+	r.DurationMs, r.Deployment = &duration, deployment
+	t.Publish(r)
 }
 
 // requestURL is the URL the client asked for, as far as the front can tell (the ingress keeps
@@ -270,24 +319,35 @@ func (t *Tail) Output(p []byte) {
 	}
 	t.mu.Unlock()
 	for _, line := range lines {
-		t.Publish(outputRecord(strings.TrimRight(line, "\r"), now))
+		t.Publish(t.outputRecord(strings.TrimRight(line, "\r"), now))
 	}
 }
 
 // outputRecord tells a worker's console line from workerd's own lines and its uncaught exceptions.
-func outputRecord(line string, now int64) TailRecord {
+func (t *Tail) outputRecord(line string, now int64) TailRecord {
 	if len(line) > tailLineMax {
 		line = line[:tailLineMax]
 	}
 	m := workerdLine.FindStringSubmatch(line)
 	if m == nil {
-		return TailRecord{Kind: "log", Ts: now, Level: "log", Message: line}
+		r := t.record("log", now)
+		r.Logs = []TailLog{{Message: []string{line}, Level: "log", Timestamp: now}}
+		return r
 	}
 	if u := uncaughtText.FindStringSubmatch(m[2]); u != nil {
-		return TailRecord{Kind: "exception", Ts: now, Name: u[1], Message: u[2]}
+		return t.exception(now, u[1], u[2])
 	}
 	if strings.Contains(m[2], "Uncaught") {
-		return TailRecord{Kind: "exception", Ts: now, Name: "Error", Message: m[2]}
+		return t.exception(now, "Error", m[2])
 	}
-	return TailRecord{Kind: "runtime", Ts: now, Level: m[1], Message: "workerd: " + m[2]}
+	r := t.record("runtime", now)
+	r.Message = "workerd: " + m[1] + ": " + m[2]
+	return r
+}
+
+func (t *Tail) exception(now int64, name, message string) TailRecord {
+	r := t.record("exception", now)
+	r.Outcome = "exception"
+	r.Exceptions = []TailException{{Name: name, Message: message, Timestamp: now}}
+	return r
 }

@@ -82,7 +82,8 @@ async function tailAction(flags: TailFlags): Promise<void> {
       'No operator key',
       'pass --key, set SVC_OPERATOR_KEY, or add a remote with svc remote add',
     );
-  const print = format === 'json' ? (m: TailMessage) => JSON.stringify(m) : pretty;
+  // The node sends each record as one JSON line already: --format json passes it on as it came.
+  const print = format === 'json' ? null : pretty;
   await follow(target, application, filters, print);
 }
 
@@ -91,7 +92,7 @@ async function follow(
   target: Target,
   application: string,
   filters: TailFilters,
-  print: (m: TailMessage) => string,
+  print: Printer,
 ): Promise<void> {
   const ended = new AbortController();
   const end = () => ended.abort();
@@ -141,7 +142,7 @@ async function stream(
   endpoint: string,
   path: string,
   ended: AbortSignal,
-  print: (m: TailMessage) => string,
+  print: Printer,
   connected: () => void,
 ): Promise<void> {
   const url = new URL(`${endpoint}${path}`);
@@ -188,8 +189,12 @@ async function stream(
   });
 }
 
-function render(line: string, print: (m: TailMessage) => string): string {
+/** How records are shown: null passes each JSON line on as the node sent it. */
+type Printer = ((m: TailMessage) => string) | null;
+
+function render(line: string, print: Printer): string {
   if (line === '') return '';
+  if (print === null) return `${line}\n`;
   try {
     return `${print(JSON.parse(line) as TailMessage)}\n`;
   } catch {

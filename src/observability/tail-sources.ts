@@ -8,12 +8,12 @@
 import { createHash } from 'node:crypto';
 import { connect, type Socket } from 'node:net';
 import { join } from 'node:path';
-import { createInterface } from 'node:readline';
 import type { Writable } from 'node:stream';
 import {
   droppedMessage,
-  fromFront,
   keeps,
+  keepsAll,
+  parseMessage,
   runtimeMessage,
   type TailFilters,
   type TailMessage,
@@ -45,10 +45,16 @@ export class TailOutput {
     this.#limit = limit;
   }
 
-  write(m: TailMessage): void {
+  /** One record the node made. */
+  message(m: TailMessage): void {
+    this.lines(`${JSON.stringify(m)}\n`);
+  }
+
+  /** Whole record lines as they came, written at once (one chunk, not one per record). */
+  lines(text: string): void {
     if (this.#out.destroyed || this.#out.writableEnded) return;
     if (this.#out.writableLength > this.#limit) {
-      this.#dropped++;
+      this.#dropped += countLines(text);
       return;
     }
     if (this.#dropped > 0) {
@@ -56,8 +62,47 @@ export class TailOutput {
       this.#dropped = 0;
       this.#out.write(`${JSON.stringify(notice)}\n`);
     }
-    this.#out.write(`${JSON.stringify(m)}\n`);
+    this.#out.write(text);
   }
+}
+
+function countLines(text: string): number {
+  let n = 0;
+  for (let i = text.indexOf('\n'); i >= 0; i = text.indexOf('\n', i + 1)) n++;
+  return n;
+}
+
+/**
+ * Splits a stream into whole lines, `pending` keeping a line still without its end: answers the
+ * whole lines of the chunk as one text ('' when none ended).
+ */
+export class LineBuffer {
+  #pending = '';
+
+  push(chunk: string): string {
+    const end = chunk.lastIndexOf('\n');
+    if (end < 0) {
+      this.#pending += chunk;
+      return '';
+    }
+    const whole = this.#pending + chunk.slice(0, end + 1);
+    this.#pending = chunk.slice(end + 1);
+    return whole;
+  }
+}
+
+/** Whole record lines of a source, passed on as they are, or one by one through the filters. */
+function passLines(text: string, filters: TailFilters, out: TailOutput): void {
+  if (keepsAll(filters)) {
+    out.lines(text);
+    return;
+  }
+  let kept = '';
+  for (const line of text.split('\n')) {
+    const m = line === '' ? null : parseMessage(line);
+    if (m && keeps(m, filters)) kept += `${line}\n`;
+  }
+  if (kept !== '') out.lines(kept);
 }
 
 /** A source that runs until stopped. */
@@ -74,12 +119,7 @@ interface Where {
  * Follows the runtime process's tail socket on this node: while none is there (no process, or
  * one restarting) it looks again every 2 s at most, saying when it attaches and when it lost one.
  */
-export function followLocal(
-  path: string,
-  where: Where,
-  filters: TailFilters,
-  emit: (m: TailMessage) => void,
-): TailSource {
+export function followLocal(path: string, where: Where, filters: TailFilters, out: TailOutput): TailSource {
   let stopped = false;
   let socket: Socket | null = null;
   let timer: NodeJS.Timeout | null = null;
@@ -92,22 +132,24 @@ export function followLocal(
     socket = s;
     let attached = false;
     s.on('connect', () => {
-      createInterface({ input: s, crlfDelay: Number.POSITIVE_INFINITY }).on('line', (line) => {
-        if (!attached) {
-          // The process's first line says it counts this connection: from here nothing is missed.
+      const lines = new LineBuffer();
+      s.setEncoding('utf8');
+      s.on('data', (chunk: string) => {
+        let text = lines.push(chunk);
+        if (!attached && text !== '') {
+          // The process's first line (its hello) says it counts this connection: nothing after is missed.
           attached = true;
           wait = RETRY_FIRST_MS;
           told = false;
-          emit(
+          out.message(
             runtimeMessage(
               where,
               `tail: attached to the runtime process of ${where.application} on node ${where.node}`,
             ),
           );
-          return;
+          text = text.slice(text.indexOf('\n') + 1);
         }
-        const m = fromFront(line, where);
-        if (m && keeps(m, filters)) emit(m);
+        if (text !== '') passLines(text, filters, out);
       });
     });
     s.on('error', () => {});
@@ -115,14 +157,14 @@ export function followLocal(
       socket = null;
       if (stopped) return;
       if (attached) {
-        emit(
+        out.message(
           runtimeMessage(
             where,
             `tail: the runtime process on node ${where.node} went away; waiting for the next one`,
           ),
         );
       } else if (!told) {
-        emit(
+        out.message(
           runtimeMessage(
             where,
             `tail: no runtime process of ${where.application} runs on node ${where.node} yet; waiting for one`,
@@ -162,7 +204,7 @@ export function followPeer(
     mintToken: () => Promise<string>;
     query: URLSearchParams;
     stillServes: () => boolean;
-    emit: (m: TailMessage) => void;
+    out: TailOutput;
   },
 ): TailSource {
   let stopped = false;
@@ -183,16 +225,16 @@ export function followPeer(
           reason = `it answered ${response.status}`;
           await response.body?.cancel();
         } else {
-          if (lost) options.emit(runtimeMessage(peerWhere, `tail: node ${peer.id} answers again`));
+          if (lost) options.out.message(runtimeMessage(peerWhere, `tail: node ${peer.id} answers again`));
           lost = false;
           wait = RETRY_FIRST_MS;
-          await readLines(response.body, (line) => {
-            try {
-              options.emit(JSON.parse(line) as TailMessage);
-            } catch {
-              // A line cut off by the peer's end is no record.
-            }
-          });
+          // The peer applied the filters: its whole lines go on as they are.
+          const lines = new LineBuffer();
+          const decoder = new TextDecoder();
+          for await (const chunk of response.body) {
+            const text = lines.push(decoder.decode(chunk, { stream: true }));
+            if (text !== '') options.out.lines(text);
+          }
           reason = 'the stream ended';
         }
       } catch (err) {
@@ -200,7 +242,9 @@ export function followPeer(
       }
       if (stopped) return;
       if (!lost)
-        options.emit(runtimeMessage(peerWhere, `tail: lost node ${peer.id} (${reason}); reconnecting`));
+        options.out.message(
+          runtimeMessage(peerWhere, `tail: lost node ${peer.id} (${reason}); reconnecting`),
+        );
       lost = true;
       await new Promise((resolve) => setTimeout(resolve, wait));
       wait = Math.min(wait * 2, RETRY_MAX_MS);
@@ -213,19 +257,4 @@ export function followPeer(
       abort?.abort();
     },
   };
-}
-
-async function readLines(body: ReadableStream<Uint8Array>, onLine: (line: string) => void): Promise<void> {
-  const decoder = new TextDecoder();
-  let pending = '';
-  for await (const chunk of body) {
-    pending += decoder.decode(chunk, { stream: true });
-    let end = pending.indexOf('\n');
-    while (end >= 0) {
-      const line = pending.slice(0, end);
-      pending = pending.slice(end + 1);
-      if (line !== '') onLine(line);
-      end = pending.indexOf('\n');
-    }
-  }
 }

@@ -1,33 +1,16 @@
 // The live tail's records and filters (docs/observability.md "svc tail"). A runtime process writes
-// short records on its tail socket (runtime/front/tail.go); the node turns each into the record
-// `wrangler tail --format json` prints (outcome, scriptName, exceptions, logs, eventTimestamp,
-// event), adding which node it came from and what kind of line it is, and keeps those the
-// filters ask for. The same filters are applied on every node, so a peer sends only what the
-// operator asked for.
+// each record on its tail socket as `svc tail --format json` prints it (runtime/front/tail.go makes
+// them: the keys of `wrangler tail`'s JSON records plus `kind` and `node`); the node passes the lines
+// on as they are, parsing them only to apply the filters the operator asked for. The same filters
+// are applied on every node, so a peer sends only what the operator asked for. The node's own lines
+// (attached, lost, dropped) are made here in the same shape.
 
 import { Problem } from '../problem.ts';
 import { isNodeId } from '../registry/names.ts';
 
-/** A line of a runtime process's tail socket. */
-export interface FrontRecord {
-  /** `hello` opens every connection (not a record of the tail). */
-  kind: 'hello' | 'request' | 'log' | 'exception' | 'runtime' | 'dropped';
-  ts: number;
-  method?: string;
-  url?: string;
-  status?: number;
-  durationMs?: number;
-  outcome?: string;
-  deployment?: string;
-  level?: string;
-  name?: string;
-  message?: string;
-  count?: number;
-}
-
 /** One record of the tail, in wrangler's shape plus `kind`, `node` and svc's own fields. */
 export interface TailMessage {
-  kind: Exclude<FrontRecord['kind'], 'hello'>;
+  kind: 'request' | 'log' | 'exception' | 'runtime' | 'dropped';
   node: string;
   scriptName: string;
   outcome: string;
@@ -43,6 +26,18 @@ export interface TailMessage {
   message?: string;
   /** dropped: how many records were lost. */
   dropped?: number;
+}
+
+const KINDS = new Set(['request', 'log', 'exception', 'runtime', 'dropped']);
+
+/** The record a line of the tail holds; null for a line that is none (the socket's hello). */
+export function parseMessage(line: string): TailMessage | null {
+  try {
+    const m = JSON.parse(line) as TailMessage;
+    return typeof m === 'object' && m !== null && KINDS.has(m.kind) ? m : null;
+  } catch {
+    return null;
+  }
 }
 
 function message(
@@ -63,44 +58,6 @@ function message(
   };
 }
 
-/** The tail record of one line of the tail socket; null for a line that is none. */
-export function fromFront(line: string, where: { node: string; application: string }): TailMessage | null {
-  let r: FrontRecord;
-  try {
-    r = JSON.parse(line) as FrontRecord;
-  } catch {
-    return null;
-  }
-  if (typeof r !== 'object' || r === null || typeof r.ts !== 'number') return null;
-  if (r.kind === 'hello') return null;
-  const m = message(r.kind, where, r.ts);
-  switch (r.kind) {
-    case 'request':
-      m.outcome = r.outcome ?? 'ok';
-      m.event = {
-        request: { url: r.url ?? '', method: r.method ?? '' },
-        response: { status: r.status ?? 0 },
-      };
-      m.durationMs = r.durationMs ?? 0;
-      if (r.deployment) m.deployment = r.deployment;
-      return m;
-    case 'log':
-      m.logs = [{ message: [r.message ?? ''], level: r.level ?? 'log', timestamp: r.ts }];
-      return m;
-    case 'exception':
-      m.outcome = 'exception';
-      m.exceptions = [{ name: r.name ?? 'Error', message: r.message ?? '', timestamp: r.ts }];
-      return m;
-    case 'runtime':
-      m.message = r.message ?? '';
-      return m;
-    case 'dropped':
-      return droppedMessage(where, r.count ?? 0, 'the runtime process', r.ts);
-    default:
-      return null;
-  }
-}
-
 /** A line of the tail's own (connected, lost, reconnecting), as a runtime record. */
 export function runtimeMessage(where: { node: string; application: string }, text: string): TailMessage {
   const m = message('runtime', where, Date.now());
@@ -119,6 +76,16 @@ export function droppedMessage(
   m.dropped = count;
   m.message = `${count} record${count === 1 ? '' : 's'} dropped by ${who} on node ${where.node}: this tail read too slowly`;
   return m;
+}
+
+/** Whether the filters keep everything but other nodes (then lines need no parsing). */
+export function keepsAll(filters: TailFilters): boolean {
+  return (
+    filters.status === undefined &&
+    filters.method === undefined &&
+    filters.search === undefined &&
+    filters.samplingRate === undefined
+  );
 }
 
 /** What the operator asked to see; absent fields keep everything. */

@@ -8,7 +8,7 @@
 
 import type { FastifyInstance } from 'fastify';
 import { callerOf } from '../../auth/guard.ts';
-import { filterQuery, parseFilters, type TailFilters, type TailMessage } from '../../observability/tail.ts';
+import { filterQuery, parseFilters, type TailFilters } from '../../observability/tail.ts';
 import {
   followLocal,
   followPeer,
@@ -54,11 +54,10 @@ export async function tailRoutes(app: FastifyInstance, ctx: NodeContext): Promis
       raw.flushHeaders();
       const where = { node: ctx.nodeId, application: name };
       const out = new TailOutput(raw, where);
-      const emit = (m: TailMessage) => out.write(m);
       const sources: TailSource[] = [];
       if (wanted(filters, ctx.nodeId))
-        sources.push(followLocal(tailSocketPath(ctx.settings.node.stateDir, name), where, filters, emit));
-      const stopPeers = caller.kind === 'node' ? () => {} : followPeers(ctx, name, filters, emit);
+        sources.push(followLocal(tailSocketPath(ctx.settings.node.stateDir, name), where, filters, out));
+      const stopPeers = caller.kind === 'node' ? () => {} : followPeers(ctx, name, filters, out);
       request.raw.socket.on('close', () => {
         for (const source of sources) source.stop();
         stopPeers();
@@ -76,7 +75,7 @@ function followPeers(
   ctx: NodeContext,
   application: string,
   filters: TailFilters,
-  emit: (m: TailMessage) => void,
+  out: TailOutput,
 ): () => void {
   const mint = ctx.mintNodeToken;
   if (!mint || !ctx.fleet) return () => {};
@@ -115,7 +114,7 @@ function followPeers(
                   if (!still) followed.delete(node);
                   return still;
                 },
-                emit,
+                out,
               },
             ),
           );
