@@ -95,7 +95,8 @@ export class D1Service {
     for (let attempt = 0; attempt < 3; attempt++) {
       const owner = await this.#owner(request.application, request.database);
       if ('holder' in owner) {
-        if (forwarded || !this.#options.forward)
+        if (forwarded) return failure(`the database moved to node ${owner.holder} meanwhile; retry`);
+        if (!this.#options.forward)
           return failure(
             `the database is served by node ${owner.holder}, which this node cannot reach; retry`,
           );

@@ -110,15 +110,13 @@ export async function d1Routes(app: FastifyInstance, ctx: NodeContext): Promise<
             );
           return sendAnswer(
             reply,
-            await forwardTo(
-              ctx,
-              restored.holder,
-              `/d1/databases/${encodeURIComponent(db)}/time-travel/restore`,
-              name,
-              JSON.stringify({ timestamp }),
-              '',
-              true,
-            ),
+            await forwardTo(ctx, {
+              holder: restored.holder,
+              application: name,
+              path: `/d1/databases/${encodeURIComponent(db)}/time-travel/restore`,
+              body: JSON.stringify({ timestamp }),
+              passStatus: true,
+            }),
           );
         }
         logD1(ctx, request, 'd1.restore', name, db, { timestamp });
@@ -220,20 +218,28 @@ async function checkDatabase(store: Store, application: string, database: string
   );
 }
 
+/** What a forward sends where: the holder, the route path after the application, the body. */
+interface Forward {
+  holder: string;
+  application: string;
+  path: string;
+  body: string;
+  query?: string;
+  /** Answer the holder's status and body as they are (a restore); else a failure is D1's. */
+  passStatus?: boolean;
+  /** Holders' addresses already read, with when each was read: a query needs no bucket read. */
+  addresses?: Map<string, { advertise: string; readMs: number }>;
+}
+
+/** How long a holder's address read from its node record is used before it is read again. */
+const ADDRESS_TTL_MS = 30_000;
+
 /**
  * Sends a D1 request once to the node holding the database, under a fresh node token, and
  * answers what it answered (the runtime host's `forward`, and a restore sent to the wrong node).
  */
-export async function forwardTo(
-  ctx: NodeContext,
-  holder: string,
-  path: string,
-  application: string,
-  body: string,
-  query = '',
-  /** Answer the holder's status and body as they are (a restore); else a failure is D1's. */
-  passStatus = false,
-): Promise<D1Answer> {
+export async function forwardTo(ctx: NodeContext, forward: Forward): Promise<D1Answer> {
+  const { holder } = forward;
   const unreachable = (why: string): D1Answer => ({
     status: 200,
     headers: { 'content-type': 'application/json' },
@@ -242,23 +248,24 @@ export async function forwardTo(
       error: `the database is served by node ${holder}, ${why}; retry`,
     }),
   });
-  const record = await getJson<{ advertise?: string }>(ctx.store, keys.nodeRecord(holder));
-  if (!record?.value.advertise || !ctx.mintNodeToken) return unreachable('which this node cannot reach');
+  const advertise = await addressOf(ctx, holder, forward.addresses);
+  if (!advertise || !ctx.mintNodeToken) return unreachable('which this node cannot reach');
   let response: Response;
   try {
     response = await fetch(
-      `http://${record.value.advertise}/v1/applications/${encodeURIComponent(application)}${path}${query}`,
+      `http://${advertise}/v1/applications/${encodeURIComponent(forward.application)}${forward.path}${forward.query ?? ''}`,
       {
         method: 'POST',
         headers: { authorization: `Bearer ${await ctx.mintNodeToken()}`, 'content-type': 'application/json' },
-        body,
+        body: forward.body,
         signal: AbortSignal.timeout(D1_LEASE_TTL_MS * 3),
       },
     );
   } catch (err) {
+    forward.addresses?.delete(holder);
     return unreachable(`which did not answer (${(err as Error).message})`);
   }
-  if (!response.ok && !passStatus) {
+  if (!response.ok && !forward.passStatus) {
     const problem = (await response.json().catch(() => ({}))) as { title?: string; detail?: string };
     return unreachable(`which answered ${response.status} ${problem.title ?? ''}: ${problem.detail ?? ''}`);
   }
@@ -270,15 +277,29 @@ export async function forwardTo(
   return { status: response.status, headers, body: await response.text() };
 }
 
+async function addressOf(
+  ctx: NodeContext,
+  holder: string,
+  addresses: Forward['addresses'],
+): Promise<string | undefined> {
+  const known = addresses?.get(holder);
+  if (known && Date.now() - known.readMs < ADDRESS_TTL_MS) return known.advertise;
+  const record = await getJson<{ advertise?: string }>(ctx.store, keys.nodeRecord(holder));
+  const advertise = record?.value.advertise;
+  if (advertise) addresses?.set(holder, { advertise, readMs: Date.now() });
+  return advertise;
+}
+
 /** The runtime host's `forward` for this node: a worker's query to the database's holder. */
 export function forwardQuery(ctx: NodeContext) {
+  const addresses = new Map<string, { advertise: string; readMs: number }>();
   return (holder: string, request: D1Request): Promise<D1Answer> =>
-    forwardTo(
-      ctx,
+    forwardTo(ctx, {
       holder,
-      `/d1/databases/${encodeURIComponent(request.database)}/query`,
-      request.application,
-      request.body,
-      request.format ? `?resultsFormat=${encodeURIComponent(request.format)}` : '',
-    );
+      application: request.application,
+      path: `/d1/databases/${encodeURIComponent(request.database)}/query`,
+      body: request.body,
+      query: request.format ? `?resultsFormat=${encodeURIComponent(request.format)}` : '',
+      addresses,
+    });
 }
