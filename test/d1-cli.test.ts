@@ -495,7 +495,7 @@ describe('the D1 routes refuse with a problem document', () => {
     );
   });
 
-  test('scope: a key scoped to other-* is refused on every route of shop-notes', async () => {
+  test('scope: a key scoped to other-* and no token are refused on every route; a node token on the listing and info', async () => {
     for (const [method, path, body] of [
       ['GET', BASE, undefined],
       ['POST', query('notes'), { sql: 'SELECT 1' }],
@@ -508,6 +508,16 @@ describe('the D1 routes refuse with a problem document', () => {
         'auth-scope',
         'Out of scope',
       );
+      assertProblem(await call(node.url, method, path, { body }), 401, 'auth-invalid', 'Token rejected');
     }
+    // Nodes send workers' queries and restores on to the holder; the listing and info are operators'.
+    const nodeToken = await bucket.node('node-caller');
+    for (const path of [BASE, `${BASE}/notes/time-travel`])
+      assertProblem(
+        await call(node.url, 'GET', path, { signer: nodeToken }),
+        403,
+        'auth-scope',
+        'Operator key required',
+      );
   });
 });
