@@ -189,7 +189,11 @@ test('a Prometheus server scrapes both nodes: daemon, request, process and bindi
       statuses.push(await get(node.httpPort, path));
       return statuses.at(-1);
     };
-    await waitFor(async () => (await read('/get?key=shared')) === 200, `Caddy to route ${HOST}`);
+    await waitFor(
+      async () => (await read('/get?key=shared')) === 200,
+      `Caddy to route ${HOST}`,
+      SCRAPED_DEADLINE_MS,
+    );
     assert.equal(await read('/get?key=shared'), 200);
     assert.equal(await read('/get?key=shared'), 200);
     assert.equal(await read('/nothing'), 404);
@@ -318,13 +322,17 @@ test('a Prometheus server scrapes both nodes: daemon, request, process and bindi
   // and no restarts, none fires once both nodes are scraped (an evaluation between the first
   // scrapes of the two may see only the node without the lease, and SvcNoCoordinator pends).
   let loaded: { name: string; health: string; state: string; lastError?: string }[] = [];
-  const evaluated = await waitFor(async () => {
-    const data = (await prometheus!.api('/api/v1/rules')) as { groups: { rules: typeof loaded }[] };
-    loaded = data.groups.flatMap((g) => g.rules);
-    return loaded.length > 0 && loaded.every((r) => r.health === 'ok' && r.state === 'inactive')
-      ? loaded
-      : undefined;
-  }, 'the rules to be evaluated, neither firing').catch((err: Error) => {
+  const evaluated = await waitFor(
+    async () => {
+      const data = (await prometheus!.api('/api/v1/rules')) as { groups: { rules: typeof loaded }[] };
+      loaded = data.groups.flatMap((g) => g.rules);
+      return loaded.length > 0 && loaded.every((r) => r.health === 'ok' && r.state === 'inactive')
+        ? loaded
+        : undefined;
+    },
+    'the rules to be evaluated, neither firing',
+    SCRAPED_DEADLINE_MS,
+  ).catch((err: Error) => {
     throw new Error(`${err.message}: ${JSON.stringify(loaded)}`);
   });
   assert.deepEqual(
