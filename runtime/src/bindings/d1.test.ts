@@ -4,6 +4,7 @@
 // SQLite; the bucket is the in-memory store double.
 
 import assert from 'node:assert/strict';
+import { existsSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -242,3 +243,13 @@ async function waitUntil(condition: () => Promise<boolean>, deadlineMs = 10_000)
     await new Promise((resolve) => setTimeout(resolve, 20));
   }
 }
+
+test('closing leaves no copy of a database on the node', async () => {
+  const store = new MemoryStore();
+  const d1 = await node(store, 'n1');
+  await send(d1, { sql: 'CREATE TABLE t (v)' });
+  const dataDir = dirs.at(-1)!;
+  assert.equal(existsSync(join(dataDir, 'app', 'main', 'db.sqlite')), true);
+  await d1.close();
+  assert.equal(existsSync(join(dataDir, 'app', 'main')), false);
+});

@@ -7,6 +7,7 @@
 // (`forward`). A database unused for a minute is closed and its lease released, so an idle
 // database costs nothing.
 
+import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Store } from '../../../src/store/store.ts';
 import { DatabaseMoved, NotDurable, OwnedDatabase } from './d1-database.ts';
@@ -237,6 +238,8 @@ export class D1Service {
     this.#open.delete(name);
     clearInterval(open.renewal);
     open.db.close();
+    // The copy is never reused: taking the database again restores it from the bucket.
+    await rm(join(this.#options.dataDir, application, database), { recursive: true, force: true });
     await open.lease
       .release()
       .catch((err: Error) =>
