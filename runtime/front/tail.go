@@ -4,11 +4,12 @@ package main
 // to the tail socket, the front writes one JSON line per request it proxied, per line of
 // workerd's output and per line of its own, to every connection. Nobody connected costs each
 // request one atomic load. A connection that is read slowly never slows serving: each has a
-// bounded queue, and what does not fit is dropped, counted, and the count written when there is
-// room again.
+// bounded queue, and what does not fit is dropped, counted, and the count written with the next
+// batch.
 
 import (
 	"bufio"
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -27,8 +28,10 @@ import (
 const (
 	// tailQueue bounds the records waiting for one connection.
 	tailQueue = 1024
-	// tailDropNotice is how soon a count of dropped records is written when no record follows.
-	tailDropNotice = time.Second
+	// tailFlushEvery is how long a record may wait in the connection's buffer (64 KiB, written at
+	// once when full): records go out in batches, not one write each.
+	tailFlushEvery = 20 * time.Millisecond
+	tailBuffer     = 64 << 10
 	// tailLineMax bounds one output line passed on (the rest is cut).
 	tailLineMax = 16 << 10
 )
@@ -178,31 +181,28 @@ func (t *Tail) serve(conn net.Conn) {
 		t.mu.Unlock()
 		_ = conn.Close()
 	}()
-	out := bufio.NewWriter(conn)
+	out := bufio.NewWriterSize(conn, tailBuffer)
 	// Said once the connection is counted: whatever happens from here reaches it.
 	hello, _ := json.Marshal(t.record("hello", time.Now().UnixMilli()))
 	if _, err := out.Write(append(hello, '\n')); err != nil || out.Flush() != nil {
 		return
 	}
-	notice := time.NewTicker(tailDropNotice)
-	defer notice.Stop()
+	flush := time.NewTicker(tailFlushEvery)
+	defer flush.Stop()
 	for {
 		select {
 		case <-gone:
 			return
 		case line := <-sub.queue:
-			if t.sayDropped(out, sub) != nil {
-				return
-			}
 			if _, err := out.Write(line); err != nil {
 				return
 			}
-			// Write what is queued together; flush when the queue is empty.
-			if len(sub.queue) == 0 && out.Flush() != nil {
+		case <-flush.C:
+			// The count of what was dropped goes out with the next batch.
+			if t.sayDropped(out, sub) != nil {
 				return
 			}
-		case <-notice.C:
-			if t.sayDropped(out, sub) != nil || out.Flush() != nil {
+			if out.Buffered() > 0 && out.Flush() != nil {
 				return
 			}
 		}
@@ -306,7 +306,7 @@ func (t *Tail) Output(p []byte) {
 	t.partial = append(t.partial, p...)
 	var lines []string
 	for {
-		end := strings.IndexByte(string(t.partial), '\n')
+		end := bytes.IndexByte(t.partial, '\n')
 		if end < 0 {
 			break
 		}
