@@ -107,6 +107,37 @@ describe('D1 in real workerd', () => {
       minio = await minioStarting;
     });
 
+    it('with the bucket frozen, a write fails with D1_ERROR and never hangs, reads on the holder go on, and nothing is lost once it thaws', async () => {
+      const name = await minio.createBucket();
+      const bucket = s3BucketEnv(minio.bucketOptions(name));
+      assert.equal((await publish(join(EXAMPLES, 'd1'), 'd1-frozen', bucket)).code, 0);
+      const a = await serve('d1-frozen', 'node-a', bucket);
+      assert.ok((await json(`${a.url}/insert?v=before`)).id);
+      minio.freeze();
+      try {
+        const refused = await fetchText(`${a.url}/insert?v=during`, { signal: AbortSignal.timeout(60_000) });
+        assert.ok(refused, 'the write was answered');
+        assert.match(
+          JSON.parse(refused.body).error,
+          /^D1_ERROR: the bucket did not take the write: .*SQLITE_IOERR$/,
+        );
+        // The failed write took the store's whole deadline, longer than the lease: reads go on past it.
+        const read = (await json(`${a.url}/count`)) as { count: number; values: string[] };
+        assert.deepEqual(read.values.slice(0, 1), ['before']);
+      } finally {
+        minio.thaw();
+      }
+      assert.ok((await json(`${a.url}/insert?v=after`)).id);
+      await a.stop('SIGTERM');
+      const b = await serve('d1-frozen', 'node-b', bucket);
+      const rows = (await json(`${b.url}/count`)) as { values: string[] };
+      assert.deepEqual(
+        rows.values.filter((v) => v !== 'during'),
+        ['before', 'after'],
+        'every acknowledged row; the refused one may or may not be there',
+      );
+    });
+
     it('answers the same on a real S3 server, and another node restores every row after a clean stop', async () => {
       const name = await minio.createBucket();
       const bucket = s3BucketEnv(minio.bucketOptions(name), { prefix: 'fleet-d1/' });
