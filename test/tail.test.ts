@@ -369,4 +369,60 @@ describe('svc tail on two nodes', () => {
     tail.child.kill('SIGINT');
     assert.equal(await tail.exited, 0, tail.stderr());
   });
+
+  test('the runtime process restarted, and the node svc tail talks to restarted: both said, the tail carries on', async () => {
+    const tail = startTail(a, viewer, ['--node-id', a.nodeId]);
+    tails.push(tail);
+    await attached(tail, [a.nodeId]);
+    const record = await getJson<NodeRecord>(bucket.store, keys.nodeRecord(a.nodeId));
+    const pid = record?.value.processes?.find((p) => p.application === APP)?.pid;
+    assert.ok(pid !== undefined, 'the node record names the runtime process');
+    process.kill(pid, 'SIGKILL');
+    await waitFor(
+      () =>
+        runtimeLines(tail, a.nodeId).filter((line) => line.startsWith('tail: attached')).length === 2 &&
+        runtimeLines(tail, a.nodeId).includes(
+          `tail: the runtime process on node ${a.nodeId} went away; waiting for the next one`,
+        ),
+      `the tail to follow the next runtime process\n${JSON.stringify(tail.records)}`,
+      SERVE_DEADLINE_MS,
+    );
+    ports.set(a.nodeId, await portOn(a));
+    assert.equal(await get(a, '/after-the-process'), 200);
+    await waitFor(
+      () => requests(tail, a.nodeId).some((r) => r.url.endsWith('/after-the-process')),
+      `the request to the next process\n${JSON.stringify(tail.records)}`,
+    );
+
+    const listen = new URL(a.url).port;
+    await a.stop('SIGKILL');
+    await waitFor(
+      () => /svc tail: lost the node \(/.test(tail.stderr()),
+      `svc tail to say it lost its node\n${tail.stderr()}`,
+    );
+    const restarted = await startSail(['--endpoint', bucket.endpoint, '--cell-bin', CELL_REAL], {
+      stateDir: a.stateDir,
+      port: Number(listen),
+    });
+    a = restarted;
+    try {
+      await waitFor(
+        () => tail.stderr().includes(`svc tail: connected again to ${restarted.url}`),
+        `svc tail to connect again\n${tail.stderr()}`,
+        SERVE_DEADLINE_MS,
+      );
+      ports.set(a.nodeId, await portOn(a));
+      await waitFor(
+        async () => {
+          assert.equal(await get(a, '/after-the-node'), 200);
+          return requests(tail, a.nodeId).some((r) => r.url.endsWith('/after-the-node'));
+        },
+        `a request after the node restarted\n${JSON.stringify(tail.records)}`,
+      );
+    } finally {
+      tail.child.kill('SIGINT');
+      assert.equal(await tail.exited, 0, tail.stderr());
+      await restarted.stop();
+    }
+  });
 });
