@@ -465,7 +465,9 @@ describe('events and the keyboard', () => {
     assert.equal(await page.evaluate(() => document.activeElement?.id), 'q');
     await page.keyboard.type('blo');
     assert.deepEqual(
-      await page.$$eval('#applications tbody tr:not([hidden]) th', (ths) => ths.map((th) => th.textContent)),
+      await page.$$eval('#applications [role="row"]:not([hidden]) [role="rowheader"]', (cells) =>
+        cells.map((cell) => cell.textContent),
+      ),
       ['blog'],
     );
     await page.keyboard.press('Escape');
@@ -478,10 +480,11 @@ describe('events and the keyboard', () => {
   });
 });
 
+/** The cells of a table's body rows: a <table>, or a grid of ARIA rows (the applications list). */
 async function tableRows(page: Page, selector: string): Promise<string[][]> {
-  return page.$$eval(`${selector} tbody tr`, (trs) =>
+  return page.$$eval(`${selector} tbody tr, ${selector} [role="rowgroup"]:last-child > [role="row"]`, (trs) =>
     trs.map((tr) =>
-      [...tr.querySelectorAll('th, td')].map((cell) =>
+      [...tr.querySelectorAll('th, td, [role="rowheader"], [role="cell"]')].map((cell) =>
         (cell.textContent ?? '').replace(/\s+/g, ' ').replace(/:\d+/g, ':PORT').trim(),
       ),
     ),

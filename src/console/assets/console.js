@@ -35,7 +35,7 @@
     const wanted = input.value.trim().toLowerCase();
     const table = document.querySelector(input.dataset.filter);
     if (!table) return;
-    for (const row of table.tBodies[0].rows)
+    for (const row of table.querySelectorAll('[role="rowgroup"]:last-child > [role="row"]'))
       row.hidden = wanted !== '' && !row.textContent.toLowerCase().includes(wanted);
   });
 
@@ -83,6 +83,8 @@
             fill: l.fill,
             width: 2,
             spanGaps: false,
+            // A step with requests between empty ones is a lone value: drawn as a point.
+            points: { show: true, size: 6 },
           })),
         ],
         scales: { x: { time: true } },
