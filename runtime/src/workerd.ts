@@ -7,6 +7,11 @@
 import { createRequire } from 'node:module';
 import { KV_APPLICATION_HEADER, KV_NAMESPACE_HEADER } from './bindings/kv.ts';
 import {
+  QUEUE_APPLICATION_HEADER,
+  QUEUE_DELIVERY_DELAY_HEADER,
+  QUEUE_NAME_HEADER,
+} from './bindings/queue.ts';
+import {
   D1_APPLICATION_HEADER,
   D1_DATABASE_HEADER,
   R2_APPLICATION_HEADER,
@@ -80,6 +85,15 @@ export interface WorkerdPlan {
     address: string;
     application: string;
     databases: { binding: string; database_name: string }[];
+  } | null;
+  /**
+   * Queue producer bindings (docs/bindings.md "Queues"): workerd's `queue` binding, served on the
+   * bindings socket; the application, queue and `delivery_delay` travel in injected headers.
+   */
+  queues?: {
+    address: string;
+    application: string;
+    producers: { binding: string; queue: string; delivery_delay?: number }[];
   } | null;
   /**
    * Service bindings to the worker itself (docs/bindings.md "Service bindings"): each reaches
@@ -241,6 +255,29 @@ const assetsWorker :Workerd.Worker = (
       userBindings.push(
         `(name = ${q(d.binding)}, wrapped = (moduleName = "cloudflare-internal:d1-api", innerBindings = [ (name = "fetcher", service = "cell-d1-${names.indexOf(d.database_name)}") ]))`,
       );
+  }
+  if (plan.queues) {
+    // As KV: one service per queue and delivery delay, whose injected headers name them.
+    const targets = [
+      ...new Set(plan.queues.producers.map((p) => JSON.stringify([p.queue, p.delivery_delay ?? null]))),
+    ];
+    for (const [i, target] of targets.entries()) {
+      const [queue, delay] = JSON.parse(target) as [string, number | null];
+      const headers = [
+        `(name = ${q(QUEUE_APPLICATION_HEADER)}, value = ${q(plan.queues.application)})`,
+        `(name = ${q(QUEUE_NAME_HEADER)}, value = ${q(queue)})`,
+        ...(delay === null
+          ? []
+          : [`(name = ${q(QUEUE_DELIVERY_DELAY_HEADER)}, value = ${q(String(delay))})`]),
+      ];
+      services.push(
+        `(name = "cell-queue-${i}", external = (address = ${q(plan.queues.address)}, http = (injectRequestHeaders = [ ${headers.join(', ')} ])))`,
+      );
+    }
+    for (const p of plan.queues.producers) {
+      const i = targets.indexOf(JSON.stringify([p.queue, p.delivery_delay ?? null]));
+      userBindings.push(`(name = ${q(p.binding)}, queue = "cell-queue-${i}")`);
+    }
   }
   for (const b of plan.ownServices ?? []) {
     // The same worker in the same workerd: fetch and JS RPC both work, as on Cloudflare.

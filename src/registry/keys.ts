@@ -175,4 +175,13 @@ export const keys = {
     `fleets/${name}/d1/${database}/generations/${String(generation).padStart(10, '0')}/wal/`,
   runtimeD1Segment: (name: string, database: string, generation: number, segment: number) =>
     `fleets/${name}/d1/${database}/generations/${String(generation).padStart(10, '0')}/wal/${String(segment).padStart(12, '0')}`,
+  /**
+   * Queues (docs/bindings.md "Queues"): one object per message waiting, named by the time it may
+   * be delivered (16 zero-padded digits of milliseconds since the epoch, so the bucket lists a
+   * queue's messages in delivery order) and its id.
+   */
+  runtimeQueuePrefix: (name: string, queue: string) => `fleets/${name}/queues/${queue}/`,
+  runtimeQueueMessagesPrefix: (name: string, queue: string) => `fleets/${name}/queues/${queue}/messages/`,
+  runtimeQueueMessage: (name: string, queue: string, visibleMs: number, id: string) =>
+    `fleets/${name}/queues/${queue}/messages/${String(visibleMs).padStart(16, '0')}-${id}`,
 } as const;

@@ -132,3 +132,17 @@ export function isD1DatabaseName(value: unknown): value is string {
 
 export const D1_DATABASE_NAME_RULE =
   '1-64 letters, digits, underscores and hyphens, starting with a letter or digit';
+
+/**
+ * A queue name (`queues.producers[].queue`, `queues.consumers[].queue`, `dead_letter_queue`), as
+ * Cloudflare Queues takes it: 1-63 lowercase letters, digits and hyphens, not starting or ending
+ * with a hyphen. It is a folder name in the fleet's bucket (runtime/src/bindings/queue.ts).
+ */
+const QUEUE_NAME = /^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/;
+
+export function isQueueName(value: unknown): value is string {
+  return typeof value === 'string' && QUEUE_NAME.test(value);
+}
+
+export const QUEUE_NAME_RULE =
+  '1-63 lowercase letters, digits and hyphens, not starting or ending with a hyphen';

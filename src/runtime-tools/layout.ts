@@ -97,6 +97,33 @@ export interface D1DatabaseBinding {
 }
 
 /**
+ * One queue producer binding (docs/bindings.md "Queues"): the worker's binding name, the queue it
+ * sends to, and the delay (seconds) every message it sends waits unless a send names its own.
+ */
+export interface QueueProducerBinding {
+  binding: string;
+  queue: string;
+  delivery_delay?: number;
+}
+
+/**
+ * One queue the worker consumes (docs/bindings.md "Queues"), with Cloudflare's defaults filled in:
+ * batches of up to `max_batch_size` messages, handed over once full or `max_batch_timeout`
+ * seconds after the first waits; a message delivered `max_retries` + 1 times without an ack goes to
+ * `dead_letter_queue` (or is dropped); a retry waits `retry_delay` seconds unless it names its own.
+ */
+export interface QueueConsumer {
+  queue: string;
+  max_batch_size: number;
+  max_batch_timeout: number;
+  max_retries: number;
+  dead_letter_queue: string | null;
+  retry_delay: number;
+  /** Null: as many as svc runs (one batch at a time per queue in the fleet). */
+  max_concurrency: number | null;
+}
+
+/**
  * One service binding (docs/bindings.md "Service bindings"): the worker's binding name, the
  * application (or the worker's own script name) it reaches, the named `WorkerEntrypoint` export
  * (absent: the default export) and the `ctx.props` the target sees (absent: `{}`).

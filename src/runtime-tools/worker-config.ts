@@ -13,8 +13,10 @@ import {
   D1_DATABASE_NAME_RULE,
   isApplicationName,
   isD1DatabaseName,
+  isQueueName,
   isR2BucketName,
   isScriptName,
+  QUEUE_NAME_RULE,
   R2_BUCKET_NAME_RULE,
 } from '../registry/names.ts';
 import { cronProblem } from './cron-schedule.ts';
@@ -23,6 +25,8 @@ import {
   type D1DatabaseBinding,
   KV_NAMESPACE_ID,
   type KvNamespaceBinding,
+  type QueueConsumer,
+  type QueueProducerBinding,
   type R2BucketBinding,
   type ServiceBinding,
 } from './layout.ts';
@@ -644,6 +648,138 @@ function parseD1Databases(
     }
     return result;
   });
+}
+
+/**
+ * Cloudflare's consumer settings: each field's range and its default
+ * (developers.cloudflare.com/queues/configuration/configure-queues/, .../platform/limits/).
+ */
+const QUEUE_CONSUMER_SETTINGS = {
+  max_batch_size: { min: 1, max: 100, fallback: 10, what: 'messages' },
+  max_batch_timeout: { min: 0, max: 60, fallback: 5, what: 'seconds' },
+  max_retries: { min: 0, max: 100, fallback: 3, what: 'retries' },
+  retry_delay: { min: 0, max: 86_400, fallback: 0, what: 'seconds' },
+  max_concurrency: { min: 1, max: 250, fallback: null, what: 'invocations' },
+} as const;
+const QUEUE_MAX_DELAY_SECONDS = 86_400;
+
+/**
+ * `queues` (docs/bindings.md "Queues"): `{ producers: [{ binding, queue, delivery_delay? }],
+ * consumers: [{ queue, max_batch_size?, max_batch_timeout?, max_retries?, dead_letter_queue?,
+ * retry_delay?, max_concurrency? }] }`, as wrangler has them. A producer's binding name is a JS
+ * identifier no other binding takes; a queue is consumed by one entry; the consumer's unset
+ * fields take Cloudflare's defaults. A pull consumer (`type: "http_pull"`) is refused: svc has no
+ * HTTP API for queues.
+ */
+export function parseQueues(
+  value: unknown,
+  bad: (path: KeyPath, why: string) => WorkerConfigError,
+  others: { name: string; by: string }[],
+): { producers: QueueProducerBinding[]; consumers: QueueConsumer[] } {
+  if (value === undefined || value === null) return { producers: [], consumers: [] };
+  if (!isObject(value))
+    throw bad(
+      ['queues'],
+      'must be an object such as { "producers": [{ "binding": "JOBS", "queue": "jobs" }] }',
+    );
+  for (const key of Object.keys(value))
+    if (key !== 'producers' && key !== 'consumers')
+      throw bad(['queues', key], 'is not a queues setting: "producers" and "consumers" are');
+  const seconds = (path: KeyPath, v: unknown, min: number, max: number, what: string): number => {
+    if (typeof v !== 'number' || !Number.isInteger(v) || v < min || v > max)
+      throw bad(path, `must be a whole number of ${what} from ${min} to ${max}, got ${JSON.stringify(v)}`);
+    return v;
+  };
+  const queueName = (path: KeyPath, v: unknown): string => {
+    if (!isQueueName(v))
+      throw bad(path, `must be a queue name: ${QUEUE_NAME_RULE}, got ${JSON.stringify(v ?? null)}`);
+    return v;
+  };
+  const producersValue = value.producers ?? [];
+  const producerExample = '{ "binding": "JOBS", "queue": "jobs" }';
+  if (!Array.isArray(producersValue))
+    throw bad(['queues', 'producers'], `must be a list such as [${producerExample}]`);
+  const taken = new Set<string>();
+  const producers = producersValue.map((entry, i): QueueProducerBinding => {
+    const at: KeyPath = ['queues', 'producers', i];
+    if (!isObject(entry)) throw bad(at, `must be an object such as ${producerExample}`);
+    if (entry.binding === undefined)
+      throw bad(at, 'needs "binding": the name the worker sends to the queue by, such as "JOBS"');
+    if (entry.queue === undefined) throw bad(at, 'needs "queue": the queue\'s name, such as "jobs"');
+    const { binding } = entry;
+    if (typeof binding !== 'string' || !VAR_NAME.test(binding) || FORBIDDEN_NAMES.includes(binding))
+      throw bad(
+        [...at, 'binding'],
+        'must be a binding name: letters, digits and underscores, not starting with a digit',
+      );
+    const other = others.find((o) => o.name === binding);
+    if (other)
+      throw bad([...at, 'binding'], `names ${binding}, which ${other.by} also binds; choose another name`);
+    if (taken.has(binding))
+      throw bad(
+        [...at, 'binding'],
+        `names ${binding}, which an earlier queue producer binds; choose another name`,
+      );
+    taken.add(binding);
+    const producer: QueueProducerBinding = { binding, queue: queueName([...at, 'queue'], entry.queue) };
+    if (entry.delivery_delay !== undefined)
+      producer.delivery_delay = seconds(
+        [...at, 'delivery_delay'],
+        entry.delivery_delay,
+        0,
+        QUEUE_MAX_DELAY_SECONDS,
+        'seconds',
+      );
+    return producer;
+  });
+  const consumersValue = value.consumers ?? [];
+  const consumerExample = '{ "queue": "jobs", "max_batch_size": 10 }';
+  if (!Array.isArray(consumersValue))
+    throw bad(['queues', 'consumers'], `must be a list such as [${consumerExample}]`);
+  const consumed = new Set<string>();
+  const consumers = consumersValue.map((entry, i): QueueConsumer => {
+    const at: KeyPath = ['queues', 'consumers', i];
+    if (!isObject(entry)) throw bad(at, `must be an object such as ${consumerExample}`);
+    if (entry.queue === undefined) throw bad(at, 'needs "queue": the name of the queue the worker consumes');
+    const queue = queueName([...at, 'queue'], entry.queue);
+    if (consumed.has(queue))
+      throw bad(
+        [...at, 'queue'],
+        `names ${queue}, which an earlier consumer consumes: a queue has one consumer`,
+      );
+    consumed.add(queue);
+    if (entry.type !== undefined && entry.type !== 'worker')
+      throw bad(
+        [...at, 'type'],
+        "is not supported: svc delivers a queue to the worker's queue handler only (no HTTP pull consumers)",
+      );
+    if (entry.visibility_timeout_ms !== undefined)
+      throw bad([...at, 'visibility_timeout_ms'], 'is for HTTP pull consumers, which svc has not');
+    let dead: string | null = null;
+    if (entry.dead_letter_queue !== undefined) {
+      dead = queueName([...at, 'dead_letter_queue'], entry.dead_letter_queue);
+      if (dead === queue)
+        throw bad(
+          [...at, 'dead_letter_queue'],
+          'names the queue itself: a message past its retries would never leave it',
+        );
+    }
+    const given = (key: keyof typeof QUEUE_CONSUMER_SETTINGS): number | undefined => {
+      const s = QUEUE_CONSUMER_SETTINGS[key];
+      return entry[key] === undefined ? undefined : seconds([...at, key], entry[key], s.min, s.max, s.what);
+    };
+    const S = QUEUE_CONSUMER_SETTINGS;
+    return {
+      queue,
+      max_batch_size: given('max_batch_size') ?? S.max_batch_size.fallback,
+      max_batch_timeout: given('max_batch_timeout') ?? S.max_batch_timeout.fallback,
+      max_retries: given('max_retries') ?? S.max_retries.fallback,
+      dead_letter_queue: dead,
+      retry_delay: given('retry_delay') ?? S.retry_delay.fallback,
+      max_concurrency: given('max_concurrency') ?? S.max_concurrency.fallback,
+    };
+  });
+  return { producers, consumers };
 }
 
 /**

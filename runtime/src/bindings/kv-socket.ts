@@ -1,7 +1,8 @@
-// The bindings socket (docs/bindings.md "KV namespaces", "R2 buckets"): the runtime host's one
-// HTTP listener for workerd's KV and R2 calls, owner-only, with the runtime socket's rules
-// (host/socket.ts `listenOwnerOnly`). A request carrying the R2 headers workerd's config injects
-// (r2-headers.ts) is R2's (r2.ts), any other KV's (kv.ts); this module only carries them.
+// The bindings socket (docs/bindings.md "KV namespaces", "R2 buckets", "Queues"): the runtime
+// host's one HTTP listener for workerd's KV, R2 and queue calls, owner-only, with the runtime
+// socket's rules (host/socket.ts `listenOwnerOnly`). A request carrying the R2 headers workerd's
+// config injects (r2-headers.ts) is R2's (r2.ts), one carrying the queue headers a queue
+// producer's (queue.ts), any other KV's (kv.ts); this module only carries them.
 
 import { rm } from 'node:fs/promises';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
@@ -9,6 +10,7 @@ import type { Store } from '../../../src/store/store.ts';
 import { listenOwnerOnly } from '../host/socket.ts';
 import { type Entry, handleKv, KV_LIMITS, valueTooLong } from './kv.ts';
 import { KvCache } from './kv-cache.ts';
+import { handleQueue, QUEUE_LIMITS, QUEUE_NAME_HEADER, type QueueSent } from './queue.ts';
 import { handleR2, R2_LIMITS, refusalAnswer, valueTooLarge } from './r2.ts';
 import { R2_BUCKET_HEADER } from './r2-headers.ts';
 
@@ -31,11 +33,26 @@ export async function listenKvSocket(
   log: (line: string) => void,
   /** Told of each request as it arrives (the node's metrics count binding calls: src/metrics/). */
   observe?: (req: IncomingMessage, res: ServerResponse) => void,
+  /** Told of each message a queue producer wrote (queue.ts `QueueSent`). */
+  queueSent?: QueueSent,
 ): Promise<KvSocket> {
   // One cache for every application of the node: the bucket keys it holds name the application.
   const cache = new KvCache<Entry>();
   const server: Server = createServer((req, res) => {
     observe?.(req, res);
+    if (req.headers[QUEUE_NAME_HEADER] !== undefined) {
+      serveQueue(store, req, res, queueSent).catch((err: unknown) => {
+        log(`a queue send failed: ${(err as Error).message}`);
+        if (!res.headersSent) {
+          // The worker sees `Queue send failed: <this>`: the bucket failed, not the message.
+          res.writeHead(503, 'the bucket did not take the message', {
+            'cf-queues-error-cause': 'the bucket did not take the message',
+          });
+        }
+        res.end();
+      });
+      return;
+    }
     const r2 = req.headers[R2_BUCKET_HEADER] !== undefined;
     (r2 ? serveR2(store, req, res) : serve(store, cache, req, res)).catch((err: unknown) => {
       log(`${r2 ? 'an R2' : 'a KV'} request failed: ${(err as Error).message}`);
@@ -107,6 +124,33 @@ async function serveR2(store: Store, req: IncomingMessage, res: ServerResponse):
   const answer = await handleR2(store, { method: req.method ?? 'GET', headers: lowerCaseHeaders(req), body });
   res.writeHead(answer.status, { ...answer.headers, 'content-length': String(answer.body.byteLength) });
   res.end(answer.body);
+}
+
+async function serveQueue(
+  store: Store,
+  req: IncomingMessage,
+  res: ServerResponse,
+  sent: QueueSent | undefined,
+): Promise<void> {
+  // A batch's JSON carries its bodies in base64: a third more than the bytes, plus each message's fields.
+  const limit = Math.ceil((QUEUE_LIMITS.batchBytes * 4) / 3) + QUEUE_LIMITS.batchMessages * 128 + 1024;
+  const body = await readBody(req, limit);
+  const url = new URL(req.url ?? '/', 'http://queue');
+  const answer =
+    body === null
+      ? { status: 413, reason: `the call is larger than ${limit} bytes` }
+      : await handleQueue(
+          store,
+          { method: req.method ?? 'GET', path: url.pathname, headers: req.headers, body },
+          sent,
+        );
+  const text = answer.body === undefined ? '' : JSON.stringify(answer.body);
+  const reason = answer.reason?.replace(/[^\x20-\x7e]/g, '?');
+  res.writeHead(answer.status, reason, {
+    'content-type': 'application/json',
+    ...(reason ? { 'cf-queues-error-cause': reason } : {}),
+  });
+  res.end(text);
 }
 
 async function serve(
