@@ -219,6 +219,11 @@ describe('svc tail on two nodes', () => {
       { node: thrown.node, name: thrown.exceptions[0]!.name, message: thrown.exceptions[0]!.message },
       { node: a.nodeId, name: 'TypeError', message: 'boom at /boom' },
     );
+    assert.match(
+      thrown.exceptions[0]!.stack ?? '',
+      /^TypeError: boom at \/boom\n {4}at .*w\.js:\d+:\d+/,
+      'with its stack',
+    );
     assert.equal(
       errors.records.filter((r) => r.kind === 'log').length,
       0,

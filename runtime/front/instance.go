@@ -98,10 +98,10 @@ func (in *Instance) spawn(stateDir string, log func(string), lost func(*Instance
 	if len(in.Command) == 0 {
 		return errors.New("the runtime host gave no workerd command")
 	}
-	cmd := exec.Command(in.Command[0], in.Command[1:]...)
+	cmd := exec.Command(in.Command[0], verbose(in.Command[1:])...)
 	cmd.Dir = in.Dir
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}
-	output := &tailWriter{in: in}
+	output := &tailWriter{in: in, lines: workerdOutput{tail: theTail}}
 	cmd.Stdout = output
 	cmd.Stderr = output
 	if err := cmd.Start(); err != nil {
@@ -116,6 +116,7 @@ func (in *Instance) spawn(stateDir string, log func(string), lost func(*Instance
 	recordWorkerd(stateDir, cmd.Process.Pid)
 	go func() {
 		err := cmd.Wait()
+		output.flush()
 		live.Lock()
 		delete(live.set, cmd)
 		live.Unlock()
@@ -131,19 +132,32 @@ func (in *Instance) spawn(stateDir string, log func(string), lost func(*Instance
 	return nil
 }
 
-// tailWriter forwards workerd's output to ours and keeps its last bytes for start failures.
-type tailWriter struct{ in *Instance }
+// tailWriter forwards workerd's output to ours (the live tail reading it on the way, tail.go) and
+// keeps its last bytes for start failures.
+type tailWriter struct {
+	in    *Instance
+	lines workerdOutput
+}
 
 func (w *tailWriter) Write(p []byte) (int, error) {
+	w.pass(w.lines.Write(p))
+	return len(p), nil
+}
+
+// flush passes on a last line without its end, once workerd has exited.
+func (w *tailWriter) flush() { w.pass(w.lines.Flush()) }
+
+func (w *tailWriter) pass(p []byte) {
+	if len(p) == 0 {
+		return
+	}
 	_, _ = os.Stderr.Write(p) // a broken pipe loses the output, never the instance
-	theTail.Output(p)
 	w.in.mu.Lock()
 	w.in.tail = append(w.in.tail, p...)
 	if len(w.in.tail) > startupTailLen {
 		w.in.tail = append([]byte(nil), w.in.tail[len(w.in.tail)-startupTailLen:]...)
 	}
 	w.in.mu.Unlock()
-	return len(p), nil
 }
 
 func (in *Instance) output() string {
@@ -298,4 +312,13 @@ func signalName(s syscall.Signal) string {
 		return name
 	}
 	return fmt.Sprintf("signal %d", int(s))
+}
+
+// verbose adds --verbose after workerd's `serve`: its uncaught exceptions then carry their stack,
+// for the live tail (tailWriter keeps what the flag adds from our output).
+func verbose(args []string) []string {
+	if len(args) == 0 || args[0] != "serve" {
+		return args
+	}
+	return append([]string{"serve", "--verbose"}, args[1:]...)
 }

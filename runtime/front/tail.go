@@ -90,6 +90,7 @@ type TailException struct {
 	Name      string `json:"name"`
 	Message   string `json:"message"`
 	Timestamp int64  `json:"timestamp"`
+	Stack     string `json:"stack,omitempty"`
 }
 
 // Tail is the set of connections being fed.
@@ -101,7 +102,6 @@ type Tail struct {
 	listener          net.Listener
 	path              string
 	stat              os.FileInfo
-	partial           []byte // an output line still without its end, kept only while attached
 }
 
 type tailSub struct {
@@ -175,9 +175,6 @@ func (t *Tail) serve(conn net.Conn) {
 		t.mu.Lock()
 		delete(t.subs, sub)
 		t.attached.Add(-1)
-		if t.attached.Load() == 0 {
-			t.partial = nil
-		}
 		t.mu.Unlock()
 		_ = conn.Close()
 	}()
@@ -292,35 +289,87 @@ func requestURL(r *http.Request) string {
 
 // workerd's own log lines (`file.c++:123: error: ...`), and the uncaught exception among them.
 var (
-	workerdLine  = regexp.MustCompile(`^[\w./-]+\.(?:c\+\+|rs|h):\d+: (\w+): (.*)$`)
-	uncaughtText = regexp.MustCompile(`Uncaught[^:]*:? (?:.*?(?:jsg\.|: ))?(\w*(?:Error|Exception)): (.*)$`)
+	workerdLine   = regexp.MustCompile(`^[\w./-]+\.(?:c\+\+|rs|h):\d+: (\w+): (.*)$`)
+	workerdSource = regexp.MustCompile(`^[\w./-]+\.(?:c\+\+|rs|h):\d+$`)
+	uncaughtText  = regexp.MustCompile(`Uncaught[^:]*:? (?:.*?(?:jsg\.|: ))?(\w*(?:Error|Exception)): (.*)$`)
 )
 
-// Output passes on workerd's output, whole lines only.
-func (t *Tail) Output(p []byte) {
-	if !t.Attached() {
-		return
-	}
-	now := time.Now().UnixMilli()
-	t.mu.Lock()
-	t.partial = append(t.partial, p...)
-	var lines []string
+// workerdOutput is one workerd's output on its way to ours, line by line. workerd runs with
+// --verbose so that an uncaught exception's JavaScript stack is written (as an info entry before its
+// error line); info entries are all that --verbose adds, so they are kept from our output, which
+// stays as it was without the flag, and the tail takes the stack from them.
+type workerdOutput struct {
+	tail    *Tail
+	partial []byte
+	inInfo  bool   // the lines read now continue an info entry
+	inStack bool   // ... and that entry is an uncaught exception's stack
+	stack   string // the stack for the next uncaught exception's error line
+}
+
+// Write takes a piece of output and answers what goes on to ours: its whole lines, info entries left out.
+func (o *workerdOutput) Write(p []byte) []byte {
+	o.partial = append(o.partial, p...)
+	var shown []byte
 	for {
-		end := bytes.IndexByte(t.partial, '\n')
+		end := bytes.IndexByte(o.partial, '\n')
 		if end < 0 {
 			break
 		}
-		lines = append(lines, string(t.partial[:end]))
-		t.partial = t.partial[end+1:]
+		if o.line(strings.TrimRight(string(o.partial[:end]), "\r")) {
+			shown = append(shown, o.partial[:end+1]...)
+		}
+		o.partial = o.partial[end+1:]
 	}
-	if len(t.partial) > tailLineMax {
-		lines = append(lines, string(t.partial[:tailLineMax]))
-		t.partial = nil
+	if len(o.partial) > tailLineMax {
+		shown = append(shown, o.Flush()...)
 	}
-	t.mu.Unlock()
-	for _, line := range lines {
-		t.Publish(t.outputRecord(strings.TrimRight(line, "\r"), now))
+	return shown
+}
+
+// Flush answers a last line without its end (at workerd's exit), passed on as it is.
+func (o *workerdOutput) Flush() []byte {
+	rest := o.partial
+	o.partial = nil
+	if len(rest) > 0 {
+		o.line(string(rest))
 	}
+	return rest
+}
+
+const (
+	infoMark     = ": info: "
+	uncaughtMark = "uncaught exception; source = "
+	stackMark    = "; stack = "
+)
+
+// line reads one line; answers whether it goes on to our output.
+func (o *workerdOutput) line(text string) bool {
+	if o.inInfo && (strings.HasPrefix(text, " ") || strings.HasPrefix(text, "\t") || strings.HasPrefix(text, "stack: ")) {
+		if o.inStack {
+			o.stack += "\n" + text
+		}
+		return false
+	}
+	o.inInfo, o.inStack = false, false
+	if at := strings.Index(text, infoMark); at > 0 && workerdSource.MatchString(text[:at]) {
+		o.inInfo = true
+		entry := text[at+len(infoMark):]
+		if strings.HasPrefix(entry, uncaughtMark) {
+			if s := strings.Index(entry, stackMark); s >= 0 {
+				o.stack, o.inStack = entry[s+len(stackMark):], true
+			}
+		}
+		return false
+	}
+	if o.tail.Attached() {
+		record := o.tail.outputRecord(text, time.Now().UnixMilli())
+		if record.Kind == "exception" {
+			record.Exceptions[0].Stack = o.stack
+			o.stack = ""
+		}
+		o.tail.Publish(record)
+	}
+	return true
 }
 
 // outputRecord tells a worker's console line from workerd's own lines and its uncaught exceptions.

@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -68,22 +69,44 @@ func without(r map[string]any) map[string]any {
 
 func TestNothingIsRecordedWhileNobodyTails(t *testing.T) {
 	tail, _ := listenTail(t)
-	tail.Output([]byte("a console line without its end"))
-	if tail.Attached() || tail.partial != nil {
-		t.Fatalf("attached %v, kept %q", tail.Attached(), tail.partial)
+	out := workerdOutput{tail: tail}
+	shown := out.Write([]byte("a console line\nwithout its end"))
+	if tail.Attached() || string(shown) != "a console line\n" {
+		t.Fatalf("attached %v, shown %q", tail.Attached(), shown)
 	}
 }
 
-func TestOutputLinesBecomeLogsExceptionsAndRuntimeLines(t *testing.T) {
+// What workerd --verbose writes for a fetch handler that throws, between two console lines.
+const verboseThrow = "seen GET /boom\n" +
+	"workerd/io/worker.c++:3042: info: uncaught exception; source = Uncaught (in promise); stack = TypeError: boom here\n" +
+	"    at Object.fetch (w.js:1:147)\n" +
+	"workerd/io/io-context.c++:656: info: uncaught exception; exception = workerd/jsg/value.h:1456: failed: jsg.TypeError: boom here\n" +
+	"stack: /bin/workerd@3f68b70 /bin/workerd@3f69955\n" +
+	"workerd/server/server/listen/mod.rs:372: error: Uncaught exception: workerd/jsg/value.h:1456: failed: remote.jsg.TypeError: boom here\n" +
+	"  indented console line\n"
+
+func TestOutputLinesBecomeLogsExceptionsWithTheirStackAndRuntimeLines(t *testing.T) {
 	tail, path := listenTail(t)
 	conn, lines := attach(t, tail, path)
-	tail.Output([]byte("hello { a: 1 } http://x/\nsecond "))
-	tail.Output([]byte("half\nworkerd/server/server/listen/mod.rs:372: error: Uncaught exception: workerd/jsg/value.h:1456: failed: remote.jsg.TypeError: boom here\n"))
-	tail.Output([]byte("workerd/server/server.c++:1000: warning: something of workerd's own\n"))
+	out := workerdOutput{tail: tail}
+	var shown []byte
+	shown = append(shown, out.Write([]byte("hello { a: 1 } http://x/\nsecond "))...)
+	shown = append(shown, out.Write([]byte("half\n"+verboseThrow))...)
+	shown = append(shown, out.Write([]byte("workerd/server/server.c++:1000: warning: something of workerd's own\n"))...)
+	// Our output is what workerd writes without --verbose.
+	wantShown := "hello { a: 1 } http://x/\nsecond half\nseen GET /boom\n" +
+		"workerd/server/server/listen/mod.rs:372: error: Uncaught exception: workerd/jsg/value.h:1456: failed: remote.jsg.TypeError: boom here\n" +
+		"  indented console line\n" +
+		"workerd/server/server.c++:1000: warning: something of workerd's own\n"
+	if string(shown) != wantShown {
+		t.Fatalf("shown %q\nwant  %q", shown, wantShown)
+	}
 	want := []string{
 		`{"kind":"log","outcome":"ok","event":null,"logs":[{"message":["hello { a: 1 } http://x/"],"level":"log"}],"exceptions":[]}`,
 		`{"kind":"log","outcome":"ok","event":null,"logs":[{"message":["second half"],"level":"log"}],"exceptions":[]}`,
-		`{"kind":"exception","outcome":"exception","event":null,"logs":[],"exceptions":[{"name":"TypeError","message":"boom here"}]}`,
+		`{"kind":"log","outcome":"ok","event":null,"logs":[{"message":["seen GET /boom"],"level":"log"}],"exceptions":[]}`,
+		`{"kind":"exception","outcome":"exception","event":null,"logs":[],"exceptions":[{"name":"TypeError","message":"boom here","stack":"TypeError: boom here\n    at Object.fetch (w.js:1:147)"}]}`,
+		`{"kind":"log","outcome":"ok","event":null,"logs":[{"message":["  indented console line"],"level":"log"}],"exceptions":[]}`,
 		`{"kind":"runtime","outcome":"ok","event":null,"logs":[],"exceptions":[],"message":"workerd: warning: something of workerd's own"}`,
 	}
 	for _, w := range want {
@@ -94,6 +117,15 @@ func TestOutputLinesBecomeLogsExceptionsAndRuntimeLines(t *testing.T) {
 		if string(got) != string(text) {
 			t.Fatalf("got %s, want %s", got, text)
 		}
+	}
+}
+
+func TestVerboseIsAddedToServeOnly(t *testing.T) {
+	if got := strings.Join(verbose([]string{"serve", "--experimental", "config.capnp"}), " "); got != "serve --verbose --experimental config.capnp" {
+		t.Fatal(got)
+	}
+	if got := strings.Join(verbose([]string{"--version"}), " "); got != "--version" {
+		t.Fatal(got)
 	}
 }
 

@@ -17,7 +17,7 @@ export interface TailMessage {
   eventTimestamp: number;
   event: { request: { url: string; method: string }; response: { status: number } } | null;
   logs: { message: unknown[]; level: string; timestamp: number }[];
-  exceptions: { name: string; message: string; timestamp: number }[];
+  exceptions: { name: string; message: string; timestamp: number; stack?: string }[];
   diagnosticsChannelEvents: unknown[];
   /** request: how long the answer took, in ms; and the deployment that served it. */
   durationMs?: number;
