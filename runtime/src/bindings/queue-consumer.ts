@@ -1,0 +1,180 @@
+// Queue consumers, one batch (docs/bindings.md "Queues"): take the messages of a queue whose time
+// has come, hand them to the worker's `queue(batch, env, ctx)` handler through the queue trigger
+// worker, and settle each by the handler's answer, as Miniflare's broker does: a message retried
+// (`retry()`, `retryAll()`, or the handler threw) is written back under its new time with one more
+// delivery counted, or past `max_retries` moved to the dead-letter queue or dropped; every other
+// message is acked. An object is deleted only after the handler answered, so delivery is at least
+// once. Who may run a batch (one holder per queue in the fleet) is not decided here.
+
+import { request } from 'node:http';
+import { keys } from '../../../src/registry/keys.ts';
+import type { QueueConsumer } from '../../../src/runtime-tools/layout.ts';
+import type { Store } from '../../../src/store/store.ts';
+import { decodeMessage, putMessage, type StoredMessage } from './queue.ts';
+
+/**
+ * The queue trigger worker: cell posts it one batch (JSON, bodies in base64) over its own socket,
+ * and it calls the user worker's `queue` handler through a service binding (workerd's
+ * `Fetcher.queue`, which needs `service_binding_extra_handlers`, as the cron trigger does), then
+ * answers the handler's result (outcome, ackAll, retryBatch, explicitAcks, retryMessages).
+ */
+export const QUEUE_TRIGGER_MODULE = 'cell-queue-trigger.js';
+export const QUEUE_TRIGGER_SOURCE = `const bytes = (b64) => Uint8Array.from(atob(b64), (c) => c.charCodeAt(0));
+export default {
+  async fetch(request, env) {
+    const { queue, messages } = await request.json();
+    const batch = messages.map((m) => {
+      const raw = bytes(m.body);
+      const message = { id: m.id, timestamp: new Date(m.timestamp_ms), attempts: m.attempts };
+      if (m.content_type === 'v8') message.serializedBody = raw;
+      else if (m.content_type === 'bytes') message.body = raw.buffer;
+      else if (m.content_type === 'text') message.body = new TextDecoder().decode(raw);
+      else message.body = JSON.parse(new TextDecoder().decode(raw));
+      return message;
+    });
+    try {
+      return Response.json(await env.USER.queue(queue, batch));
+    } catch (err) {
+      return Response.json({ outcome: 'exception', error: String((err && err.stack) || err) });
+    }
+  },
+};
+`;
+
+/** What `Fetcher.queue` answers: the handler's outcome and its calls on the batch and messages. */
+export interface QueueResult {
+  outcome: string;
+  ackAll?: boolean;
+  retryBatch?: { retry: boolean; delaySeconds?: number };
+  explicitAcks?: string[];
+  retryMessages?: { msgId: string; delaySeconds?: number }[];
+  error?: string;
+}
+
+/** Runs one batch in the worker: the messages as they wait, each with this delivery's `attempts`. */
+export type RunBatch = (
+  queue: string,
+  messages: (StoredMessage & { attempts: number })[],
+) => Promise<QueueResult>;
+
+/** What became of one batch, for the log and events. */
+export interface BatchReport {
+  delivered: number;
+  acked: number;
+  retried: number;
+  deadLettered: number;
+  dropped: string[];
+  outcome: string;
+}
+
+/**
+ * Delivers the next batch of `consumer.queue`, if a message's time has come: at most
+ * `max_batch_size` of them, oldest first. Null when none is due. `now` is read once, so a message
+ * whose time is later is never taken.
+ */
+export async function deliverBatch(
+  store: Store,
+  application: string,
+  consumer: QueueConsumer,
+  run: RunBatch,
+  now: () => number = Date.now,
+): Promise<BatchReport | null> {
+  const { queue } = consumer;
+  const startMs = now();
+  const { objects } = await store.list(keys.runtimeQueueMessagesPrefix(application, queue), {
+    recursive: true,
+  });
+  const due = objects.filter((o) => visibleMsOf(o.key) <= startMs).slice(0, consumer.max_batch_size);
+  if (due.length === 0) return null;
+  const taken: { key: string; message: StoredMessage }[] = [];
+  for (const o of due) {
+    const object = await store.get(o.key);
+    const message = object && decodeMessage(object.body);
+    if (message) taken.push({ key: o.key, message });
+  }
+  if (taken.length === 0) return null;
+  const delivery = taken.map((t) => ({ ...t.message, attempts: t.message.attempts + 1 }));
+  let result: QueueResult;
+  try {
+    result = await run(queue, delivery);
+  } catch (err) {
+    result = { outcome: 'exception', error: (err as Error).message };
+  }
+  const retryAll = result.outcome !== 'ok' || result.retryBatch?.retry === true;
+  const retryOne = new Map((result.retryMessages ?? []).map((r) => [r.msgId, r.delaySeconds]));
+  const batchDelay = result.retryBatch?.delaySeconds ?? consumer.retry_delay;
+  const report: BatchReport = {
+    delivered: taken.length,
+    acked: 0,
+    retried: 0,
+    deadLettered: 0,
+    dropped: [],
+    outcome: result.outcome,
+  };
+  for (const { key, message } of taken) {
+    const attempts = message.attempts + 1;
+    if (retryAll || retryOne.has(message.id)) {
+      if (attempts <= consumer.max_retries) {
+        const delay = retryOne.get(message.id) ?? batchDelay;
+        await putMessage(store, application, queue, now() + delay * 1000, { ...message, attempts });
+        report.retried++;
+      } else if (consumer.dead_letter_queue) {
+        // The dead-letter queue's consumer sees it as new: same id and first-send time.
+        await putMessage(store, application, consumer.dead_letter_queue, now(), { ...message, attempts: 0 });
+        report.deadLettered++;
+      } else {
+        report.dropped.push(message.id);
+      }
+    } else {
+      report.acked++;
+    }
+    await store.delete(key);
+  }
+  return report;
+}
+
+/** The time a message's object is named by (its key's last segment, before the id). */
+export function visibleMsOf(key: string): number {
+  return Number(key.slice(key.lastIndexOf('/') + 1).split('-')[0]);
+}
+
+/** Runs one batch through the queue trigger worker listening on `socketPath`. */
+export function postBatch(socketPath: string): RunBatch {
+  return (queue, messages) =>
+    new Promise((resolve, reject) => {
+      const body = JSON.stringify({
+        queue,
+        messages: messages.map((m) => ({
+          id: m.id,
+          timestamp_ms: m.timestamp_ms,
+          attempts: m.attempts,
+          content_type: m.content_type,
+          body: Buffer.from(m.body).toString('base64'),
+        })),
+      });
+      const call = request(
+        {
+          socketPath,
+          path: '/',
+          method: 'POST',
+          headers: { host: 'localhost', 'content-type': 'application/json' },
+        },
+        (response) => {
+          let text = '';
+          response.setEncoding('utf8');
+          response.on('data', (c) => {
+            text += c;
+          });
+          response.on('end', () => {
+            try {
+              resolve(JSON.parse(text) as QueueResult);
+            } catch {
+              resolve({ outcome: 'exception', error: `the queue trigger answered ${response.statusCode}` });
+            }
+          });
+        },
+      );
+      call.on('error', reject);
+      call.end(body);
+    });
+}
