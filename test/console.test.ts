@@ -26,6 +26,7 @@ import {
 import { projectDir } from './helpers/artifacts.ts';
 import { CELL_BIN } from './helpers/cell.ts';
 import { type ConsoleProcess, launchChromium, startConsoleProcess } from './helpers/console.ts';
+import { type DnsServer, startDnsServer } from './helpers/dns.ts';
 import { runSvc, type SailProcess, tempDir, waitFor } from './helpers/svc.ts';
 
 const INGRESS_TOKEN = 'console-test-ingress-token';
@@ -42,6 +43,8 @@ let nodes: SailProcess[] = [];
 let adminConsole: ConsoleProcess;
 let shopConsole: ConsoleProcess;
 let browser: Browser;
+/** The resolver the consoles' DNS check asks (SVC_DNS_SERVER): blog's domain points at blog. */
+let dns: DnsServer;
 const home = tempDir('svc-home-');
 const accessLog = join(tempDir('svc-access-'), 'access.log');
 
@@ -118,6 +121,10 @@ async function openPage(console: ConsoleProcess, path = ''): Promise<Page> {
 
 before(async () => {
   browser = await launchChromium();
+  dns = await startDnsServer({
+    'blog.svc.test': { a: ['192.0.2.10'] },
+    'blog.example.org': { cname: 'blog.svc.test' },
+  });
   writeFileSync(accessLog, '');
   bucket = await openBucket();
   admin = await bucket.operator('op-admin', 'admin', ['*']);
@@ -150,9 +157,11 @@ before(async () => {
   [adminConsole, shopConsole] = await Promise.all([
     startConsoleProcess(['--node', nodes[0]!.url, '--key', keyArg(admin), ...bucketFlags], {
       SVC_HOME: home,
+      SVC_DNS_SERVER: dns.address,
     }),
     startConsoleProcess(['--node', nodes[1]!.url, '--key', keyArg(shopOperator), ...bucketFlags], {
       SVC_HOME: home,
+      SVC_DNS_SERVER: dns.address,
     }),
   ]);
 });
@@ -162,6 +171,7 @@ after(async () => {
   await adminConsole?.stop();
   await shopConsole?.stop();
   await bucket?.close();
+  await dns?.close();
 });
 
 describe('the console guards itself', () => {
@@ -197,6 +207,67 @@ describe('the console guards itself', () => {
     }
     const shop = await call(nodes[0]!.url, 'GET', '/v1/applications/shop', { signer: admin });
     assert.equal(shop.body.application.blocked, false);
+  });
+
+  test('an unknown page or action, a form of another type or too large, broken encoding: refused', async () => {
+    // Under the token a refusal is a page, with the problem's status, title and code.
+    const nowhere = await fetch(`${adminConsole.url}nowhere`);
+    assert.equal(nowhere.status, 404);
+    assert.match(await nowhere.text(), /No such page.*urn:svc:not-found/s);
+    const origin = new URL(adminConsole.url).origin;
+    const form = { origin, 'content-type': 'application/x-www-form-urlencoded' };
+    assertProblem(
+      await rawRequest(`${adminConsole.url}act/delete`, 'POST', form, 'app=shop'),
+      404,
+      'not-found',
+      'No such action',
+    );
+    assertProblem(
+      await rawRequest(
+        `${adminConsole.url}act/block`,
+        'POST',
+        { ...form, 'content-type': 'application/json' },
+        '{"app":"shop"}',
+      ),
+      400,
+      'invalid-input',
+      'Unsupported content type',
+    );
+    assertProblem(
+      await rawRequest(`${adminConsole.url}act/block`, 'POST', form, `app=shop&pad=${'x'.repeat(5000)}`),
+      413,
+      'resource-limit',
+      'Request body too large',
+    );
+    const broken = await fetch(`${adminConsole.url}apps/%E0%A4%A`);
+    assert.equal(broken.status, 400);
+    assert.match(await broken.text(), /Malformed request.*urn:svc:invalid-input/s);
+    const upper = await fetch(`${adminConsole.url}apps/Shop`);
+    assert.equal(upper.status, 400);
+    assert.match(await upper.text(), /Invalid application name.*urn:svc:invalid-slug/s);
+    assert.equal(
+      (await call(nodes[0]!.url, 'GET', '/v1/applications/shop', { signer: admin })).body.application.blocked,
+      false,
+    );
+  });
+
+  test('no key, or a --listen that is no address: one line, before anything listens', async () => {
+    const noKey = await runSvc(['console', '--node', nodes[0]!.url], {
+      env: { SVC_HOME: tempDir('svc-home-') },
+    });
+    assert.equal(noKey.code, 1);
+    assert.match(noKey.stderr, /^svc: No operator key: .*\[urn:svc:invalid-input\]$/m);
+    const badListen = await runSvc(
+      ['console', '--listen', 'localhost', '--node', nodes[0]!.url, '--key', keyArg(admin)],
+      {
+        env: { SVC_HOME: home },
+      },
+    );
+    assert.equal(badListen.code, 1);
+    assert.match(
+      badListen.stderr,
+      /^svc: Invalid --listen: "localhost" is not <host>:<port>.*\[urn:svc:invalid-input\]$/m,
+    );
   });
 
   test('refuses to listen beyond loopback', async () => {
@@ -251,6 +322,11 @@ describe('pages show the fleet', () => {
       ],
     );
     await screenshot(page, 'applications');
+    // Blog's page: the claimed domain's DNS, checked as svc app domain add checks it.
+    await page.goto(`${adminConsole.url}apps/blog`);
+    assert.deepEqual(await tableRows(page, '#domains'), [
+      ['blog.example.org', 'ok', 'blog.example.org is a CNAME for blog.svc.test'],
+    ]);
     await page.close();
   });
 });

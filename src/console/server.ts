@@ -151,8 +151,7 @@ export async function startConsole(options: ConsoleOptions): Promise<ConsoleServ
       if (path === '/apps')
         return ok(applicationsPage(ctx, await applicationsView(source), query.get('q') ?? ''));
       const appMatch = /^\/apps\/([^/]+)$/.exec(path);
-      if (appMatch)
-        return ok(applicationPage(ctx, await applicationView(source, decodeURIComponent(appMatch[1]!))));
+      if (appMatch) return ok(applicationPage(ctx, await applicationView(source, pathSegment(appMatch[1]!))));
       if (path === '/events') return await renderEvents(ctx, query, now);
       const confirmMatch = /^\/confirm\/([a-z]+)$/.exec(path);
       if (confirmMatch && ACTIONS[confirmMatch[1]!]) {
@@ -232,6 +231,15 @@ export async function startConsole(options: ConsoleOptions): Promise<ConsoleServ
 }
 
 const ok = (html: string) => ({ status: 200, html });
+
+/** A percent-decoded path segment; broken encoding is bad input, as the node API says. */
+function pathSegment(segment: string): string {
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    throw new Problem('invalid-input', 'Malformed request', 'the path has broken percent-encoding');
+  }
+}
 
 function redact(path: string, token: string): string {
   return path.split(token).join('<token>');
