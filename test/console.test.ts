@@ -473,8 +473,17 @@ describe('admin actions from the page', () => {
 });
 
 describe('a key scoped to one application', () => {
-  test('sees only its application, and its events only', async () => {
-    const page = await openPage(shopConsole, 'apps');
+  test('sees only its application: its processes on the fleet page, its row, its events', async () => {
+    const page = await openPage(shopConsole);
+    assert.deepEqual(
+      (await tableRows(page, '#nodes')).map((r) => [r[0], r[7]]),
+      [
+        ['node-a', '1'],
+        ['node-b', '1'],
+      ],
+    );
+    assert.match((await page.textContent('.facts'))!, /Applications\s*1 in your scope/);
+    await page.goto(`${shopConsole.url}apps`);
     assert.deepEqual(
       (await tableRows(page, '#applications')).map((r) => [r[0], r[4]]),
       [['shop', 'admins only']],
