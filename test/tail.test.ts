@@ -308,6 +308,46 @@ describe('svc tail on two nodes', () => {
     );
   });
 
+  test("the runtime's own lines: a deploy while tailing says on each node which deployment now serves", async () => {
+    const tail = startTail(a, viewer);
+    tails.push(tail);
+    await attached(tail, [a.nodeId, b.nodeId]);
+    const project = projectDir({
+      'cell.json': JSON.stringify({
+        name: APP,
+        main: 'w.js',
+        compatibility_date: '2025-06-01',
+        vars: { RELEASE: 'second' },
+      }),
+      'w.js': WORKER,
+    });
+    const deployed = await runSvc(['deploy', project, '--node', a.url, '--key', keyArg(admin)], {
+      env: { SVC_HOME: tempDir('svc-home-'), SVC_OPERATOR_KEY: undefined, SVC_REMOTE: undefined },
+      timeoutMs: 180_000,
+    });
+    assert.equal(deployed.code, 0, deployed.stderr);
+    const deployment = /^deployed \S+ ([0-9a-f]+) \(deploy /m.exec(deployed.stdout)?.[1];
+    assert.ok(deployment, deployed.stdout);
+    for (const node of [a, b])
+      await waitFor(
+        () =>
+          runtimeLines(tail, node.nodeId).some(
+            (line) => line.startsWith('cell: serving ') && line.includes(deployment),
+          ),
+        `${node.nodeId} to say it serves ${deployment}\n${JSON.stringify(tail.records)}`,
+        SERVE_DEADLINE_MS,
+      );
+    assert.equal(await get(b, '/after-the-deploy'), 200);
+    await waitFor(
+      () => requests(tail, b.nodeId).some((r) => r.url.endsWith('/after-the-deploy')),
+      'the request after the deploy',
+    );
+    const served = tail.records.find(
+      (r) => r.kind === 'request' && r.event!.request.url.endsWith('/after-the-deploy'),
+    );
+    assert.equal(served?.deployment, deployment, 'the request record names the deployment that answered');
+  });
+
   test('a reader that does not keep up loses records, counted and told, and the application serves on', async () => {
     const tail = startTail(a, viewer, ['--node-id', a.nodeId]);
     tails.push(tail);
