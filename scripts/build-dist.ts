@@ -31,6 +31,8 @@ export const DIST_FRONT = resolve(root, 'dist', 'cell-front');
 const ENTRIES: Record<string, string> = {
   svc: './src/main.ts',
   cell: './runtime/src/main.ts',
+  // The process each open D1 database runs in, forked by the D1 host (runtime/src/bindings/d1-connection.ts).
+  'd1-process': './runtime/src/bindings/d1-process.ts',
 };
 
 /**
@@ -115,7 +117,7 @@ function entryModules(): Plugin {
   return {
     name: 'svc-entries',
     setup(builder) {
-      builder.onResolve({ filter: /^(svc|cell)$/ }, (args) =>
+      builder.onResolve({ filter: /^(svc|cell|d1-process)$/ }, (args) =>
         args.kind === 'entry-point' ? { path: args.path, namespace: 'svc-entry' } : undefined,
       );
       builder.onLoad({ filter: /.*/, namespace: 'svc-entry' }, (args) => ({

@@ -97,7 +97,7 @@ async function assertConsoleAssets(node: string): Promise<void> {
   }
 }
 
-test('dist/cell.mjs publishes and serves examples/hello', async () => {
+test('dist/cell.mjs publishes and serves examples/hello, and examples/d1 with its database process', async () => {
   await buildDist();
   // The runtime's own version, not svc's: a node on the bundle and a node on the checkout must
   // report the same runtime, or the fleet sees a version skew that is not there.
@@ -131,6 +131,32 @@ test('dist/cell.mjs publishes and serves examples/hello', async () => {
     serve.kill('SIGTERM');
   }
   assert.equal(await exited, 0);
+
+  // D1 runs each open database in a process of its own, dist/d1-process.mjs beside the bundle.
+  const d1Publish = await runToEnd(DIST_CELL, ['publish'], {
+    cwd: copyProject(join(EXAMPLES, 'd1')),
+    env: { ...bucket, CELL_APP: 'd1' },
+    timeoutMs: 60_000,
+  });
+  assert.equal(d1Publish.code, 0, d1Publish.stderr);
+  const d1Port = await freePort();
+  const d1Serve = spawn(DIST_CELL, ['serve'], {
+    env: { ...process.env, ...bucket, CELL_APP: 'd1', CELL_NODE: 'n', CELL_PORT: String(d1Port) },
+    stdio: 'ignore',
+  });
+  const d1Exited = new Promise((r) => d1Serve.on('exit', r));
+  try {
+    await waitFor(
+      async () => (await fetchText(`http://127.0.0.1:${d1Port}/insert?v=bundled`))?.body.includes('"id"'),
+      'the bundled runtime writing to D1',
+      30_000,
+    );
+    const count = await fetchText(`http://127.0.0.1:${d1Port}/count`);
+    assert.deepEqual(JSON.parse(count!.body).values.slice(0, 1), ['bundled']);
+  } finally {
+    d1Serve.kill('SIGTERM');
+  }
+  assert.equal(await d1Exited, 0);
 });
 
 /** ELF's e_machine for the architectures svc runs on. */

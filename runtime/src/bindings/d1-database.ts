@@ -5,12 +5,12 @@
 // is being written go together in the next (group commit). When the WAL passes a size, it is
 // checkpointed into the database file, which becomes the snapshot of a new generation.
 
-import { closeSync, openSync, readSync, statSync } from 'node:fs';
+import { closeSync, openSync, readSync } from 'node:fs';
 import { mkdir, readFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
-import { DatabaseSync } from 'node:sqlite';
 import { isCasConflict } from '../../../src/store/store.ts';
-import { type D1Success, runQueries } from './d1-engine.ts';
+import { QueryTimedOut, type RunResult, SqliteConnection } from './d1-connection.ts';
+import { D1QueryError, type D1Success } from './d1-engine.ts';
 import {
   D1_RETENTION_MS,
   type DatabaseRef,
@@ -36,6 +36,8 @@ export interface OwnedDatabaseOptions {
   compactWalBytes?: number;
   /** With a time: the database as it was then (time travel), not its last state. */
   untilMs?: number;
+  /** How long one query may run (d1-connection.ts `D1_QUERY_TIMEOUT_MS`). */
+  queryTimeoutMs?: number;
 }
 
 /** This node lost the database: another node wrote its log on, or its lease ran out. */
@@ -46,12 +48,14 @@ export class NotDurable extends Error {}
 
 export class OwnedDatabase {
   readonly #options: OwnedDatabaseOptions;
-  readonly #db: DatabaseSync;
+  readonly #connection: SqliteConnection;
   readonly #file: string;
   #generation: number;
   #nextSegment = 1;
   /** WAL bytes already in the bucket. */
   #shipped = 0;
+  /** Where the WAL ended after the last transaction the thread committed: shipping stops there. */
+  #committedEnd = 0;
   #index: number;
   #closed = false;
   #moved = false;
@@ -60,13 +64,13 @@ export class OwnedDatabase {
 
   private constructor(
     options: OwnedDatabaseOptions,
-    db: DatabaseSync,
+    connection: SqliteConnection,
     file: string,
     generation: number,
     index: number,
   ) {
     this.#options = options;
-    this.#db = db;
+    this.#connection = connection;
     this.#file = file;
     this.#generation = generation;
     this.#index = index;
@@ -82,13 +86,9 @@ export class OwnedDatabase {
     const file = join(options.dir, 'db.sqlite');
     for (const suffix of ['', '-wal', '-shm', '-journal']) await rm(file + suffix, { force: true });
     const restored = await restore(options.ref, file, options.untilMs);
-    const db = new DatabaseSync(file);
+    const connection = new SqliteConnection(file, options.queryTimeoutMs);
     try {
-      db.exec('PRAGMA journal_mode = WAL');
-      db.exec('PRAGMA wal_autocheckpoint = 0');
-      // The bucket, not the disk, keeps what was acknowledged: a node that restarts restores.
-      db.exec('PRAGMA synchronous = OFF');
-      checkpoint(db);
+      await connection.checkpoint();
       const now = Date.now();
       if (restored.latest > 0) {
         // A restore to a past time starts the new generation from that past state on top of the
@@ -110,9 +110,9 @@ export class OwnedDatabase {
         { time_ms: now, index: restored.index },
         await readFile(file),
       ).catch(moved);
-      return new OwnedDatabase(options, db, file, generation, restored.index);
+      return new OwnedDatabase(options, connection, file, generation, restored.index);
     } catch (err) {
-      db.close();
+      await connection.close();
       throw err;
     }
   }
@@ -130,10 +130,21 @@ export class OwnedDatabase {
    */
   async execute(queries: D1Query[], format: ResultsFormat, readsWithoutLease = false): Promise<D1Success[]> {
     this.#checkServing(readsWithoutLease);
-    const before = walSize(this.#file);
-    const results = runQueries(this.#db, queries, format);
+    let ran: RunResult;
+    try {
+      ran = await this.#connection.run(queries, format);
+    } catch (err) {
+      if (err instanceof D1QueryError) throw err;
+      // The thread is gone, and with it this copy: the next request restores from the bucket.
+      this.#moved = true;
+      if (err instanceof QueryTimedOut)
+        throw new D1QueryError(`${err.message}, D1's limit for one query: SQLITE_INTERRUPT`);
+      throw new NotDurable(`the database's thread failed: ${(err as Error).message}`);
+    }
+    const { results } = ran;
+    this.#committedEnd = Math.max(this.#committedEnd, ran.walEnd);
     // A read ships nothing, even while an earlier failed write waits unshipped in the WAL.
-    if (walSize(this.#file) === before) return results;
+    if (!ran.wrote) return results;
     await this.#durable();
     // Past this point the queries ran: losing the database now leaves their fate unknown to the
     // caller, which must not run them again blindly.
@@ -145,10 +156,10 @@ export class OwnedDatabase {
   }
 
   /** Closes the database; the bucket already holds every acknowledged write. */
-  close(): void {
+  async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
-    this.#db.close();
+    await this.#connection.close();
   }
 
   get moved(): boolean {
@@ -188,7 +199,7 @@ export class OwnedDatabase {
 
   /** Writes the WAL bytes not yet in the bucket as the next segment; compacts past the limit. */
   async #shipOnce(): Promise<void> {
-    const end = walSize(this.#file);
+    const end = this.#committedEnd;
     if (end > this.#shipped) {
       const bytes = readRange(`${this.#file}-wal`, this.#shipped, end);
       const index = this.#index + 1;
@@ -220,7 +231,9 @@ export class OwnedDatabase {
 
   /** Folds the WAL into the database file and starts the next generation with it. */
   async #compact(): Promise<void> {
-    checkpoint(this.#db);
+    await this.#connection.checkpoint();
+    // The WAL is empty now; what commits from here on is counted in it afresh.
+    this.#committedEnd = 0;
     const generation = this.#generation + 1;
     try {
       await writeSnapshot(
@@ -248,19 +261,6 @@ export class OwnedDatabase {
 function moved(err: unknown): never {
   if (isCasConflict(err)) throw new DatabaseMoved('another node wrote the database log meanwhile');
   throw err;
-}
-
-function checkpoint(db: DatabaseSync): void {
-  const row = db.prepare('PRAGMA wal_checkpoint(TRUNCATE)').get() as { busy: number } | undefined;
-  if (row && Number(row.busy) !== 0) throw new Error('the WAL checkpoint did not complete');
-}
-
-function walSize(file: string): number {
-  try {
-    return statSync(`${file}-wal`).size;
-  } catch {
-    return 0;
-  }
 }
 
 function readRange(path: string, from: number, to: number): Uint8Array {

@@ -253,3 +253,19 @@ test('closing leaves no copy of a database on the node', async () => {
   await d1.close();
   assert.equal(existsSync(join(dataDir, 'app', 'main')), false);
 });
+
+test("a query past D1's time limit fails, and the next one is answered from the database as the bucket holds it", async () => {
+  const d1 = await node(new MemoryStore(), 'n1', { queryTimeoutMs: 3_000 });
+  try {
+    await send(d1, { sql: 'CREATE TABLE t (v)' });
+    await send(d1, { sql: 'INSERT INTO t VALUES (1)' });
+    const endless = await send(d1, {
+      sql: 'WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c',
+    });
+    assert.equal(endless.json.success, false);
+    assert.match(endless.json.error, /ran past D1's 3 s, D1's limit for one query: SQLITE_INTERRUPT$/);
+    assert.deepEqual((await send(d1, { sql: 'SELECT v FROM t' })).json.results, [{ v: 1 }]);
+  } finally {
+    await d1.close();
+  }
+});

@@ -48,6 +48,8 @@ export interface D1ServiceOptions {
   compactWalBytes?: number;
   /** The lease's lifetime (d1-lease.ts `D1_LEASE_TTL_MS`); tests shorten it. */
   leaseTtlMs?: number;
+  /** How long one query may run (d1-connection.ts `D1_QUERY_TIMEOUT_MS`); tests shorten it. */
+  queryTimeoutMs?: number;
 }
 
 /** An unused database's lease is released after this long. */
@@ -205,6 +207,7 @@ export class D1Service {
       dir: join(this.#options.dataDir, application, database),
       mayServe: () => lease.valid(),
       compactWalBytes: this.#options.compactWalBytes,
+      queryTimeoutMs: this.#options.queryTimeoutMs,
     };
   }
 
@@ -237,7 +240,7 @@ export class D1Service {
     if (!open) return;
     this.#open.delete(name);
     clearInterval(open.renewal);
-    open.db.close();
+    await open.db.close();
     // The copy is never reused: taking the database again restores it from the bucket.
     await rm(join(this.#options.dataDir, application, database), { recursive: true, force: true });
     await open.lease
