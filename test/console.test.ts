@@ -112,8 +112,12 @@ async function screenshot(page: Page, name: string): Promise<void> {
   await page.emulateMedia({ colorScheme: 'light' });
 }
 
+/** Every URL any page asked for: nothing may leave the console's own origin (no CDN, no font). */
+const requested: string[] = [];
+
 async function openPage(console: ConsoleProcess, path = ''): Promise<Page> {
   const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+  page.on('request', (request) => requested.push(request.url()));
   const response = await page.goto(`${console.url}${path}`);
   assert.equal(response?.status(), 200, `${path}: ${await response?.text()}`);
   return page;
@@ -437,6 +441,24 @@ describe('admin actions from the page', () => {
     await page.close();
   });
 
+  test('retire, then unretire, each confirmed', async () => {
+    const page = await openPage(adminConsole, 'apps/blog');
+    await page.click('text=Retire…');
+    await page.click('button:has-text("Retire blog")');
+    await page.waitForSelector('h1 .badge-retired');
+    const retired = (await call(nodes[0]!.url, 'GET', '/v1/applications/blog', { signer: admin })).body
+      .application;
+    assert.equal(retired.retired.by, 'op-admin');
+    assert.match((await page.textContent('#record'))!, /Retired\s*since .* by op-admin, grace until/);
+    await page.click('text=Unretire…');
+    await page.click('button:has-text("Unretire blog")');
+    await page.waitForSelector('h1 .badge-active');
+    const back = (await call(nodes[0]!.url, 'GET', '/v1/applications/blog', { signer: admin })).body
+      .application;
+    assert.equal(back.retired, undefined);
+    await page.close();
+  });
+
   test('freeze with a reason, a rollback refused as the API refuses it, then unfreeze', async () => {
     const page = await openPage(adminConsole);
     await page.click('text=Freeze deploys…');
@@ -520,7 +542,7 @@ describe('a key scoped to one application', () => {
   });
 });
 
-describe('events and the keyboard', () => {
+describe('events, the keyboard, and nothing from elsewhere', () => {
   test('events across the fleet, filtered by application and kind', async () => {
     const page = await openPage(adminConsole, 'events?app=shop&kind=application&since=1h&limit=50');
     const rows = await tableRows(page, '#events');
@@ -562,6 +584,18 @@ describe('events and the keyboard', () => {
     await page.keyboard.press('g');
     await Promise.all([page.waitForURL(/\/$/), page.keyboard.press('f')]);
     await page.close();
+  });
+});
+
+describe('assets', () => {
+  test('every page asked for nothing outside the console: no CDN, no font, no other host', () => {
+    const origins = new Set([new URL(adminConsole.url).origin, new URL(shopConsole.url).origin]);
+    assert.ok(requested.length > 20, `${requested.length} requests seen`);
+    const elsewhere = requested.filter(
+      (url) => !origins.has(new URL(url).origin) && !url.startsWith('data:'),
+    );
+    assert.deepEqual(elsewhere, []);
+    assert.ok(requested.some((url) => url.includes('/assets/uPlot.iife.min.js')));
   });
 });
 
