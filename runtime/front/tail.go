@@ -32,6 +32,8 @@ const (
 	// once when full): records go out in batches, not one write each.
 	tailFlushEvery = 20 * time.Millisecond
 	tailBuffer     = 64 << 10
+	// tailCloseWait bounds how long a stopping process waits for its connections' last lines.
+	tailCloseWait = 200 * time.Millisecond
 	// tailLineMax bounds one output line passed on (the rest is cut).
 	tailLineMax = 16 << 10
 )
@@ -102,6 +104,8 @@ type Tail struct {
 	listener          net.Listener
 	path              string
 	stat              os.FileInfo
+	closing           chan struct{} // closed at stop: each connection writes what it holds and ends
+	served            sync.WaitGroup
 }
 
 type tailSub struct {
@@ -122,6 +126,7 @@ func (t *Tail) Listen(path, node, application string, log func(string)) {
 		return
 	}
 	t.node, t.application = node, application
+	t.closing = make(chan struct{})
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		log("cell: no live tail: " + err.Error())
 		return
@@ -143,20 +148,33 @@ func (t *Tail) Listen(path, node, application string, log func(string)) {
 			if err != nil {
 				return
 			}
+			t.served.Add(1)
 			go t.serve(conn)
 		}
 	}()
 }
 
-// Close stops listening and removes the socket, unless another process has replaced it.
+// Close stops listening, lets each connection write what it holds (the process's last lines), for
+// at most tailCloseWait, and removes the socket, unless another process has replaced it.
 func (t *Tail) Close() {
 	if t.listener == nil {
 		return
 	}
 	_ = t.listener.Close()
+	close(t.closing)
+	written := make(chan struct{})
+	go func() {
+		t.served.Wait()
+		close(written)
+	}()
+	select {
+	case <-written:
+	case <-time.After(tailCloseWait):
+	}
 	if now, err := os.Stat(t.path); err == nil && t.stat != nil && os.SameFile(now, t.stat) && now.ModTime().Equal(t.stat.ModTime()) {
 		_ = os.Remove(t.path)
 	}
+	t.listener = nil
 }
 
 func (t *Tail) serve(conn net.Conn) {
@@ -172,6 +190,7 @@ func (t *Tail) serve(conn net.Conn) {
 		close(gone)
 	}()
 	defer func() {
+		defer t.served.Done()
 		t.mu.Lock()
 		delete(t.subs, sub)
 		t.attached.Add(-1)
@@ -194,6 +213,13 @@ func (t *Tail) serve(conn net.Conn) {
 			if _, err := out.Write(line); err != nil {
 				return
 			}
+		case <-t.closing:
+			for len(sub.queue) > 0 {
+				_, _ = out.Write(<-sub.queue)
+			}
+			_ = t.sayDropped(out, sub)
+			_ = out.Flush()
+			return
 		case <-flush.C:
 			// The count of what was dropped goes out with the next batch.
 			if t.sayDropped(out, sub) != nil {

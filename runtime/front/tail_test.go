@@ -172,3 +172,20 @@ func TestTheSocketIsRemovedAtCloseUnlessAnotherProcessReplacedIt(t *testing.T) {
 		t.Fatalf("the newer socket was removed: %v", err)
 	}
 }
+
+func TestTheLastLinesOfAStoppingProcessReachTheReader(t *testing.T) {
+	tail, path := listenTail(t)
+	conn, lines := attach(t, tail, path)
+	tail.Runtime("cell: SIGTERM: stopping shop")
+	tail.Runtime("cell: stopped shop")
+	tail.Close()
+	for _, want := range []string{"cell: SIGTERM: stopping shop", "cell: stopped shop"} {
+		if got := next(t, conn, lines); got["message"] != want {
+			t.Fatalf("got %v, want %q", got, want)
+		}
+	}
+	_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if lines.Scan() || lines.Err() != nil {
+		t.Fatalf("the connection is not ended after the last lines: %q, %v", lines.Bytes(), lines.Err())
+	}
+}
