@@ -4,6 +4,7 @@
 
 import { performance } from 'node:perf_hooks';
 import type { DatabaseSync, StatementSync } from 'node:sqlite';
+import { rewriteLimitedWrite } from './d1-limit.ts';
 import {
   type D1Query,
   type D1Value,
@@ -89,7 +90,7 @@ function runQuery(db: DatabaseSync, query: D1Query, format: ResultsFormat): D1Su
   let rows: D1Value[][] = [];
   for (const [i, text] of statements.entries()) {
     const last = i === statements.length - 1;
-    const statement = db.prepare(text);
+    const statement = prepare(db, text);
     const answer = execute(statement, last ? query.params : []);
     if (last) ({ columns, rows } = answer);
   }
@@ -111,6 +112,21 @@ function runQuery(db: DatabaseSync, query: D1Query, format: ResultsFormat): D1Su
       rows_written: changes,
     },
   };
+}
+
+/** The statement prepared; one SQLite refuses for its `LIMIT` is tried again as d1-limit.ts rewrites it. */
+function prepare(db: DatabaseSync, text: string): StatementSync {
+  try {
+    return db.prepare(text);
+  } catch (err) {
+    const rewritten = rewriteLimitedWrite(text);
+    if (rewritten === text) throw err;
+    try {
+      return db.prepare(rewritten);
+    } catch {
+      throw err;
+    }
+  }
 }
 
 function execute(statement: StatementSync, params: D1Value[]): { columns: string[]; rows: D1Value[][] } {
