@@ -18,6 +18,8 @@ import {
 /** D1's `meta` of one query's result. */
 export interface D1Meta {
   served_by: string;
+  /** Every query reaches the one holder of the database: its primary, in D1's words. */
+  served_by_primary: true;
   duration: number;
   changes: number;
   last_row_id: number;
@@ -101,6 +103,7 @@ function runQuery(db: DatabaseSync, query: D1Query, format: ResultsFormat): D1Su
     results: shape(format, columns, rows),
     meta: {
       served_by: SERVED_BY,
+      served_by_primary: true,
       duration: performance.now() - started,
       changes,
       last_row_id: after.lastRowId,
