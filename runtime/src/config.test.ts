@@ -142,8 +142,8 @@ describe('worker config', () => {
 
   it("places refusals and warnings where locate says the key is in the user's file", () => {
     const text =
-      '{"main":"a.js","compatibility_date":"2025-01-01","queues":{"producers":[{"binding":"Q","queue":"q"}]},"mystery":1}';
-    const at = { queues: { line: 7, column: 1 }, mystery: { line: 9, column: 3 } } as Record<
+      '{"main":"a.js","compatibility_date":"2025-01-01","pipelines":[{"binding":"Q","pipeline":"q"}],"mystery":1}';
+    const at = { pipelines: { line: 7, column: 1 }, mystery: { line: 9, column: 3 } } as Record<
       string,
       { line: number; column: number }
     >;
@@ -152,7 +152,7 @@ describe('worker config', () => {
       parseWorkerConfig(text, 'wrangler.toml', { locate });
       assert.fail('expected a refusal');
     } catch (err) {
-      assert.match((err as Error).message, /^wrangler\.toml:7:1: "queues" declares bindings/);
+      assert.match((err as Error).message, /^wrangler\.toml:7:1: "pipelines" declares bindings/);
     }
     const warned = parseWorkerConfig(
       '{"main":"a.js","compatibility_date":"2025-01-01","mystery":1}',

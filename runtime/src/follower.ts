@@ -14,6 +14,7 @@ import {
   type Manifest,
   parseManifest,
   parsePointer,
+  type QueueConsumer,
 } from '../../src/runtime-tools/layout.ts';
 import type { Store } from '../../src/store/store.ts';
 import { CellError } from './errors.ts';
@@ -38,6 +39,11 @@ export interface LookContext {
   log: (line: string) => void;
   /** The runtime host's bindings socket, for a deployment with KV bindings (instance.ts). */
   bindingsSocket?: () => Promise<string>;
+  /**
+   * Told of a deployment laid out to start that consumes queues: what it consumes and where its
+   * queue trigger will listen (bindings/queue-runner.ts runs them once the front serves it).
+   */
+  queuesPrepared?: (deployment: string, consumers: QueueConsumer[], socket: string | null) => void;
 }
 
 /** What the front knows when it asks for a look. */
@@ -114,6 +120,7 @@ export async function look(context: LookContext, request: LookRequest): Promise<
     const paths = instancePaths(context.stateDir, request.sequence, manifest);
     dir = paths.dir;
     await materialize(context, manifest, secrets, paths);
+    context.queuesPrepared?.(deployment, manifest.queues?.consumers ?? [], paths.queueSocketPath);
     return {
       result: 'start',
       selection,

@@ -39,6 +39,11 @@ export interface InstancePaths {
   socketPath: string;
   /** The trigger worker's socket, when the deployment has cron triggers. */
   cronSocketPath: string | null;
+  /**
+   * The queue trigger's socket, when the deployment consumes queues: inside the instance's folder,
+   * so it goes with the folder (docs/bindings.md "Queues").
+   */
+  queueSocketPath: string | null;
 }
 
 export function instancePaths(stateDir: string, n: number, manifest: Manifest): InstancePaths {
@@ -47,13 +52,17 @@ export function instancePaths(stateDir: string, n: number, manifest: Manifest): 
     dir: join(stateDir, `d${n}`),
     socketPath,
     cronSocketPath: (manifest.crons ?? []).length > 0 ? socketPath.replace(/\.sock$/, '-cron.sock') : null,
+    queueSocketPath:
+      (manifest.queues?.consumers ?? []).length > 0 ? join(stateDir, `d${n}`, 'queues.sock') : null,
   };
 }
 
 /** workerd's arguments, run from the instance's folder. */
 export function workerdArgs(paths: InstancePaths): string[] {
-  // The trigger worker's flag is experimental in workerd; only a deployment with crons needs it.
-  return ['serve', ...(paths.cronSocketPath ? ['--experimental'] : []), 'config.capnp'];
+  // The trigger workers' flag is experimental in workerd; only a deployment with crons or queue
+  // consumers needs it.
+  const experimental = paths.cronSocketPath || paths.queueSocketPath;
+  return ['serve', ...(experimental ? ['--experimental'] : []), 'config.capnp'];
 }
 
 /** What `materialize` reads from: the bucket (null when the code is handed over) and the state folder. */
@@ -134,6 +143,7 @@ export async function materialize(
     { what: 'an R2 bucket binding', names: (m.r2_buckets ?? []).map((b) => b.binding) },
     { what: 'a service binding', names: (m.services ?? []).map((s) => s.binding) },
     { what: 'a D1 database binding', names: (m.d1_databases ?? []).map((d) => d.binding) },
+    { what: 'a queue producer binding', names: (m.queues?.producers ?? []).map((p) => p.binding) },
   ];
   for (const { what, names } of bindingKinds) {
     const clashing = names.filter((name) => Object.hasOwn(secrets.values, name));
@@ -197,6 +207,13 @@ export async function materialize(
     if (databases.length > 0)
       plan.d1 = { address: `unix:${join(dirname(socket), D1_SOCKET)}`, application, databases };
   }
+  const producers = m.queues?.producers ?? [];
+  if (producers.length > 0) {
+    // Queue producers are served on the bindings socket (docs/bindings.md "Queues").
+    const socket = context.bindingsSocket ? await context.bindingsSocket() : join(dir, 'no-bindings.sock');
+    plan.queues = { address: `unix:${socket}`, application, producers };
+  }
+  if (paths.queueSocketPath) plan.queueTriggerAddress = `unix:${paths.queueSocketPath}`;
   const ownServices = (m.services ?? []).filter((s) => isOwnService(s, m));
   if (ownServices.length > 0) {
     await mkdir(join(dir, 'services'));

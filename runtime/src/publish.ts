@@ -114,6 +114,7 @@ export async function publish(options: {
   const assetRules =
     (config.assets?.run_worker_first ?? false) !== false ||
     (assets !== null && (assets.headers.length > 0 || assets.redirects.length > 0));
+  const hasQueues = config.queues.producers.length > 0 || config.queues.consumers.length > 0;
   const features = [
     'modules',
     ...(assets ? ['assets'] : []),
@@ -122,6 +123,7 @@ export async function publish(options: {
     ...(config.r2_buckets.length > 0 ? ['r2'] : []),
     ...(config.services.length > 0 ? ['services'] : []),
     ...(config.d1_databases.length > 0 ? ['d1'] : []),
+    ...(hasQueues ? ['queues'] : []),
   ];
   const manifest: Manifest = {
     schema_version: SCHEMA_VERSION,
@@ -149,6 +151,7 @@ export async function publish(options: {
     ...(config.r2_buckets.length > 0 ? { r2_buckets: config.r2_buckets } : {}),
     ...(config.services.length > 0 ? { services: config.services } : {}),
     ...(config.d1_databases.length > 0 ? { d1_databases: config.d1_databases } : {}),
+    ...(hasQueues ? { queues: config.queues } : {}),
   };
 
   options.log(`cell: checking that ${script} loads in workerd`);

@@ -330,9 +330,9 @@ test('TOML: every refusal in one run, in file order, and every warning, at their
     'mystery = 1',
     'hyperdrive = [{ binding = "FILES", bucket_name = "f" }]',
     '',
-    '[[queues.producers]]',
+    '[[pipelines]]',
     'binding = "JOBS"',
-    'queue = "jobs"',
+    'pipeline = "jobs"',
     '',
     '[[vectorize]]',
     'binding = "DB"',
@@ -344,7 +344,7 @@ test('TOML: every refusal in one run, in file order, and every warning, at their
     ['wrangler.toml:5:1', 'wrangler.toml:7:1', 'wrangler.toml:11:1'],
   );
   assert.match(lines[0]!, /"hyperdrive" .*\(FILES\)/);
-  assert.match(lines[1]!, /"queues" .*\(JOBS\).*section Queues of/);
+  assert.match(lines[1]!, /"pipelines" .*\(JOBS\).*section Pipelines of/);
   assert.match(lines[2]!, /"vectorize" .*\(DB\)/);
   const warned = check(
     await readProjectConfig(

@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import { D1Service } from '../../runtime/src/bindings/d1.ts';
 import { type D1Socket, listenD1Socket } from '../../runtime/src/bindings/d1-socket.ts';
 import { type KvSocket, listenKvSocket } from '../../runtime/src/bindings/kv-socket.ts';
+import { QueueWakers } from '../../runtime/src/bindings/queue-runner.ts';
 import { D1_SOCKET } from '../../runtime/src/bindings/r2-headers.ts';
 import { listenServiceSocket, type ServiceSocket } from '../../runtime/src/bindings/service.ts';
 import { SERVICES_SOCKET } from '../../runtime/src/bindings/service-headers.ts';
@@ -40,11 +41,14 @@ export function runtimeHostService(): DaemonService {
       const log = ctx.log.child({ part: 'runtime-host' });
       // With --metrics-listen, each binding call is counted (src/metrics/binding-calls.ts).
       const observe = ctx.metrics?.observeBindingCall;
+      // A producer's message wakes this node's consumer of its queue (docs/bindings.md "Queues").
+      const queueWakers = new QueueWakers();
       const kv = await listenKvSocket(
         bindingsSocketPath(ctx.settings.node.stateDir),
         ctx.store,
         (line) => log.warn(line),
         observe,
+        queueWakers.sent,
       );
       bindings = kv;
       // Service bindings to other applications (docs/bindings.md "Service bindings"), found in the
@@ -79,6 +83,7 @@ export function runtimeHostService(): DaemonService {
         name: `svc ${ctx.version}`,
         log: (line) => log.warn(line),
         bindingsSocket: async () => kv.path,
+        queueWakers,
       });
     },
     // On a restart (SIGUSR2) too: the runtimes keep serving, and connect to the next daemon.

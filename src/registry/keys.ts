@@ -181,6 +181,8 @@ export const keys = {
    * queue's messages in delivery order) and its id.
    */
   runtimeQueuePrefix: (name: string, queue: string) => `fleets/${name}/queues/${queue}/`,
+  /** Who delivers the queue's batches now: one node at a time in the fleet. */
+  runtimeQueueLease: (name: string, queue: string) => `fleets/${name}/queues/${queue}/lease.json`,
   runtimeQueueMessagesPrefix: (name: string, queue: string) => `fleets/${name}/queues/${queue}/messages/`,
   runtimeQueueMessage: (name: string, queue: string, visibleMs: number, id: string) =>
     `fleets/${name}/queues/${queue}/messages/${String(visibleMs).padStart(16, '0')}-${id}`,

@@ -2,7 +2,13 @@
 // understand, and the strict parsers both `cell` and the svc storage tools (prune, lease) use.
 // A parser answers a value or a reason; callers turn the reason into their own refusal.
 
-import { isApplicationName, isD1DatabaseName, isR2BucketName, isScriptName } from '../registry/names.ts';
+import {
+  isApplicationName,
+  isD1DatabaseName,
+  isQueueName,
+  isR2BucketName,
+  isScriptName,
+} from '../registry/names.ts';
 
 /** The one schema version of every runtime document this release writes and reads. */
 export const SCHEMA_VERSION = 1;
@@ -15,7 +21,8 @@ export const SCHEMA_VERSION = 1;
  * `run_worker_first`, `_headers` or `_redirects` rules a reader must apply to serve the assets;
  * `kv`: `kv_namespaces` bindings the runtime must serve (a runtime without them must not start
  * the worker, whose KV calls would fail); `r2`: `r2_buckets` bindings, alike; `services`:
- * `services` bindings (docs/bindings.md "Service bindings"), alike; `d1`: `d1_databases` bindings, alike.
+ * `services` bindings (docs/bindings.md "Service bindings"), alike; `d1`: `d1_databases` bindings, alike;
+ * `queues`: `queues` producers and consumers (docs/bindings.md "Queues"), alike.
  */
 export const KNOWN_FEATURES: readonly string[] = [
   'modules',
@@ -26,6 +33,7 @@ export const KNOWN_FEATURES: readonly string[] = [
   'r2',
   'services',
   'd1',
+  'queues',
 ];
 
 /** Runtime releases the storage tools (prune, lease) were verified against (docs/cli.md). */
@@ -180,6 +188,8 @@ export interface Manifest {
   services?: ServiceBinding[];
   /** D1 database bindings (required feature `d1`); absent: none. */
   d1_databases?: D1DatabaseBinding[];
+  /** Queue producers and consumers (required feature `queues`); absent: none. */
+  queues?: { producers: QueueProducerBinding[]; consumers: QueueConsumer[] };
 }
 
 /** One static file: its request path maps to a blob in `deploy-blobs/`. */
@@ -312,6 +322,7 @@ export function parseManifest(body: Uint8Array | string): ParsedVersioned<Manife
     !(Array.isArray(doc.d1_databases) && doc.d1_databases.every(isD1Binding))
   )
     return fail('d1_databases is malformed');
+  if (doc.queues !== undefined && !isQueues(doc.queues)) return fail('queues is malformed');
   const images = imageReferences(doc);
   if (!images.ok) return images;
   return { ok: true, value: doc as unknown as Manifest };
@@ -364,6 +375,33 @@ function isD1Binding(v: unknown): v is D1DatabaseBinding {
     isD1DatabaseName(b.database_name) &&
     ['database_id', 'migrations_dir', 'migrations_table'].every((f) => b[f] === undefined || isString(b[f]))
   );
+}
+
+function isQueues(v: unknown): v is Manifest['queues'] {
+  const q = v as Record<string, unknown> | null;
+  if (!q || typeof q !== 'object' || !Array.isArray(q.producers) || !Array.isArray(q.consumers)) return false;
+  const whole = (n: unknown) => typeof n === 'number' && Number.isInteger(n) && n >= 0;
+  const producers = (q.producers as Record<string, unknown>[]).every(
+    (p) =>
+      !!p &&
+      isString(p.binding) &&
+      /^[A-Za-z_][A-Za-z0-9_]*$/.test(p.binding) &&
+      isQueueName(p.queue) &&
+      (p.delivery_delay === undefined || whole(p.delivery_delay)),
+  );
+  const consumers = (q.consumers as Record<string, unknown>[]).every(
+    (c) =>
+      !!c &&
+      isQueueName(c.queue) &&
+      whole(c.max_batch_size) &&
+      (c.max_batch_size as number) > 0 &&
+      whole(c.max_batch_timeout) &&
+      whole(c.max_retries) &&
+      whole(c.retry_delay) &&
+      (c.dead_letter_queue === null || isQueueName(c.dead_letter_queue)) &&
+      (c.max_concurrency === null || whole(c.max_concurrency)),
+  );
+  return producers && consumers;
 }
 
 function isModuleEntry(v: unknown): v is ModuleEntry {

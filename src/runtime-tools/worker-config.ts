@@ -71,6 +71,8 @@ export interface WorkerConfig {
   services: ServiceBinding[];
   /** `d1_databases`: each binding name, the database it reaches and its migrations settings. */
   d1_databases: D1DatabaseBinding[];
+  /** `queues`: the queues the worker sends to (by binding) and those it consumes. */
+  queues: { producers: QueueProducerBinding[]; consumers: QueueConsumer[] };
   /** Unknown keys this runtime ignores. */
   ignored: string[];
   /** One sentence per thing the user should know but that does not stop the deploy. */
@@ -119,7 +121,6 @@ export class WorkerConfigError extends Error {
  */
 const UNSUPPORTED_BINDINGS: Record<string, string> = {
   durable_objects: 'Durable Objects',
-  queues: 'Queues',
   ai: 'Workers AI',
   vectorize: 'Vectorize',
   hyperdrive: 'Hyperdrive',
@@ -203,6 +204,7 @@ const KNOWN_KEYS = [
   'r2_buckets',
   'services',
   'd1_databases',
+  'queues',
 ];
 
 const VAR_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
@@ -397,6 +399,17 @@ export function parseWorkerConfig(text: string, file: string, options: ParseOpti
       );
     });
   }
+  const queues = parseQueues(doc.queues, bad, [
+    ...Object.keys(vars).map((name) => ({ name, by: 'vars' })),
+    ...(assets?.binding ? [{ name: assets.binding, by: 'assets.binding' }] : []),
+    ...kvNamespaces.map((n) => ({ name: n.binding, by: 'a KV namespace' })),
+    ...r2Buckets.map((b) => ({ name: b.binding, by: 'an R2 bucket' })),
+    ...services.map((b) => ({ name: b.binding, by: 'a service binding' })),
+    ...d1Databases.map((d) => ({ name: d.binding, by: 'a D1 database' })),
+  ]);
+  if ((queues.producers.length > 0 || queues.consumers.length > 0) && main === null) {
+    throw bad(['queues'], 'needs a worker: set "main" to the module that sends to or consumes the queues');
+  }
   if (d1Databases.length > 0 && main === null) {
     throw bad(['d1_databases'], 'needs a worker: set "main" to the module that uses the databases');
   }
@@ -465,6 +478,7 @@ export function parseWorkerConfig(text: string, file: string, options: ParseOpti
     r2_buckets: r2Buckets,
     services,
     d1_databases: d1Databases,
+    queues,
     ignored,
     warnings,
   };

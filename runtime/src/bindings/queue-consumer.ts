@@ -65,12 +65,17 @@ export interface BatchReport {
   deadLettered: number;
   dropped: string[];
   outcome: string;
+  /** The handler's exception, when it threw. */
+  error?: string;
 }
 
 /**
- * Delivers the next batch of `consumer.queue`, if a message's time has come: at most
- * `max_batch_size` of them, oldest first. Null when none is due. `now` is read once, so a message
- * whose time is later is never taken.
+ * Delivers the next batch of `consumer.queue`, if one is due: up to `max_batch_size` messages
+ * whose time has come, oldest first, once the batch is full or its oldest message has waited
+ * `max_batch_timeout`. Null when none is due; then `pending.nextMs` says when one will be, as far
+ * as this listing knows (null: the queue is empty). `now` is read once, so a message whose time is
+ * later is never taken. `mayDeliver` is asked before the handler runs (the queue's lease): false
+ * leaves the batch to whoever holds it.
  */
 export async function deliverBatch(
   store: Store,
@@ -78,6 +83,8 @@ export async function deliverBatch(
   consumer: QueueConsumer,
   run: RunBatch,
   now: () => number = Date.now,
+  pending: { nextMs: number | null } = { nextMs: null },
+  mayDeliver: () => Promise<boolean> = async () => true,
 ): Promise<BatchReport | null> {
   const { queue } = consumer;
   const startMs = now();
@@ -85,7 +92,19 @@ export async function deliverBatch(
     recursive: true,
   });
   const due = objects.filter((o) => visibleMsOf(o.key) <= startMs).slice(0, consumer.max_batch_size);
+  const later = objects.find((o) => visibleMsOf(o.key) > startMs);
+  pending.nextMs = later ? visibleMsOf(later.key) : null;
   if (due.length === 0) return null;
+  const fullAtMs = visibleMsOf(due[0]!.key) + consumer.max_batch_timeout * 1000;
+  if (due.length < consumer.max_batch_size && startMs < fullAtMs) {
+    pending.nextMs = Math.min(pending.nextMs ?? fullAtMs, fullAtMs);
+    return null;
+  }
+  if (!(await mayDeliver())) {
+    // Another node holds the queue: look again once its lease may have been given up.
+    pending.nextMs = null;
+    return null;
+  }
   const taken: { key: string; message: StoredMessage }[] = [];
   for (const o of due) {
     const object = await store.get(o.key);
@@ -110,6 +129,7 @@ export async function deliverBatch(
     deadLettered: 0,
     dropped: [],
     outcome: result.outcome,
+    ...(result.error ? { error: result.error } : {}),
   };
   for (const { key, message } of taken) {
     const attempts = message.attempts + 1;

@@ -13,6 +13,7 @@ import type { Store } from '../../../src/store/store.ts';
 import { D1Service } from '../bindings/d1.ts';
 import { type D1Socket, listenD1Socket } from '../bindings/d1-socket.ts';
 import { type KvSocket, listenKvSocket } from '../bindings/kv-socket.ts';
+import { QueueWakers } from '../bindings/queue-runner.ts';
 import { D1_SOCKET } from '../bindings/r2-headers.ts';
 import { listenServiceSocket, type ServiceSocket } from '../bindings/service.ts';
 import { SERVICES_SOCKET } from '../bindings/service-headers.ts';
@@ -35,8 +36,16 @@ export async function hostOnStdio(env: NodeJS.ProcessEnv, log: (line: string) =>
     d1: Promise<D1Socket> | null;
   } = { socket: null, services: null, d1: null };
   const d1 = new PrivateD1(store, env, hostLog);
+  // A producer's message wakes this host's consumer of its queue (docs/bindings.md "Queues").
+  const queueWakers = new QueueWakers();
   const bindingsSocket = async (stateDir: string) => {
-    bindings.socket ??= listenKvSocket(join(stateDir, 'bindings.sock'), store, hostLog);
+    bindings.socket ??= listenKvSocket(
+      join(stateDir, 'bindings.sock'),
+      store,
+      hostLog,
+      undefined,
+      queueWakers.sent,
+    );
     // Beside it, the services socket, which without a daemon knows no other application, and the
     // D1 socket, whose databases this host serves itself (it forwards to no other node).
     bindings.services ??= listenServiceSocket(join(stateDir, SERVICES_SOCKET), noFleet, hostLog);
@@ -56,7 +65,7 @@ export async function hostOnStdio(env: NodeJS.ProcessEnv, log: (line: string) =>
           process.stdin.destroy();
         },
       },
-      { store, name: CELL_VERSION_LINE, log: hostLog, bindingsSocket },
+      { store, name: CELL_VERSION_LINE, log: hostLog, bindingsSocket, queueWakers },
     );
   } finally {
     await (await bindings.socket?.catch(() => null))?.close();
@@ -76,7 +85,14 @@ export async function hostOnSocket(
 ): Promise<number> {
   const store = await openBucketFromEnv(env);
   const hostLog = (line: string) => log(`cell host: ${line}`);
-  const bindings = await listenKvSocket(join(dirname(path), 'bindings.sock'), store, hostLog);
+  const queueWakers = new QueueWakers();
+  const bindings = await listenKvSocket(
+    join(dirname(path), 'bindings.sock'),
+    store,
+    hostLog,
+    undefined,
+    queueWakers.sent,
+  );
   const services = await listenServiceSocket(join(dirname(path), SERVICES_SOCKET), noFleet, hostLog);
   const d1 = new PrivateD1(store, env, hostLog);
   const d1Socket = await listenD1Socket(
@@ -89,6 +105,7 @@ export async function hostOnSocket(
     name: CELL_VERSION_LINE,
     log: hostLog,
     bindingsSocket: async () => bindings.path,
+    queueWakers,
   });
   log(`cell host: serving runtimes on ${path}`);
   await new Promise<void>((resolve) => {

@@ -9,6 +9,7 @@
 
 import { createInterface } from 'node:readline';
 import type { Store } from '../../../src/store/store.ts';
+import { FrontQueues, QueueWakers } from '../bindings/queue-runner.ts';
 import { fireCron, nextCronTimes, postScheduled } from '../cron.ts';
 import { type LookContext, type LookRequest, look } from '../follower.ts';
 import { type LeaseHolder, leaseKey, releaseLease, writeLease } from '../lease.ts';
@@ -41,6 +42,11 @@ export interface HostOptions {
    * deployment with bindings starts; absent: such a deployment cannot start.
    */
   bindingsSocket?: (stateDir: string) => Promise<string>;
+  /**
+   * Told of each message a producer on this host's bindings socket writes, so a queue consumer
+   * here takes it at once (docs/bindings.md "Queues"); absent: consumers only poll.
+   */
+  queueWakers?: QueueWakers;
 }
 
 /** One front's connection, as two streams (a socket is both). */
@@ -57,6 +63,8 @@ interface Front {
   lease: LeaseHolder;
   /** Lease writes are conditional on the previous one's ETag: one at a time. */
   leaseChain: Promise<unknown>;
+  /** The queue consumers of the deployment the front serves. */
+  queues: FrontQueues;
 }
 
 /** Serves one front until its connection ends and what it asked is answered. */
@@ -96,6 +104,7 @@ export async function serveFront(connection: Connection, options: HostOptions): 
     underWay.add(done);
   }
   await Promise.all(underWay);
+  await front?.queues.stop();
 }
 
 /** Answers the hello: the front to serve, or null once it was refused and the connection ended. */
@@ -122,7 +131,15 @@ function greet(
   connection.write(resultLine(request.id, { protocol: HOST_PROTOCOL_VERSION, host: options.name }));
   const log = (line: string) => connection.write(logLine(line));
   const { application, node, stateDir, context } = hello;
+  const queues = new FrontQueues({
+    store: options.store,
+    application,
+    node,
+    log,
+    wakers: options.queueWakers ?? new QueueWakers(),
+  });
   return {
+    queues,
     look: {
       application,
       store: options.store,
@@ -134,6 +151,7 @@ function greet(
         if (!options.bindingsSocket) throw new Error('this runtime host serves no KV bindings');
         return options.bindingsSocket(stateDir);
       },
+      queuesPrepared: (deployment, consumers, socket) => queues.prepared(deployment, consumers, socket),
     },
     lease: { store: options.store, application, node, log },
     leaseChain: Promise.resolve(),
@@ -146,8 +164,12 @@ async function answer(
 ): Promise<Record<string, unknown>> {
   const f = request.fields;
   switch (request.op) {
-    case 'look':
-      return { ...(await look(front.look, lookRequest(f))) };
+    case 'look': {
+      const request = lookRequest(f);
+      // The front names the deployment it serves: its queue consumers run, any others stop.
+      front.queues.serving(request.active?.deployment ?? null);
+      return { ...(await look(front.look, request)) };
+    }
     case 'lease': {
       const run = front.leaseChain.then(() => lease(front.lease, f));
       front.leaseChain = run.catch(() => {});
