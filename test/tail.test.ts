@@ -415,7 +415,7 @@ describe('svc tail on two nodes', () => {
     assert.equal(await tail.exited, 0, tail.stderr());
   });
 
-  test('the runtime process restarted, and the node svc tail talks to restarted: both said, the tail carries on', async () => {
+  test('the runtime process killed, and the node svc tail talks to stopped and started again: both said, the tail carries on', async () => {
     const tail = startTail(a, viewer, ['--node-id', a.nodeId]);
     tails.push(tail);
     await attached(tail, [a.nodeId]);
@@ -440,7 +440,7 @@ describe('svc tail on two nodes', () => {
     );
 
     const listen = new URL(a.url).port;
-    await a.stop('SIGKILL');
+    await a.stop(); // SIGTERM: the node drains and stops, as a service manager restarts it
     await waitFor(
       () => /svc tail: lost the node \(/.test(tail.stderr()),
       `svc tail to say it lost its node\n${tail.stderr()}`,

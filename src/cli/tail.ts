@@ -117,8 +117,12 @@ async function follow(
           });
           reason = 'the stream ended';
         } catch (err) {
-          if (err instanceof Problem) throw err;
-          reason = `${endpoint}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`;
+          // A refusal is final, but a node that is stopping or starting (503) is waited for once tailing.
+          if (err instanceof Problem && !(connectedOnce && err.status >= 500)) throw err;
+          reason =
+            err instanceof Problem
+              ? `${endpoint}: ${err.title}`
+              : `${endpoint}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`;
           continue;
         }
         break;

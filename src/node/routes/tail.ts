@@ -90,6 +90,7 @@ function followPeers(
         .filter((node) => node !== ctx.nodeId && wanted(filters, node)),
     );
   let current = serving();
+  let stopped = false;
   const look = () => {
     current = serving();
     for (const node of current) {
@@ -123,7 +124,6 @@ function followPeers(
         .finally(() => looking.delete(node));
     }
   };
-  let stopped = false;
   look();
   const timer = setInterval(look, PEER_LOOK_MS);
   return () => {
