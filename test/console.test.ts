@@ -314,15 +314,25 @@ describe('pages show the fleet', () => {
     await page.close();
   });
 
-  test('applications: state, where each replica serves and its process state, domains, selector', async () => {
+  test('applications: state, where each replica serves and its process state, domains and DNS, selector', async () => {
     await call(nodes[0]!.url, 'POST', '/v1/applications/blog/domains/blog.example.org', { signer: admin });
     const page = await openPage(adminConsole, 'apps');
-    const rows = await tableRows(page, '#applications');
+    // A lookup the list did not wait for shows as being checked, and is there on a later load.
+    const rows = (await waitFor<string[][] | null>(
+      async () => {
+        const found = await tableRows(page, '#applications');
+        if (!found[0]?.[3]?.endsWith('checking')) return found;
+        await page.reload();
+        return null;
+      },
+      "blog's domain checked",
+      10_000,
+    )) as string[][];
     assert.deepEqual(
-      rows.map((r) => [r[0], r[1], r[2], r[3]]),
+      rows.map((r) => [r[0], r[1], r[2], r[3], r[5], r[6]]),
       [
-        ['blog', 'active', 'node-a ready :PORT node-b ready :PORT', 'blog.example.org'],
-        ['shop', 'active', 'node-a ready :PORT node-b ready :PORT', '–'],
+        ['blog', 'active', 'node-a ready :PORT node-b ready :PORT', 'blog.example.org ok', 'any', 'all'],
+        ['shop', 'active', 'node-a ready :PORT node-b ready :PORT', '–', 'any', 'all'],
       ],
     );
     await screenshot(page, 'applications');

@@ -93,6 +93,93 @@ async function section<T>(read: () => Promise<T>): Promise<Section<T>> {
 
 const app = (name: string) => `/v1/applications/${encodeURIComponent(name)}`;
 
+// ---- DNS status, cached: the applications list checks every claimed domain ----
+
+/** How long a DNS verdict is reused, and how long the applications list waits for new ones. */
+const DNS_TTL_MS = 60_000;
+const DNS_BUDGET_MS = 300;
+const DNS_CONCURRENCY = 8;
+
+interface DnsCache {
+  verdicts: Map<string, { check: DnsCheck; atMs: number }>;
+  pending: Map<string, Promise<DnsCheck>>;
+  queue: (() => Promise<void>)[];
+  running: number;
+}
+
+const dnsCaches = new WeakMap<ConsoleSource, DnsCache>();
+
+function dnsCache(source: ConsoleSource): DnsCache {
+  let cache = dnsCaches.get(source);
+  if (!cache) {
+    cache = { verdicts: new Map(), pending: new Map(), queue: [], running: 0 };
+    dnsCaches.set(source, cache);
+  }
+  return cache;
+}
+
+/** One host's verdict, from the cache while fresh; at most a few lookups run at once. */
+function checkDnsCached(
+  source: ConsoleSource,
+  host: string,
+  platformHosts: readonly string[],
+): Promise<DnsCheck> {
+  const cache = dnsCache(source);
+  const key = `${host} ${platformHosts.join(',')}`;
+  const now = (source.now ?? Date.now)();
+  const fresh = cache.verdicts.get(key);
+  if (fresh && now - fresh.atMs < DNS_TTL_MS) return Promise.resolve(fresh.check);
+  const pending = cache.pending.get(key);
+  if (pending) return pending;
+  const started = new Promise<DnsCheck>((resolve) => {
+    cache.queue.push(async () => {
+      const check = await checkDns(source.dns, host, platformHosts);
+      cache.verdicts.set(key, { check, atMs: (source.now ?? Date.now)() });
+      cache.pending.delete(key);
+      resolve(check);
+    });
+  });
+  cache.pending.set(key, started);
+  drain(cache);
+  return started;
+}
+
+function drain(cache: DnsCache): void {
+  while (cache.running < DNS_CONCURRENCY && cache.queue.length > 0) {
+    const next = cache.queue.shift()!;
+    cache.running++;
+    next().finally(() => {
+      cache.running--;
+      drain(cache);
+    });
+  }
+}
+
+/**
+ * The verdict of every host the list shows, waiting at most DNS_BUDGET_MS for lookups not cached:
+ * a host still being looked up is left out (the page says so) and is cached for the next load.
+ */
+async function dnsVerdicts(
+  source: ConsoleSource,
+  hosts: readonly { host: string; platformHosts: readonly string[] }[],
+): Promise<Map<string, DnsCheck>> {
+  const out = new Map<string, DnsCheck>();
+  const checks = hosts.map(({ host, platformHosts }) =>
+    checkDnsCached(source, host, platformHosts).then((check) => {
+      out.set(host, check);
+    }),
+  );
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([
+    Promise.all(checks),
+    new Promise<void>((resolve) => {
+      timer = setTimeout(resolve, DNS_BUDGET_MS);
+    }),
+  ]);
+  clearTimeout(timer);
+  return new Map(out);
+}
+
 async function listApplications(
   source: ConsoleSource,
 ): Promise<{ applications: AppRecord[]; scoped: boolean }> {
@@ -172,6 +259,8 @@ export interface ApplicationsView {
   replicas: Map<string, Replica[]>;
   placements: Map<string, Placement>;
   freeze: FreezeRecord | null;
+  /** DNS verdicts by host; a host absent is still being looked up. */
+  dns: Map<string, DnsCheck>;
 }
 
 export async function applicationsView(source: ConsoleSource): Promise<ApplicationsView> {
@@ -182,14 +271,27 @@ export async function applicationsView(source: ConsoleSource): Promise<Applicati
   ]);
   const reachable = listing.scoped ? new Set(listing.applications.map((a) => a.name)) : null;
   const records = keepReachable(await nodeRecords(source, state), reachable);
+  const platformDomains = platformDomainsOf(records);
+  const dns = await dnsVerdicts(
+    source,
+    listing.applications.flatMap((a) => {
+      const platformHosts = platformHostsOf({ labels: {}, ...a }, platformDomains);
+      return a.domains.map((host) => ({ host, platformHosts }));
+    }),
+  );
   return {
     scoped: listing.scoped,
     fromBucket: source.store !== null,
+    dns,
     applications: listing.applications,
     replicas: replicasByApplication(records),
     placements: new Map(state.placements.map((p) => [p.application, p])),
     freeze,
   };
+}
+
+function platformDomainsOf(records: readonly NodeRecord[]): string[] {
+  return [...new Set(records.flatMap((r) => r.platformDomains ?? []))].sort();
 }
 
 function replicasByApplication(records: readonly NodeRecord[]): Map<string, Replica[]> {
@@ -239,7 +341,7 @@ export async function applicationView(source: ConsoleSource, name: string): Prom
   ]);
   const records = await nodeRecords(source, state);
   const replicas = replicasByApplication(records).get(name) ?? [];
-  const platformDomains = [...new Set(records.flatMap((r) => r.platformDomains ?? []))].sort();
+  const platformDomains = platformDomainsOf(records);
   const platformHosts = platformHostsOf({ labels: {}, ...application }, platformDomains);
   const now = (source.now ?? Date.now)();
   const store = source.store;
@@ -248,7 +350,7 @@ export async function applicationView(source: ConsoleSource, name: string): Prom
       application.domains.map(async (host) => ({
         host,
         wildcard: application.wildcardDomains.includes(host),
-        dns: await checkDns(source.dns, host, platformHosts),
+        dns: await checkDnsCached(source, host, platformHosts),
       })),
     ),
     store ? section(() => readHistory(store, name)) : NO_BUCKET,
