@@ -200,7 +200,7 @@ describe("D1's Sessions API as an app uses it (ledger)", () => {
 });
 
 describe("chanfana's D1 endpoints (notes-api)", () => {
-  it('migrations applied with svc d1, then create, list, search, pages, read, update and the OpenAPI document', async () => {
+  it('migrations applied with svc d1, then create, list, search, pages, read, update, delete and the OpenAPI document', async () => {
     assert.equal(installProblem, null, 'the apps install from the registry');
     const base = await deploy(NOTES_DIR, 'd1-notes-api');
 
@@ -283,6 +283,12 @@ describe("chanfana's D1 endpoints (notes-api)", () => {
     assert.equal(invalid.status, 400, 'chanfana refuses a body its schema does not take');
     assert.equal(invalid.body.success, false);
     assert.equal(((await json('GET', '/notes')).body.result as unknown[]).length, 3, 'nothing written');
+
+    const deleted = await json('DELETE', '/notes/3');
+    assert.equal(deleted.status, 200, JSON.stringify(deleted.body));
+    assert.deepEqual(deleted.body.result, { id: 3, title: 'Trip', body: 'book the train', pinned: true });
+    assert.equal((await json('GET', '/notes/3')).status, 404);
+    assert.equal((await json('DELETE', '/notes/3')).status, 404, 'a second delete finds nothing');
 
     const document = await json('GET', '/openapi.json');
     assert.equal(document.status, 200);
