@@ -98,6 +98,8 @@ class QueueLoop {
   readonly #unsubscribe: () => void;
   readonly #done: Promise<void>;
   #lease: { etag: string; renewAtMs: number } | null = null;
+  /** When another node's lease on the queue runs out, as last read; null: no other holder seen. */
+  #heldElsewhereUntilMs: number | null = null;
 
   constructor(options: QueueRunnerOptions, consumer: QueueConsumer, socket: string) {
     this.#o = options;
@@ -134,6 +136,7 @@ class QueueLoop {
       const pending: { nextMs: number | null } = { nextMs: null };
       let report: BatchReport | null = null;
       this.#wokenFor = null;
+      this.#heldElsewhereUntilMs = null;
       try {
         report = await deliverBatch(store, application, this.#consumer, run, Date.now, pending, () =>
           this.#holdLease(),
@@ -147,9 +150,17 @@ class QueueLoop {
         continue;
       }
       await this.#releaseLease();
-      const untilMs = Math.min(Date.now() + idleMs, pending.nextMs ?? Number.POSITIVE_INFINITY);
+      // Held by another node: look again once its lease may have run out (it renews well before).
+      const blockedMs = this.#heldElsewhereUntilMs;
+      const untilMs = Math.min(
+        Date.now() + idleMs,
+        pending.nextMs ?? Number.POSITIVE_INFINITY,
+        blockedMs === null
+          ? Number.POSITIVE_INFINITY
+          : Math.max(blockedMs + 100, Date.now() + QUEUE_POLL_MIN_MS),
+      );
       await this.#sleepUntil(untilMs);
-      idleMs = Math.min(idleMs * 2, QUEUE_POLL_MAX_MS);
+      if (blockedMs === null) idleMs = Math.min(idleMs * 2, QUEUE_POLL_MAX_MS);
     }
     await this.#releaseLease();
   }
@@ -195,7 +206,10 @@ class QueueLoop {
           node?: string;
           expires_ms?: number;
         };
-        if (held.node !== node && (held.expires_ms ?? 0) > now) return false;
+        if (held.node !== node && (held.expires_ms ?? 0) > now) {
+          this.#heldElsewhereUntilMs = held.expires_ms ?? now;
+          return false;
+        }
       }
       const etag = await store.put(key, body, current ? { ifMatch: current.etag } : { ifNoneMatch: '*' });
       this.#lease = { etag, renewAtMs: now + QUEUE_LEASE_MS / 3 };
