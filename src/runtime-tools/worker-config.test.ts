@@ -364,7 +364,10 @@ describe('d1_databases (docs/bindings.md "D1 databases")', () => {
       { binding: 'LOGS', database_name: 'logs', migrations_dir: 'sql', migrations_table: 'applied' },
     ]);
     assert.equal(parsed.warnings.length, 1);
-    assert.match(parsed.warnings[0]!, /ignoring "d1_databases\[1\]\.preview_database_id": svc has no preview databases/);
+    assert.match(
+      parsed.warnings[0]!,
+      /ignoring "d1_databases\[1\]\.preview_database_id": svc has no preview databases/,
+    );
     assert.deepEqual(parseWorkerConfig(config('[]'), 'cell.jsonc').d1_databases, []);
   });
 
@@ -373,8 +376,16 @@ describe('d1_databases (docs/bindings.md "D1 databases")', () => {
       ['{ "binding": "DB" }', '', /cell\.jsonc:4:3: "d1_databases" must be a list/],
       ['[{ "database_name": "a" }]', '', /"d1_databases\[0\]" needs "binding"/],
       ['[{ "binding": "DB" }]', '', /"d1_databases\[0\]" needs "database_name"/],
-      ['[{ "binding": "1DB", "database_name": "a" }]', '', /"d1_databases\[0\]\.binding" must be a binding name/],
-      ['[{ "binding": "DB", "database_name": "a b" }]', '', /"d1_databases\[0\]\.database_name" must be a D1 database name/],
+      [
+        '[{ "binding": "1DB", "database_name": "a" }]',
+        '',
+        /"d1_databases\[0\]\.binding" must be a binding name/,
+      ],
+      [
+        '[{ "binding": "DB", "database_name": "a b" }]',
+        '',
+        /"d1_databases\[0\]\.database_name" must be a D1 database name/,
+      ],
       [
         '[{ "binding": "DB", "database_name": "a" }, { "binding": "DB", "database_name": "b" }]',
         '',
@@ -385,7 +396,11 @@ describe('d1_databases (docs/bindings.md "D1 databases")', () => {
         '\n  "kv_namespaces": [{ "binding": "CACHE", "id": "c" }],',
         /names CACHE, which a KV namespace also binds/,
       ],
-      ['[{ "binding": "DB", "database_name": "a", "migrations_dir": 3 }]', '', /"d1_databases\[0\]\.migrations_dir" must be a non-empty string/],
+      [
+        '[{ "binding": "DB", "database_name": "a", "migrations_dir": 3 }]',
+        '',
+        /"d1_databases\[0\]\.migrations_dir" must be a non-empty string/,
+      ],
     ];
     for (const [d1, extra, expected] of cases)
       assert.throws(() => parseWorkerConfig(config(d1, extra), 'cell.jsonc'), expected, d1);
