@@ -597,6 +597,36 @@ describe('events, the keyboard, and nothing from elsewhere', () => {
   });
 });
 
+describe('keyboard only', () => {
+  test('Tab to an action, Enter, and Enter again on the focused confirmation: done', async () => {
+    const page = await openPage(adminConsole, 'apps/blog');
+    /** Tabs until the focused element reads `text`; a bounded walk of the page's focus order. */
+    async function tabTo(text: string): Promise<void> {
+      for (let i = 0; i < 40; i++) {
+        await page.keyboard.press('Tab');
+        if ((await page.evaluate(() => document.activeElement?.textContent?.trim())) === text) return;
+      }
+      assert.fail(`${text} is not reachable with Tab`);
+    }
+    await tabTo('Block…');
+    await Promise.all([page.waitForURL(/\/confirm\/block\?app=blog$/), page.keyboard.press('Enter')]);
+    assert.equal(await page.evaluate(() => document.activeElement?.textContent), 'Block blog');
+    await Promise.all([page.waitForURL(/\/apps\/blog\?done=block$/), page.keyboard.press('Enter')]);
+    assert.equal(
+      (await call(nodes[0]!.url, 'GET', '/v1/applications/blog', { signer: admin })).body.application.blocked,
+      true,
+    );
+    await tabTo('Unblock…');
+    await Promise.all([page.waitForURL(/\/confirm\/unblock/), page.keyboard.press('Enter')]);
+    await Promise.all([page.waitForURL(/done=unblock$/), page.keyboard.press('Enter')]);
+    assert.equal(
+      (await call(nodes[0]!.url, 'GET', '/v1/applications/blog', { signer: admin })).body.application.blocked,
+      false,
+    );
+    await page.close();
+  });
+});
+
 describe('assets', () => {
   test('every page asked for nothing outside the console: no CDN, no font, no other host', () => {
     const origins = new Set([new URL(adminConsole.url).origin, new URL(shopConsole.url).origin]);
