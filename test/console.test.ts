@@ -218,14 +218,19 @@ describe('the console guards itself', () => {
     const nowhere = await fetch(`${adminConsole.url}nowhere`);
     assert.equal(nowhere.status, 404);
     assert.match(await nowhere.text(), /No such page.*urn:svc:not-found/s);
+    const inherited = await fetch(`${adminConsole.url}confirm/constructor`);
+    assert.equal(inherited.status, 404);
+    assert.match(await inherited.text(), /No such page.*urn:svc:not-found/s);
     const origin = new URL(adminConsole.url).origin;
     const form = { origin, 'content-type': 'application/x-www-form-urlencoded' };
-    assertProblem(
-      await rawRequest(`${adminConsole.url}act/delete`, 'POST', form, 'app=shop'),
-      404,
-      'not-found',
-      'No such action',
-    );
+    for (const action of ['delete', 'constructor', '__proto__']) {
+      assertProblem(
+        await rawRequest(`${adminConsole.url}act/${action}`, 'POST', form, 'app=shop'),
+        404,
+        'not-found',
+        'No such action',
+      );
+    }
     assertProblem(
       await rawRequest(
         `${adminConsole.url}act/block`,

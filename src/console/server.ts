@@ -128,7 +128,7 @@ export async function startConsole(options: ConsoleOptions): Promise<ConsoleServ
       assetVersion,
     };
     const done = url.searchParams.get('done');
-    if (done && DONE[done]) ctx.notice = DONE[done];
+    if (done && Object.hasOwn(DONE, done)) ctx.notice = DONE[done];
     if (request.method === 'POST' && rest.startsWith('/act/'))
       return act(request, response, ctx, rest.slice(5));
     if (request.method !== 'GET' && request.method !== 'HEAD') {
@@ -154,7 +154,7 @@ export async function startConsole(options: ConsoleOptions): Promise<ConsoleServ
       if (appMatch) return ok(applicationPage(ctx, await applicationView(source, pathSegment(appMatch[1]!))));
       if (path === '/events') return await renderEvents(ctx, query, now);
       const confirmMatch = /^\/confirm\/([a-z]+)$/.exec(path);
-      if (confirmMatch && ACTIONS[confirmMatch[1]!]) {
+      if (confirmMatch && Object.hasOwn(ACTIONS, confirmMatch[1]!)) {
         return ok(confirmPage(ctx, ACTIONS[confirmMatch[1]!]!.confirm(ctx, query)));
       }
       throw new Problem('not-found', 'No such page', path);
@@ -190,7 +190,8 @@ export async function startConsole(options: ConsoleOptions): Promise<ConsoleServ
   }
 
   async function act(request: IncomingMessage, response: ServerResponse, ctx: PageContext, name: string) {
-    const action = ACTIONS[name];
+    // Own members only: `constructor` is no action.
+    const action = Object.hasOwn(ACTIONS, name) ? ACTIONS[name] : undefined;
     if (!action) return sendProblem(response, new Problem('not-found', 'No such action', name));
     const form = await readForm(request);
     const back = action.back(ctx, form);
