@@ -12,6 +12,7 @@ import { registerHealth } from './cli/health.ts';
 import { registerKv } from './cli/kv.ts';
 import { registerMetrics, registerTraces } from './cli/observe.ts';
 import { registerOperator } from './cli/operator.ts';
+import { registerQueues } from './cli/queues.ts';
 import { registerR2 } from './cli/r2.ts';
 import { registerRemote } from './cli/remote.ts';
 import { registerSail } from './cli/sail.ts';
@@ -45,6 +46,7 @@ export function buildProgram(): Command {
     registerKv,
     registerR2,
     registerD1,
+    registerQueues,
     // The live tail, after the commands of the contract too.
     registerTail,
     // The web console, which acts as the commands above do.

@@ -53,6 +53,7 @@ test('the real program: top level in help order, completion itself hidden, neste
       'kv',
       'r2',
       'd1',
+      'queues',
       'tail',
       'console',
     ],

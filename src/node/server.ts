@@ -18,6 +18,7 @@ import { healthRoutes } from './routes/health.ts';
 import { ingressRoutes } from './routes/ingress.ts';
 import { kvRoutes } from './routes/kv.ts';
 import { operatorRoutes } from './routes/operators.ts';
+import { queueRoutes } from './routes/queues.ts';
 import { r2Routes } from './routes/r2.ts';
 import { secretRoutes } from './routes/secrets.ts';
 import { stateRoutes } from './routes/state.ts';
@@ -35,6 +36,7 @@ const routePlugins: RoutePlugin[] = [
   kvRoutes,
   d1Routes,
   r2Routes,
+  queueRoutes,
   freezeRoutes,
   deployRoutes,
   stateRoutes,
