@@ -3,9 +3,8 @@
 // `listenOwnerOnly`), beside the bindings socket. The application and database come from the
 // headers workerd's config injects (r2-headers.ts), never from the worker.
 
-import { rm } from 'node:fs/promises';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import { listenOwnerOnly } from '../host/socket.ts';
+import { closeOwnerOnly, listenOwnerOnly } from '../host/socket.ts';
 import type { D1Service } from './d1.ts';
 import { D1_LIMITS } from './d1-sql.ts';
 import { D1_APPLICATION_HEADER, D1_DATABASE_HEADER } from './r2-headers.ts';
@@ -65,10 +64,7 @@ export async function listenD1Socket(
   return {
     path,
     async close() {
-      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
-      server.closeAllConnections();
-      await closed;
-      await rm(path, { force: true });
+      await closeOwnerOnly(server, path);
     },
   };
 }

@@ -138,16 +138,8 @@ export class D1Service {
     untilMs: number,
   ): Promise<{ bookmark: string } | { holder: string }> {
     await this.#drop(application, database);
-    const lease = new D1Lease(
-      { store: this.#options.store, application, database },
-      this.#options.node,
-      this.#leaseTtlMs,
-    );
-    const acquired = await lease.acquire();
-    if (!acquired.held) return { holder: acquired.holder.node };
-    const db = await OwnedDatabase.take({ ...this.#ownedOptions(application, database, lease), untilMs });
-    this.#keep(application, database, lease, db);
-    return { bookmark: db.bookmark };
+    const owner = await this.#take(application, database, untilMs);
+    return 'holder' in owner ? owner : { bookmark: owner.open.db.bookmark };
   }
 
   /** Closes every database and releases its lease. */
@@ -182,7 +174,8 @@ export class D1Service {
     return opening;
   }
 
-  async #take(application: string, database: string): Promise<Owner> {
+  /** Takes the lease and restores the database (as it was at `untilMs`, when given). */
+  async #take(application: string, database: string, untilMs?: number): Promise<Owner> {
     if (this.#closed) throw new DatabaseMoved('the node is stopping');
     const lease = new D1Lease(
       { store: this.#options.store, application, database },
@@ -192,7 +185,7 @@ export class D1Service {
     const acquired = await lease.acquire();
     if (!acquired.held) return { holder: acquired.holder.node };
     try {
-      const db = await OwnedDatabase.take(this.#ownedOptions(application, database, lease));
+      const db = await OwnedDatabase.take({ ...this.#ownedOptions(application, database, lease), untilMs });
       return { open: this.#keep(application, database, lease, db) };
     } catch (err) {
       await lease.release().catch(() => {});

@@ -4,10 +4,9 @@
 // config injects (r2-headers.ts) is R2's (r2.ts), one carrying the queue headers a queue
 // producer's (queue.ts), any other KV's (kv.ts); this module only carries them.
 
-import { rm } from 'node:fs/promises';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Store } from '../../../src/store/store.ts';
-import { listenOwnerOnly } from '../host/socket.ts';
+import { closeOwnerOnly, listenOwnerOnly } from '../host/socket.ts';
 import { type Entry, handleKv, KV_LIMITS, valueTooLong } from './kv.ts';
 import { KvCache } from './kv-cache.ts';
 import { handleQueue, QUEUE_LIMITS, QUEUE_NAME_HEADER, type QueueSent } from './queue.ts';
@@ -78,10 +77,7 @@ export async function listenKvSocket(
   return {
     path,
     async close() {
-      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
-      server.closeAllConnections();
-      await closed;
-      await rm(path, { force: true });
+      await closeOwnerOnly(server, path);
     },
   };
 }

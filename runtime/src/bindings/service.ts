@@ -5,10 +5,9 @@
 // streams the answer back. A target that does not exist or serves nowhere is answered 503 with a
 // sentence saying so, which the calling worker sees as the binding's response.
 
-import { rm } from 'node:fs/promises';
 import { createServer, type IncomingMessage, request, type Server, type ServerResponse } from 'node:http';
 import { pipeline } from 'node:stream/promises';
-import { listenOwnerOnly } from '../host/socket.ts';
+import { closeOwnerOnly, listenOwnerOnly } from '../host/socket.ts';
 import { SERVICE_CALLER_HEADER, SERVICE_TARGET_HEADER } from './service-headers.ts';
 
 /** Where a target application is served (`host:port` each, the nearest first), or why it is not. */
@@ -53,10 +52,7 @@ export async function listenServiceSocket(
   return {
     path,
     async close() {
-      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
-      server.closeAllConnections();
-      await closed;
-      await rm(path, { force: true });
+      await closeOwnerOnly(server, path);
     },
   };
 }

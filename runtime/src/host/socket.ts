@@ -4,6 +4,7 @@
 // the stale socket file is removed and the fronts, which reconnect on their own, find the new one.
 
 import { chmod, rm } from 'node:fs/promises';
+import type { Server as HttpServer } from 'node:http';
 import { connect, createServer, type Server, type Socket } from 'node:net';
 import { type HostOptions, serveFront } from './host.ts';
 
@@ -92,4 +93,12 @@ function answers(path: string): Promise<boolean> {
     });
     probe.once('error', () => resolve(false));
   });
+}
+
+/** Stops a listener `listenOwnerOnly` started: no new connections, open ones cut, the file removed. */
+export async function closeOwnerOnly(server: HttpServer, path: string): Promise<void> {
+  const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+  server.closeAllConnections();
+  await closed;
+  await rm(path, { force: true });
 }
