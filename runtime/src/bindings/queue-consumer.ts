@@ -105,12 +105,15 @@ export async function deliverBatch(
     pending.nextMs = null;
     return null;
   }
-  const taken: { key: string; message: StoredMessage }[] = [];
-  for (const o of due) {
-    const object = await store.get(o.key);
-    const message = object && decodeMessage(object.body);
-    if (message) taken.push({ key: o.key, message });
-  }
+  // The reads, and below the settlements, go at once: a batch waits for one round trip each.
+  const read = await Promise.all(
+    due.map(async (o) => {
+      const object = await store.get(o.key);
+      const message = object && decodeMessage(object.body);
+      return message ? { key: o.key, message } : null;
+    }),
+  );
+  const taken = read.filter((t): t is { key: string; message: StoredMessage } => t !== null);
   if (taken.length === 0) return null;
   const delivery = taken.map((t) => ({ ...t.message, attempts: t.message.attempts + 1 }));
   let result: QueueResult;
@@ -131,25 +134,31 @@ export async function deliverBatch(
     outcome: result.outcome,
     ...(result.error ? { error: result.error } : {}),
   };
-  for (const { key, message } of taken) {
-    const attempts = message.attempts + 1;
-    if (retryAll || retryOne.has(message.id)) {
-      if (attempts <= consumer.max_retries) {
-        const delay = retryOne.get(message.id) ?? batchDelay;
-        await putMessage(store, application, queue, now() + delay * 1000, { ...message, attempts });
-        report.retried++;
-      } else if (consumer.dead_letter_queue) {
-        // The dead-letter queue's consumer sees it as new: same id and first-send time.
-        await putMessage(store, application, consumer.dead_letter_queue, now(), { ...message, attempts: 0 });
-        report.deadLettered++;
+  await Promise.all(
+    taken.map(async ({ key, message }) => {
+      const attempts = message.attempts + 1;
+      if (retryAll || retryOne.has(message.id)) {
+        if (attempts <= consumer.max_retries) {
+          const delay = retryOne.get(message.id) ?? batchDelay;
+          await putMessage(store, application, queue, now() + delay * 1000, { ...message, attempts });
+          report.retried++;
+        } else if (consumer.dead_letter_queue) {
+          // The dead-letter queue's consumer sees it as new: same id and first-send time.
+          await putMessage(store, application, consumer.dead_letter_queue, now(), {
+            ...message,
+            attempts: 0,
+          });
+          report.deadLettered++;
+        } else {
+          report.dropped.push(message.id);
+        }
       } else {
-        report.dropped.push(message.id);
+        report.acked++;
       }
-    } else {
-      report.acked++;
-    }
-    await store.delete(key);
-  }
+      // Written back (or moved) first, then deleted: a failure between leaves it twice, never lost.
+      await store.delete(key);
+    }),
+  );
   return report;
 }
 
