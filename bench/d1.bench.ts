@@ -14,18 +14,24 @@
 // Real parts: MinIO behind a counting proxy (test/helpers/s3-proxy.ts), node:sqlite, the real
 // `cell publish` and `cell serve`, workerd.
 
-import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
 import { D1Service } from '../runtime/src/bindings/d1.ts';
 import { runQueries } from '../runtime/src/bindings/d1-engine.ts';
 import { openStore } from '../src/store/open.ts';
-import { call, keyArg, openBucket } from '../test/helpers/applications.ts';
-import { EXAMPLES, fetchText, publish, s3BucketEnv, startServing } from '../test/helpers/cell.ts';
+import { keyArg, openBucket, readyAppUrl } from '../test/helpers/applications.ts';
+import {
+  EXAMPLES,
+  fetchText,
+  processTree,
+  publish,
+  s3BucketEnv,
+  startServing,
+} from '../test/helpers/cell.ts';
 import { CELL_REAL } from '../test/helpers/deploys.ts';
 import { startMinio } from '../test/helpers/minio.ts';
 import { startS3Proxy } from '../test/helpers/s3-proxy.ts';
-import { runSvc, tempDir, waitFor } from '../test/helpers/svc.ts';
+import { runSvc, tempDir } from '../test/helpers/svc.ts';
 
 const writes = Number(process.argv[2] ?? 1000);
 const CONCURRENCY = 16;
@@ -124,18 +130,8 @@ async function main(): Promise<void> {
       const answer = await fetchText(`${a.url}/count`);
       if (answer?.status !== 200) throw new Error(`read: ${answer?.body}`);
     });
-    const tree = (pid: number): number[] => {
-      let children: number[] = [];
-      try {
-        children = execFileSync('ps', ['-o', 'pid=', '--ppid', String(pid)], { encoding: 'utf8' })
-          .split('\n')
-          .map((line) => Number(line.trim()))
-          .filter((n) => n > 0);
-      } catch {}
-      return [...children.flatMap(tree), pid];
-    };
     const killedAt = performance.now();
-    for (const pid of tree(a.child.pid!)) process.kill(pid, 'SIGKILL');
+    for (const pid of processTree(a.child.pid!)) process.kill(pid, 'SIGKILL');
     let takeoverMs = 0;
     for (;;) {
       const answer = await fetchText(`${b.url}/count`);
@@ -197,21 +193,7 @@ async function forwardedReads(count: number): Promise<{ holder: Run; forwarded: 
       { timeoutMs: 120_000 },
     );
     if (run.code !== 0) throw new Error(run.stderr);
-    const [a, b] = await Promise.all(
-      nodes.map((node) =>
-        waitFor(
-          async () => {
-            const state = (await call(node.url, 'GET', '/v1/state', { signer: admin })).body as {
-              processes?: { application: string; port: number; ready: boolean }[];
-            };
-            const p = state.processes?.find((process) => process.application === 'd1-fw');
-            return p?.ready ? `http://127.0.0.1:${p.port}` : undefined;
-          },
-          'd1-fw ready',
-          90_000,
-        ),
-      ),
-    );
+    const [a, b] = await Promise.all(nodes.map((node) => readyAppUrl(node, admin, 'd1-fw')));
     for (let i = 0; i < 20; i++) await fetchText(`${a}/insert?v=row-${i}`);
     const read = (url: string | undefined) => async () => {
       const answer = await fetchText(`${url}/count`);

@@ -8,10 +8,10 @@
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { type Bucket, call, keyArg, openBucket, type Signer } from './helpers/applications.ts';
+import { type Bucket, call, keyArg, openBucket, readyAppUrl, type Signer } from './helpers/applications.ts';
 import { EXAMPLES, fetchText } from './helpers/cell.ts';
 import { CELL_REAL } from './helpers/deploys.ts';
-import { runSvc, type SailProcess, waitFor } from './helpers/svc.ts';
+import { runSvc, type SailProcess } from './helpers/svc.ts';
 
 const READY_DEADLINE_MS = 90_000;
 
@@ -47,21 +47,8 @@ describe('D1 on two nodes', () => {
     assert.equal(run.code, 0, run.stderr);
   }
 
-  /** The application's port on one node once its process there is ready. */
-  async function appOn(node: SailProcess, application: string): Promise<string> {
-    const url = await waitFor(
-      async () => {
-        const state = (await call(node.url, 'GET', '/v1/state', { signer: admin })).body as {
-          processes?: { application: string; port: number; ready: boolean }[];
-        };
-        const p = state.processes?.find((process) => process.application === application);
-        return p?.ready ? `http://127.0.0.1:${p.port}` : undefined;
-      },
-      `${application} ready on ${node.nodeId}\n${node.log()}`,
-      READY_DEADLINE_MS,
-    );
-    return url as string;
-  }
+  const appOn = (node: SailProcess, application: string) =>
+    readyAppUrl(node, admin, application, READY_DEADLINE_MS);
 
   async function json(url: string): Promise<Record<string, unknown>> {
     const answer = await fetchText(url);

@@ -12,7 +12,6 @@
 // writes after it wakes are refused, and none of them reaches the database).
 
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import {
@@ -21,6 +20,7 @@ import {
   dirBucketEnv,
   EXAMPLES,
   fetchText,
+  processTree,
   publish,
   s3BucketEnv,
   startServing,
@@ -127,7 +127,8 @@ describe('D1 in real workerd', () => {
       } finally {
         minio.thaw();
       }
-      assert.ok((await json(`${a.url}/insert?v=after`)).id);
+      const after = await json(`${a.url}/insert?v=after`);
+      assert.ok(after.id, JSON.stringify(after));
       await a.stop('SIGTERM');
       const b = await serve('d1-frozen', 'node-b', bucket);
       const rows = (await json(`${b.url}/count`)) as { values: string[] };
@@ -152,18 +153,6 @@ describe('D1 in real workerd', () => {
     });
   });
 });
-
-/** Every process of a `cell serve` (front, private host, workerd), deepest first. */
-function processTree(pid: number): number[] {
-  let children: number[] = [];
-  try {
-    children = execFileSync('ps', ['-o', 'pid=', '--ppid', String(pid)], { encoding: 'utf8' })
-      .split('\n')
-      .map((line) => Number(line.trim()))
-      .filter((n) => n > 0);
-  } catch {}
-  return [...children.flatMap(processTree), pid];
-}
 
 describe('D1 when its owner fails', () => {
   it('SIGKILL of the owner under writes: the next node serves every acknowledged row', async () => {

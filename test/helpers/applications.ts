@@ -16,7 +16,7 @@ import type { ApplicationRecord } from '../../src/registry/records.ts';
 import { openStore } from '../../src/store/open.ts';
 import { putJson, type Store } from '../../src/store/store.ts';
 import { type Signer, signerFor, trustOperator } from './in-process-node.ts';
-import { type SailProcess, startSail, tempDir } from './svc.ts';
+import { type SailProcess, startSail, tempDir, waitFor } from './svc.ts';
 
 export type { Signer };
 
@@ -129,4 +129,25 @@ export async function ensureDeployedApplication(
   return updateApplication(store, name, (current) =>
     current.deployment === deployment ? null : { ...current, deployment },
   );
+}
+
+/** The URL of an application's ready process on a node (its `/v1/state`), once there is one. */
+export async function readyAppUrl(
+  node: { url: string; nodeId: string; log(): string },
+  signer: Signer,
+  application: string,
+  deadlineMs = 90_000,
+): Promise<string> {
+  const url = await waitFor(
+    async () => {
+      const state = (await call(node.url, 'GET', '/v1/state', { signer })).body as {
+        processes?: { application: string; port: number; ready: boolean }[];
+      };
+      const p = state.processes?.find((process) => process.application === application);
+      return p?.ready ? `http://127.0.0.1:${p.port}` : undefined;
+    },
+    `${application} ready on ${node.nodeId}\n${node.log()}`,
+    deadlineMs,
+  );
+  return url as string;
 }

@@ -147,6 +147,20 @@ function childPids(pid: number): number[] {
   }
 }
 
+/** A process and every process below it (a `cell serve`: front, private host, workerd, D1), deepest first. */
+export function processTree(pid: number): number[] {
+  let children: number[] = [];
+  try {
+    children = execFileSync('ps', ['-o', 'pid=', '--ppid', String(pid)], { encoding: 'utf8' })
+      .split('\n')
+      .map((line) => Number(line.trim()))
+      .filter((n) => n > 0);
+  } catch {
+    // ps exits 1 when there is no child
+  }
+  return [...children.flatMap(processTree), pid];
+}
+
 /** True while a process with this pid exists. */
 export function isRunning(pid: number): boolean {
   try {

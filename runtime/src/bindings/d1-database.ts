@@ -60,6 +60,8 @@ export class OwnedDatabase {
   #closed = false;
   #moved = false;
   #flushing: Promise<void> | null = null;
+  /** The requests running on this copy now. */
+  readonly #running = new Set<Promise<unknown>>();
   #waiters: { resolve: () => void; reject: (err: Error) => void }[] = [];
 
   private constructor(
@@ -130,6 +132,16 @@ export class OwnedDatabase {
    */
   async execute(queries: D1Query[], format: ResultsFormat, readsWithoutLease = false): Promise<D1Success[]> {
     this.#checkServing(readsWithoutLease);
+    const work = this.#execute(queries, format);
+    this.#running.add(work);
+    try {
+      return await work;
+    } finally {
+      this.#running.delete(work);
+    }
+  }
+
+  async #execute(queries: D1Query[], format: ResultsFormat): Promise<D1Success[]> {
     let ran: RunResult;
     try {
       ran = await this.#connection.run(queries, format);
@@ -155,11 +167,18 @@ export class OwnedDatabase {
     return results;
   }
 
-  /** Closes the database; the bucket already holds every acknowledged write. */
+  /**
+   * Closes the database and removes this copy: the bucket already holds every acknowledged write,
+   * and taking the database again restores it from there.
+   */
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
+    // A request already running finishes first (its queries, then its shipping): its copy and
+    // its connection are still there for it.
+    await Promise.allSettled([...this.#running]);
     await this.#connection.close();
+    await rm(this.#options.dir, { recursive: true, force: true });
   }
 
   get moved(): boolean {
@@ -201,7 +220,12 @@ export class OwnedDatabase {
   async #shipOnce(): Promise<void> {
     const end = this.#committedEnd;
     if (end > this.#shipped) {
-      const bytes = readRange(`${this.#file}-wal`, this.#shipped, end);
+      let bytes: Uint8Array;
+      try {
+        bytes = readRange(`${this.#file}-wal`, this.#shipped, end);
+      } catch (err) {
+        throw new NotDurable(`the database's WAL could not be read: ${(err as Error).message}`);
+      }
       const index = this.#index + 1;
       try {
         await writeSegment(

@@ -73,9 +73,14 @@ export class D1Service {
   readonly #open = new Map<string, Open>();
   readonly #opening = new Map<string, Promise<Owner>>();
   #closed = false;
+  readonly #cleared: Promise<void>;
+  /** Numbers each take's folder, so a copy being dropped never shares one with the next. */
+  #takes = 0;
 
   constructor(options: D1ServiceOptions) {
     this.#options = options;
+    // Copies a process before this one left (killed) are never reused: every take restores.
+    this.#cleared = rm(options.dataDir, { recursive: true, force: true });
   }
 
   get #leaseTtlMs(): number {
@@ -177,6 +182,7 @@ export class D1Service {
   /** Takes the lease and restores the database (as it was at `untilMs`, when given). */
   async #take(application: string, database: string, untilMs?: number): Promise<Owner> {
     if (this.#closed) throw new DatabaseMoved('the node is stopping');
+    await this.#cleared;
     const lease = new D1Lease(
       { store: this.#options.store, application, database },
       this.#options.node,
@@ -197,7 +203,7 @@ export class D1Service {
     return {
       ref: { store: this.#options.store, application, database },
       node: this.#options.node,
-      dir: join(this.#options.dataDir, application, database),
+      dir: join(this.#options.dataDir, application, database, String(++this.#takes)),
       mayServe: () => lease.valid(),
       compactWalBytes: this.#options.compactWalBytes,
       queryTimeoutMs: this.#options.queryTimeoutMs,
@@ -234,8 +240,6 @@ export class D1Service {
     this.#open.delete(name);
     clearInterval(open.renewal);
     await open.db.close();
-    // The copy is never reused: taking the database again restores it from the bucket.
-    await rm(join(this.#options.dataDir, application, database), { recursive: true, force: true });
     await open.lease
       .release()
       .catch((err: Error) =>
