@@ -202,7 +202,10 @@ async function main(): Promise<void> {
       sends.push(send(IDLE_MESSAGES + n));
     }
     await Promise.all(sends);
+    const sendsDoneMs = Date.now() - started;
     const loaded = await latencies(IDLE_MESSAGES, IDLE_MESSAGES + LOADED);
+    const lastDeliveredMs = Math.max(...[...(await deliveries(store)).values()]) - started;
+    const firstLoaded = (await deliveries(store)).get(IDLE_MESSAGES)! - sentAt.get(IDLE_MESSAGES)!;
     const loadedSeen = proxy.seen.slice(startIndex).filter((r) => on(r.path, 'fleets/bench/queues/jobs/'));
     const kinds = new Map<string, number>();
     for (const r of loadedSeen) {
@@ -236,6 +239,9 @@ async function main(): Promise<void> {
     );
     console.log(
       `loaded (100 messages/s, ${LOADED}): p50 ${percentile(loaded, 50)} ms  p99 ${percentile(loaded, 99)} ms`,
+    );
+    console.log(
+      `loaded run: every send acknowledged ${sendsDoneMs} ms after the first was sent, the last delivered at ${lastDeliveredMs} ms; the first waited ${firstLoaded} ms`,
     );
     console.log(
       `bucket requests per 1,000 messages (loaded run): ${((loadedSeen.length / LOADED) * 1000).toFixed(0)} (${[...kinds].map(([k, n]) => `${k} ${n}`).join(', ')})`,
