@@ -11,6 +11,7 @@ import assert from 'node:assert/strict';
 import { cpSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
+import { keys } from '../src/registry/keys.ts';
 import { assertProblem, type Bucket, call, keyArg, openBucket, type Signer } from './helpers/applications.ts';
 import { assertRefused, readyPort } from './helpers/binding-data.ts';
 import { CELL_BIN } from './helpers/cell.ts';
@@ -519,5 +520,19 @@ describe('the D1 routes refuse with a problem document', () => {
         'auth-scope',
         'Operator key required',
       );
+  });
+});
+
+describe('svc app delete', () => {
+  test("removes the D1 databases' history with the application, and says so", async () => {
+    const d1Prefix = `${keys.fleetPrefix(APP)}d1/`;
+    assert.ok((await bucket.store.list(d1Prefix, { recursive: true })).objects.length > 0, 'history before');
+    const deleted = await svc(['app', 'delete', '--force', ...asShop()]);
+    assert.equal(deleted.code, 0, deleted.stderr);
+    assert.match(
+      deleted.stdout.split('\n')[0]!,
+      new RegExp(`^Deleted ${APP}: \\d+ store keys removed \\(the whole history of \\d D1 databases?\\)$`),
+    );
+    assert.deepEqual((await bucket.store.list(d1Prefix, { recursive: true })).objects, []);
   });
 });

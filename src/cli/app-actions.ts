@@ -420,17 +420,26 @@ export async function appDelete(flags: AppFlags & { force?: boolean }): Promise<
         return { deleted: await deleteApplicationData(store, name) };
       }),
   );
-  // Workers KV entries and R2 objects are said apart: they are data, which no redeploy brings
-  // back. An R2 object is its record (`r2/<bucket>/objects/.../-`), whatever bodies it has.
+  // Workers KV entries, R2 objects and D1 databases are said apart: they are data, which no
+  // redeploy brings back. An R2 object is its record (`r2/<bucket>/objects/.../-`), whatever bodies it has.
   const prefix = keys.fleetPrefix(name);
   const kvEntries = deleted.filter((key) => key.startsWith(`${prefix}kv/`)).length;
   const r2Objects = deleted.filter(
     (key) =>
       key.startsWith(`${prefix}r2/`) && /^[^/]+\/objects\/(.*\/)?-$/.test(key.slice(`${prefix}r2/`.length)),
   ).length;
+  // A D1 database is its whole history (lease, snapshots, segments): counted once.
+  const d1Databases = new Set(
+    deleted
+      .filter((key) => key.startsWith(`${prefix}d1/`))
+      .map((key) => key.slice(`${prefix}d1/`.length).split('/')[0]),
+  ).size;
   const said = [
     ...(kvEntries > 0 ? [`${kvEntries} of them Workers KV entries`] : []),
     ...(r2Objects > 0 ? [`${r2Objects} of them R2 objects`] : []),
+    ...(d1Databases > 0
+      ? [`the whole history of ${d1Databases} D1 database${d1Databases === 1 ? '' : 's'}`]
+      : []),
   ];
   const counts = said.length === 0 ? '' : ` (${said.join(', ')})`;
   say(`Deleted ${name}: ${deleted.length} store key${deleted.length === 1 ? '' : 's'} removed${counts}`);
