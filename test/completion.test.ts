@@ -54,6 +54,7 @@ test('bash: top-level commands in help order, nested subcommands, flags of the t
     'kv',
     'r2',
     'd1',
+    'queues',
     'tail',
     'console',
   ]);

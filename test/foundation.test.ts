@@ -28,6 +28,7 @@ test("svc --help lists the top-level commands in the spec order, then the bindin
     'kv',
     'r2',
     'd1',
+    'queues',
     'tail',
     'console',
   ]);
