@@ -70,6 +70,17 @@ export interface BatchReport {
 }
 
 /**
+ * The keys of the queue's last listing not taken yet: the next batches come from it while it holds
+ * a full batch of due messages and is younger than `LISTING_REUSE_MS`, so a backlog is listed once
+ * per many batches rather than once per batch.
+ */
+export interface Listing {
+  keys: string[];
+  listedMs: number;
+}
+export const LISTING_REUSE_MS = 2_000;
+
+/**
  * Delivers the next batch of `consumer.queue`, if one is due: up to `max_batch_size` messages
  * whose time has come, oldest first, once the batch is full or its oldest message has waited
  * `max_batch_timeout`. Null when none is due; then `pending.nextMs` says when one will be, as far
@@ -85,17 +96,23 @@ export async function deliverBatch(
   now: () => number = Date.now,
   pending: { nextMs: number | null } = { nextMs: null },
   mayDeliver: () => Promise<boolean> = async () => true,
+  listing: Listing = { keys: [], listedMs: 0 },
 ): Promise<BatchReport | null> {
   const { queue } = consumer;
   const startMs = now();
-  const { objects } = await store.list(keys.runtimeQueueMessagesPrefix(application, queue), {
-    recursive: true,
-  });
-  const due = objects.filter((o) => visibleMsOf(o.key) <= startMs).slice(0, consumer.max_batch_size);
-  const later = objects.find((o) => visibleMsOf(o.key) > startMs);
-  pending.nextMs = later ? visibleMsOf(later.key) : null;
+  const cachedDue = listing.keys.filter((k) => visibleMsOf(k) <= startMs);
+  if (cachedDue.length < consumer.max_batch_size || startMs - listing.listedMs >= LISTING_REUSE_MS) {
+    const { objects } = await store.list(keys.runtimeQueueMessagesPrefix(application, queue), {
+      recursive: true,
+    });
+    listing.keys = objects.map((o) => o.key);
+    listing.listedMs = startMs;
+  }
+  const due = listing.keys.filter((k) => visibleMsOf(k) <= startMs).slice(0, consumer.max_batch_size);
+  const later = listing.keys.find((k) => visibleMsOf(k) > startMs);
+  pending.nextMs = later ? visibleMsOf(later) : null;
   if (due.length === 0) return null;
-  const fullAtMs = visibleMsOf(due[0]!.key) + consumer.max_batch_timeout * 1000;
+  const fullAtMs = visibleMsOf(due[0]!) + consumer.max_batch_timeout * 1000;
   if (due.length < consumer.max_batch_size && startMs < fullAtMs) {
     pending.nextMs = Math.min(pending.nextMs ?? fullAtMs, fullAtMs);
     return null;
@@ -105,17 +122,20 @@ export async function deliverBatch(
     pending.nextMs = null;
     return null;
   }
+  // Taken: whatever comes of them, the next batch is not made of these keys again.
+  const taken = new Set(due);
+  listing.keys = listing.keys.filter((k) => !taken.has(k));
   // The reads, and below the settlements, go at once: a batch waits for one round trip each.
   const read = await Promise.all(
-    due.map(async (o) => {
-      const object = await store.get(o.key);
+    due.map(async (key) => {
+      const object = await store.get(key);
       const message = object && decodeMessage(object.body);
-      return message ? { key: o.key, message } : null;
+      return message ? { key, message } : null;
     }),
   );
-  const taken = read.filter((t): t is { key: string; message: StoredMessage } => t !== null);
-  if (taken.length === 0) return null;
-  const delivery = taken.map((t) => ({ ...t.message, attempts: t.message.attempts + 1 }));
+  const batch = read.filter((t): t is { key: string; message: StoredMessage } => t !== null);
+  if (batch.length === 0) return null;
+  const delivery = batch.map((t) => ({ ...t.message, attempts: t.message.attempts + 1 }));
   let result: QueueResult;
   try {
     result = await run(queue, delivery);
@@ -126,7 +146,7 @@ export async function deliverBatch(
   const retryOne = new Map((result.retryMessages ?? []).map((r) => [r.msgId, r.delaySeconds]));
   const batchDelay = result.retryBatch?.delaySeconds ?? consumer.retry_delay;
   const report: BatchReport = {
-    delivered: taken.length,
+    delivered: batch.length,
     acked: 0,
     retried: 0,
     deadLettered: 0,
@@ -135,7 +155,7 @@ export async function deliverBatch(
     ...(result.error ? { error: result.error } : {}),
   };
   await Promise.all(
-    taken.map(async ({ key, message }) => {
+    batch.map(async ({ key, message }) => {
       const attempts = message.attempts + 1;
       if (retryAll || retryOne.has(message.id)) {
         if (attempts <= consumer.max_retries) {

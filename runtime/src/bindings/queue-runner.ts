@@ -9,7 +9,7 @@
 import { keys } from '../../../src/registry/keys.ts';
 import type { QueueConsumer } from '../../../src/runtime-tools/layout.ts';
 import { isCasConflict, type Store } from '../../../src/store/store.ts';
-import { type BatchReport, deliverBatch, postBatch } from './queue-consumer.ts';
+import { type BatchReport, deliverBatch, type Listing, postBatch } from './queue-consumer.ts';
 
 /** The first wait after an empty listing; each further empty one doubles it, up to the most. */
 export const QUEUE_POLL_MIN_MS = 1_000;
@@ -100,6 +100,8 @@ class QueueLoop {
   #lease: { etag: string; renewAtMs: number } | null = null;
   /** When another node's lease on the queue runs out, as last read; null: no other holder seen. */
   #heldElsewhereUntilMs: number | null = null;
+  /** The last listing's keys not yet taken (queue-consumer.ts `Listing`). */
+  readonly #listing: Listing = { keys: [], listedMs: 0 };
 
   constructor(options: QueueRunnerOptions, consumer: QueueConsumer, socket: string) {
     this.#o = options;
@@ -138,8 +140,15 @@ class QueueLoop {
       this.#wokenFor = null;
       this.#heldElsewhereUntilMs = null;
       try {
-        report = await deliverBatch(store, application, this.#consumer, run, Date.now, pending, () =>
-          this.#holdLease(),
+        report = await deliverBatch(
+          store,
+          application,
+          this.#consumer,
+          run,
+          Date.now,
+          pending,
+          () => this.#holdLease(),
+          this.#listing,
         );
       } catch (err) {
         log(`cell: queue ${this.#consumer.queue}: ${(err as Error).message}`);
