@@ -67,6 +67,8 @@ export interface BatchReport {
   outcome: string;
   /** The handler's exception, when it threw. */
   error?: string;
+  /** Resolves once every message of the batch is settled in the bucket (rejects if a write failed). */
+  settled?: Promise<void>;
 }
 
 /**
@@ -77,6 +79,10 @@ export interface BatchReport {
 export interface Listing {
   keys: string[];
   listedMs: number;
+  /** Keys of delivered messages whose settlement is under way: not taken again meanwhile. */
+  settling: Set<string>;
+  /** Answer a batch once the handler answered, its settlement going on (`BatchReport.settled`). */
+  pipeline?: boolean;
 }
 export const LISTING_REUSE_MS = 2_000;
 
@@ -96,11 +102,12 @@ export async function deliverBatch(
   now: () => number = Date.now,
   pending: { nextMs: number | null } = { nextMs: null },
   mayDeliver: () => Promise<boolean> = async () => true,
-  listing: Listing = { keys: [], listedMs: 0 },
+  listing: Listing = { keys: [], listedMs: 0, settling: new Set() },
 ): Promise<BatchReport | null> {
   const { queue } = consumer;
   const startMs = now();
-  const cachedDue = listing.keys.filter((k) => visibleMsOf(k) <= startMs);
+  const dueNow = (k: string) => visibleMsOf(k) <= startMs && !listing.settling.has(k);
+  const cachedDue = listing.keys.filter(dueNow);
   if (cachedDue.length < consumer.max_batch_size || startMs - listing.listedMs >= LISTING_REUSE_MS) {
     const { objects } = await store.list(keys.runtimeQueueMessagesPrefix(application, queue), {
       recursive: true,
@@ -108,7 +115,7 @@ export async function deliverBatch(
     listing.keys = objects.map((o) => o.key);
     listing.listedMs = startMs;
   }
-  const due = listing.keys.filter((k) => visibleMsOf(k) <= startMs).slice(0, consumer.max_batch_size);
+  const due = listing.keys.filter(dueNow).slice(0, consumer.max_batch_size);
   const later = listing.keys.find((k) => visibleMsOf(k) > startMs);
   pending.nextMs = later ? visibleMsOf(later) : null;
   if (due.length === 0) return null;
@@ -154,31 +161,40 @@ export async function deliverBatch(
     outcome: result.outcome,
     ...(result.error ? { error: result.error } : {}),
   };
-  await Promise.all(
-    batch.map(async ({ key, message }) => {
-      const attempts = message.attempts + 1;
-      if (retryAll || retryOne.has(message.id)) {
-        if (attempts <= consumer.max_retries) {
-          const delay = retryOne.get(message.id) ?? batchDelay;
-          await putMessage(store, application, queue, now() + delay * 1000, { ...message, attempts });
-          report.retried++;
-        } else if (consumer.dead_letter_queue) {
-          // The dead-letter queue's consumer sees it as new: same id and first-send time.
-          await putMessage(store, application, consumer.dead_letter_queue, now(), {
-            ...message,
-            attempts: 0,
-          });
-          report.deadLettered++;
-        } else {
-          report.dropped.push(message.id);
-        }
+  // Each message's fate is decided now; the writes that carry it out go at once. Written back (or
+  // moved) first, then deleted: a failure between leaves a message twice, never lost.
+  const writes = batch.map(({ key, message }) => {
+    const attempts = message.attempts + 1;
+    let write: (() => Promise<unknown>) | null = null;
+    if (retryAll || retryOne.has(message.id)) {
+      if (attempts <= consumer.max_retries) {
+        const delay = retryOne.get(message.id) ?? batchDelay;
+        write = () => putMessage(store, application, queue, now() + delay * 1000, { ...message, attempts });
+        report.retried++;
+      } else if (consumer.dead_letter_queue) {
+        const dead = consumer.dead_letter_queue;
+        // The dead-letter queue's consumer sees it as new: same id and first-send time.
+        write = () => putMessage(store, application, dead, now(), { ...message, attempts: 0 });
+        report.deadLettered++;
       } else {
-        report.acked++;
+        report.dropped.push(message.id);
       }
-      // Written back (or moved) first, then deleted: a failure between leaves it twice, never lost.
+    } else {
+      report.acked++;
+    }
+    return (async () => {
+      if (write) await write();
       await store.delete(key);
-    }),
-  );
+    })();
+  });
+  const settled = Promise.all(writes).then(() => {});
+  // A listing's holder may go on to the next batch meanwhile: these keys are not taken again
+  // until they are gone (the consumer's loop waits for them before it gives up the lease).
+  for (const key of taken) listing.settling.add(key);
+  report.settled = settled.finally(() => {
+    for (const key of taken) listing.settling.delete(key);
+  });
+  if (!listing.pipeline) await report.settled;
   return report;
 }
 

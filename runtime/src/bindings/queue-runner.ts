@@ -101,7 +101,9 @@ class QueueLoop {
   /** When another node's lease on the queue runs out, as last read; null: no other holder seen. */
   #heldElsewhereUntilMs: number | null = null;
   /** The last listing's keys not yet taken (queue-consumer.ts `Listing`). */
-  readonly #listing: Listing = { keys: [], listedMs: 0 };
+  readonly #listing: Listing = { keys: [], listedMs: 0, settling: new Set(), pipeline: true };
+  /** Settlements of delivered batches still under way (the next batch does not wait for them). */
+  readonly #settling = new Set<Promise<void>>();
 
   constructor(options: QueueRunnerOptions, consumer: QueueConsumer, socket: string) {
     this.#o = options;
@@ -154,6 +156,17 @@ class QueueLoop {
         log(`cell: queue ${this.#consumer.queue}: ${(err as Error).message}`);
       }
       if (report) {
+        const settled = report.settled;
+        if (settled) {
+          const tracked = settled
+            .catch((err: unknown) =>
+              log(
+                `cell: queue ${this.#consumer.queue}: a message not settled (it will be delivered again): ${(err as Error).message}`,
+              ),
+            )
+            .finally(() => this.#settling.delete(tracked));
+          this.#settling.add(tracked);
+        }
         idleMs = QUEUE_POLL_MIN_MS;
         this.#logReport(report);
         continue;
@@ -231,6 +244,8 @@ class QueueLoop {
   }
 
   async #releaseLease(): Promise<void> {
+    // What was delivered is settled before another node may take the queue.
+    await Promise.all(this.#settling);
     if (!this.#lease) return;
     const { etag } = this.#lease;
     this.#lease = null;
