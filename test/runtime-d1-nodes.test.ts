@@ -11,7 +11,7 @@ import { after, before, describe, it } from 'node:test';
 import { type Bucket, call, keyArg, openBucket, readyAppUrl, type Signer } from './helpers/applications.ts';
 import { EXAMPLES, fetchText } from './helpers/cell.ts';
 import { CELL_REAL } from './helpers/deploys.ts';
-import { runSvc, type SailProcess } from './helpers/svc.ts';
+import { runSvc, type SailProcess, waitFor } from './helpers/svc.ts';
 
 const READY_DEADLINE_MS = 90_000;
 
@@ -50,10 +50,14 @@ describe('D1 on two nodes', () => {
   const appOn = (node: SailProcess, application: string) =>
     readyAppUrl(node, admin, application, READY_DEADLINE_MS);
 
+  /**
+   * One request's JSON answer. A connection that fails outright (the process being replaced by
+   * the node right after it turned ready, as seen once under load) is tried again; any HTTP
+   * answer is the answer.
+   */
   async function json(url: string): Promise<Record<string, unknown>> {
-    const answer = await fetchText(url);
-    assert.ok(answer, `${url} answered`);
-    return JSON.parse(answer.body);
+    const answer = await waitFor(() => fetchText(url), `${url} to answer`, 30_000);
+    return JSON.parse(answer!.body);
   }
 
   it("both nodes' workers reach the one database, through the node holding its lease", async () => {
