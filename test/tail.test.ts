@@ -94,6 +94,11 @@ async function stopTail(tail: Tail): Promise<void> {
   await tail.exited;
 }
 
+// Each node its own runtime ports, kept when b restarts: two daemons on one machine would both
+// hand out the first port of the default range.
+const A_PORTS = ['--port-range-start', '25000', '--port-range-end', '25199'];
+const B_PORTS = ['--port-range-start', '25200', '--port-range-end', '25399'];
+
 describe('svc tail on two nodes', () => {
   let bucket: Bucket;
   let admin: Signer;
@@ -123,8 +128,8 @@ describe('svc tail on two nodes', () => {
     admin = await bucket.operator('op-admin', 'admin', ['*']);
     viewer = await bucket.operator('op-viewer', 'operator', [APP]);
     [a, b] = await Promise.all([
-      bucket.sail(['--cell-bin', CELL_REAL]),
-      bucket.sail(['--cell-bin', CELL_REAL]),
+      bucket.sail(['--cell-bin', CELL_REAL, ...A_PORTS]),
+      bucket.sail(['--cell-bin', CELL_REAL, ...B_PORTS]),
     ]);
     const project = projectDir({
       'cell.json': JSON.stringify({ name: APP, main: 'w.js', compatibility_date: '2025-06-01' }),
@@ -391,7 +396,7 @@ describe('svc tail on two nodes', () => {
       `the tail to say it lost ${b.nodeId}\n${JSON.stringify(tail.records)}`,
     );
     // The runtime process outlives its daemon and keeps serving; what it serves meanwhile is not seen.
-    const restarted = await startSail(['--endpoint', bucket.endpoint, '--cell-bin', CELL_REAL], {
+    const restarted = await startSail(['--endpoint', bucket.endpoint, '--cell-bin', CELL_REAL, ...B_PORTS], {
       stateDir: b.stateDir,
       port: Number(listen),
     });
@@ -445,7 +450,7 @@ describe('svc tail on two nodes', () => {
       () => /svc tail: lost the node \(/.test(tail.stderr()),
       `svc tail to say it lost its node\n${tail.stderr()}`,
     );
-    const restarted = await startSail(['--endpoint', bucket.endpoint, '--cell-bin', CELL_REAL], {
+    const restarted = await startSail(['--endpoint', bucket.endpoint, '--cell-bin', CELL_REAL, ...B_PORTS], {
       stateDir: a.stateDir,
       port: Number(listen),
     });
