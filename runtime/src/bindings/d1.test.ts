@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import { after, test } from 'node:test';
 import { keys } from '../../../src/registry/keys.ts';
 import { MemoryStore } from '../../../test/helpers/memory-store.ts';
+import { waitFor } from '../../../test/helpers/svc.ts';
 import { type D1Request, D1Service } from './d1.ts';
 import { listGenerations } from './d1-log.ts';
 import { splitStatements } from './d1-sql.ts';
@@ -209,10 +210,10 @@ test('the bucket frozen: a write fails with D1 failure, reads on the holder go o
     assert.equal(refused.json.success, false);
     assert.match(refused.json.error, /^the bucket did not take the write: .*SQLITE_IOERR$/);
     const lease = keys.runtimeD1Lease('app', 'main');
-    await waitUntil(async () => {
+    await waitFor(async () => {
       const record = store.objects.get(lease);
       return record !== undefined && JSON.parse(Buffer.from(record.body).toString()).expires_ms < Date.now();
-    });
+    }, 'the lease to run out');
     const read = await send(d1, { sql: 'SELECT count(*) AS c FROM t' });
     assert.equal(
       read.json.success,
@@ -235,14 +236,6 @@ test('the bucket frozen: a write fails with D1 failure, reads on the holder go o
     await next.close();
   }
 });
-
-async function waitUntil(condition: () => Promise<boolean>, deadlineMs = 10_000): Promise<void> {
-  const deadline = Date.now() + deadlineMs;
-  while (!(await condition())) {
-    if (Date.now() > deadline) throw new Error('the condition did not come true in time');
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-}
 
 test('closing leaves no copy of a database on the node', async () => {
   const store = new MemoryStore();

@@ -16,6 +16,7 @@ import { keys } from '../../../src/registry/keys.ts';
 import type { QueueConsumer } from '../../../src/runtime-tools/layout.ts';
 import { openDirStore } from '../../../src/store/dir.ts';
 import type { Store } from '../../../src/store/store.ts';
+import { waitFor } from '../../../test/helpers/svc.ts';
 import { renderWorkerdConfig, workerdBinary } from '../workerd.ts';
 import { listenKvSocket } from './kv-socket.ts';
 import { decodeMessage } from './queue.ts';
@@ -51,14 +52,6 @@ function post(socketPath: string, body: unknown): Promise<number> {
     req.on('error', reject);
     req.end(JSON.stringify(body));
   });
-}
-
-async function waitFor(check: () => boolean, what: string, ms = 30_000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
 }
 
 async function waiting(store: Store, queue: string) {

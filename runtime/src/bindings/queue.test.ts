@@ -12,6 +12,7 @@ import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { keys } from '../../../src/registry/keys.ts';
 import { openDirStore } from '../../../src/store/dir.ts';
+import { waitFor } from '../../../test/helpers/svc.ts';
 import { renderWorkerdConfig, workerdBinary } from '../workerd.ts';
 import { listenKvSocket } from './kv-socket.ts';
 import { backlog, decodeMessage, encodeMessage, handleQueue, type StoredMessage } from './queue.ts';
@@ -52,14 +53,6 @@ function get(socketPath: string): Promise<{ status: number; body: string }> {
     req.on('error', reject);
     req.end();
   });
-}
-
-async function waitFor(check: () => boolean, what: string, ms = 30_000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
 }
 
 describe('queue producers (docs/bindings.md "Queues")', () => {
