@@ -328,25 +328,22 @@ export function parseManifest(body: Uint8Array | string): ParsedVersioned<Manife
   return { ok: true, value: doc as unknown as Manifest };
 }
 
+/** An object whose `binding` is a binding name, as every binding entry of a manifest has. */
+function hasBindingName(
+  b: Record<string, unknown> | null,
+): b is Record<string, unknown> & { binding: string } {
+  return !!b && typeof b === 'object' && isString(b.binding) && /^[A-Za-z_][A-Za-z0-9_]*$/.test(b.binding);
+}
+
 function isKvBinding(v: unknown): v is KvNamespaceBinding {
   const b = v as Record<string, unknown> | null;
-  return (
-    !!b &&
-    typeof b === 'object' &&
-    isString(b.binding) &&
-    /^[A-Za-z_][A-Za-z0-9_]*$/.test(b.binding) &&
-    isString(b.id) &&
-    KV_NAMESPACE_ID.test(b.id)
-  );
+  return hasBindingName(b) && isString(b.id) && KV_NAMESPACE_ID.test(b.id);
 }
 
 function isServiceBinding(v: unknown): v is ServiceBinding {
   const b = v as Record<string, unknown> | null;
   return (
-    !!b &&
-    typeof b === 'object' &&
-    isString(b.binding) &&
-    /^[A-Za-z_][A-Za-z0-9_]*$/.test(b.binding) &&
+    hasBindingName(b) &&
     isApplicationName(b.service) &&
     (b.entrypoint === undefined ||
       (isString(b.entrypoint) && /^[A-Za-z_$][A-Za-z0-9_$]*$/.test(b.entrypoint))) &&
@@ -356,22 +353,13 @@ function isServiceBinding(v: unknown): v is ServiceBinding {
 
 function isR2Binding(v: unknown): v is R2BucketBinding {
   const b = v as Record<string, unknown> | null;
-  return (
-    !!b &&
-    typeof b === 'object' &&
-    isString(b.binding) &&
-    /^[A-Za-z_][A-Za-z0-9_]*$/.test(b.binding) &&
-    isR2BucketName(b.bucket_name)
-  );
+  return hasBindingName(b) && isR2BucketName(b.bucket_name);
 }
 
 function isD1Binding(v: unknown): v is D1DatabaseBinding {
   const b = v as Record<string, unknown> | null;
   return (
-    !!b &&
-    typeof b === 'object' &&
-    isString(b.binding) &&
-    /^[A-Za-z_][A-Za-z0-9_]*$/.test(b.binding) &&
+    hasBindingName(b) &&
     isD1DatabaseName(b.database_name) &&
     ['database_id', 'migrations_dir', 'migrations_table'].every((f) => b[f] === undefined || isString(b[f]))
   );
