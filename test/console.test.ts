@@ -613,9 +613,16 @@ describe('keyboard only', () => {
       }
       assert.fail(`${text} is not reachable with Tab`);
     }
+    /**
+     * Waits for the confirmation's autofocus: Chromium applies `autofocus` at its next rendering
+     * update, which may come after the load event that ends waitForURL.
+     */
+    async function focusedIs(text: string): Promise<void> {
+      await page.waitForFunction((want) => document.activeElement?.textContent === want, text, { timeout: 10_000 });
+    }
     await tabTo('Block…');
     await Promise.all([page.waitForURL(/\/confirm\/block\?app=blog$/), page.keyboard.press('Enter')]);
-    assert.equal(await page.evaluate(() => document.activeElement?.textContent), 'Block blog');
+    await focusedIs('Block blog');
     await Promise.all([page.waitForURL(/\/apps\/blog\?done=block$/), page.keyboard.press('Enter')]);
     assert.equal(
       (await call(nodes[0]!.url, 'GET', '/v1/applications/blog', { signer: admin })).body.application.blocked,
@@ -623,6 +630,7 @@ describe('keyboard only', () => {
     );
     await tabTo('Unblock…');
     await Promise.all([page.waitForURL(/\/confirm\/unblock/), page.keyboard.press('Enter')]);
+    await focusedIs('Unblock blog');
     await Promise.all([page.waitForURL(/done=unblock$/), page.keyboard.press('Enter')]);
     assert.equal(
       (await call(nodes[0]!.url, 'GET', '/v1/applications/blog', { signer: admin })).body.application.blocked,
