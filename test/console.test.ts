@@ -618,7 +618,9 @@ describe('keyboard only', () => {
      * update, which may come after the load event that ends waitForURL.
      */
     async function focusedIs(text: string): Promise<void> {
-      await page.waitForFunction((want) => document.activeElement?.textContent === want, text, { timeout: 10_000 });
+      await page.waitForFunction((want) => document.activeElement?.textContent === want, text, {
+        timeout: 10_000,
+      });
     }
     await tabTo('Block…');
     await Promise.all([page.waitForURL(/\/confirm\/block\?app=blog$/), page.keyboard.press('Enter')]);
