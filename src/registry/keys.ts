@@ -5,6 +5,21 @@
 /** Where a long host's claim key is split (see `keys.domainClaim`). */
 const CLAIM_SEGMENT_CHARS = 200;
 
+/**
+ * A SQLite file's history (D1 databases, Durable Objects' files) under a folder `base` ending in
+ * `/`: generations, each a snapshot then WAL segments numbered from 1 (runtime/src/bindings/d1-log.ts).
+ * Generation and segment numbers are zero-padded so the bucket lists them in order.
+ */
+export const logKeys = {
+  generationsPrefix: (base: string) => `${base}generations/`,
+  snapshot: (base: string, generation: number) =>
+    `${base}generations/${String(generation).padStart(10, '0')}/snapshot`,
+  segmentsPrefix: (base: string, generation: number) =>
+    `${base}generations/${String(generation).padStart(10, '0')}/wal/`,
+  segment: (base: string, generation: number, segment: number) =>
+    `${base}generations/${String(generation).padStart(10, '0')}/wal/${String(segment).padStart(12, '0')}`,
+} as const;
+
 export const keys = {
   /** Operator public key and grant. */
   operator: (kid: string) => `_svc/operators/${kid}.json`,
@@ -168,13 +183,26 @@ export const keys = {
   runtimeD1DatabasesPrefix: (name: string) => `fleets/${name}/d1/`,
   runtimeD1Lease: (name: string, database: string) => `fleets/${name}/d1/${database}/lease.json`,
   runtimeD1GenerationsPrefix: (name: string, database: string) =>
-    `fleets/${name}/d1/${database}/generations/`,
+    logKeys.generationsPrefix(`fleets/${name}/d1/${database}/`),
   runtimeD1Snapshot: (name: string, database: string, generation: number) =>
-    `fleets/${name}/d1/${database}/generations/${String(generation).padStart(10, '0')}/snapshot`,
+    logKeys.snapshot(`fleets/${name}/d1/${database}/`, generation),
   runtimeD1SegmentsPrefix: (name: string, database: string, generation: number) =>
-    `fleets/${name}/d1/${database}/generations/${String(generation).padStart(10, '0')}/wal/`,
+    logKeys.segmentsPrefix(`fleets/${name}/d1/${database}/`, generation),
   runtimeD1Segment: (name: string, database: string, generation: number, segment: number) =>
-    `fleets/${name}/d1/${database}/generations/${String(generation).padStart(10, '0')}/wal/${String(segment).padStart(12, '0')}`,
+    logKeys.segment(`fleets/${name}/d1/${database}/`, generation, segment),
+  /**
+   * Durable Objects on the fleet (docs/bindings.md "Durable Objects"): one lease per application
+   * (the node running its objects), and per namespace (workerd's storage folder, named by the
+   * class's unique key) one history per SQLite file, laid out as a D1 database's: `<file>` is the
+   * object's file name without `.sqlite` (`metadata` holds the namespace's alarms).
+   */
+  runtimeObjectsPrefix: (name: string) => `fleets/${name}/objects/`,
+  runtimeObjectsLease: (name: string) => `fleets/${name}/objects/lease.json`,
+  runtimeObjectsNamespacesPrefix: (name: string) => `fleets/${name}/objects/namespaces/`,
+  runtimeObjectsNamespacePrefix: (name: string, namespace: string) =>
+    `fleets/${name}/objects/namespaces/${namespace}/`,
+  runtimeObjectLog: (name: string, namespace: string, file: string) =>
+    `fleets/${name}/objects/namespaces/${namespace}/${file}/`,
   /**
    * Queues (docs/bindings.md "Queues"): one object per message waiting, named by the time it may
    * be delivered (16 zero-padded digits of milliseconds since the epoch, so the bucket lists a

@@ -4,10 +4,11 @@
 // generation's log has one writer: a new owner seals the log it took over by writing the next
 // segment itself, and a former owner that wakes up finds its next write refused. Restoring is
 // the snapshot, then the segments' bytes appended in order as the database's WAL file, which
-// SQLite replays when it opens the database.
+// SQLite replays when it opens the database. A Durable Object's SQLite file keeps its history in
+// the same layout under its own folder (objects-storage.ts).
 
 import { writeFile } from 'node:fs/promises';
-import { keys } from '../../../src/registry/keys.ts';
+import { keys, logKeys } from '../../../src/registry/keys.ts';
 import type { Store } from '../../../src/store/store.ts';
 
 /** How far back time travel reaches: the history kept (Cloudflare keeps 30 days on paid plans). */
@@ -23,12 +24,25 @@ export interface LogHeader {
   offset?: number;
   /** A seal: the node that took the database over; no bytes follow. */
   sealed_by?: string;
+  /**
+   * A Durable Object file's snapshot written by the node that took the objects over: the next
+   * generation number its previous holder would write, so it stays (as this header alone once
+   * newer snapshots exist) as that holder's fence (objects-storage.ts).
+   */
+  taken_by?: string;
 }
 
 export interface DatabaseRef {
   store: Store;
   application: string;
   database: string;
+  /** The folder of the history when it is not a D1 database's (a Durable Object's file). */
+  base?: string;
+}
+
+/** The folder holding a history's generations. */
+export function logBase(ref: DatabaseRef): string {
+  return ref.base ?? keys.runtimeD1Prefix(ref.application, ref.database);
 }
 
 /** Where a restore left the database: what the next write of its log goes to. */
@@ -60,7 +74,7 @@ export function decodeObject(body: Uint8Array): { header: LogHeader; bytes: Uint
 
 /** The generations in the bucket, oldest first. */
 export async function listGenerations(ref: DatabaseRef): Promise<number[]> {
-  const prefix = keys.runtimeD1GenerationsPrefix(ref.application, ref.database);
+  const prefix = logKeys.generationsPrefix(logBase(ref));
   const listed = await ref.store.list(prefix, { recursive: false });
   return listed.prefixes
     .map((p) => Number(p.slice(prefix.length).replace(/\/$/, '')))
@@ -70,7 +84,7 @@ export async function listGenerations(ref: DatabaseRef): Promise<number[]> {
 
 /** The segment numbers of one generation, in order. */
 export async function listSegments(ref: DatabaseRef, generation: number): Promise<number[]> {
-  const prefix = keys.runtimeD1SegmentsPrefix(ref.application, ref.database, generation);
+  const prefix = logKeys.segmentsPrefix(logBase(ref), generation);
   const listed = await ref.store.list(prefix, { recursive: true });
   return listed.objects
     .map((o) => Number(o.key.slice(prefix.length)))
@@ -79,7 +93,7 @@ export async function listSegments(ref: DatabaseRef, generation: number): Promis
 }
 
 export async function readSnapshotHeader(ref: DatabaseRef, generation: number): Promise<LogHeader | null> {
-  const object = await ref.store.get(keys.runtimeD1Snapshot(ref.application, ref.database, generation));
+  const object = await ref.store.get(logKeys.snapshot(logBase(ref), generation));
   return object ? decodeObject(object.body).header : null;
 }
 
@@ -95,7 +109,7 @@ export async function restore(ref: DatabaseRef, file: string, untilMs?: number):
     await writeFile(`${file}-wal`, new Uint8Array());
     return { generation: 0, latest: 0, nextSegment: 1, index: 0, walBytes: 0, timeMs: 0 };
   }
-  const snapshot = await ref.store.get(keys.runtimeD1Snapshot(ref.application, ref.database, generation));
+  const snapshot = await ref.store.get(logKeys.snapshot(logBase(ref), generation));
   if (!snapshot) throw new Error(`generation ${generation} of D1 database ${ref.database} has no snapshot`);
   const base = decodeObject(snapshot.body);
   await writeFile(file, base.bytes);
@@ -107,7 +121,7 @@ export async function restore(ref: DatabaseRef, file: string, untilMs?: number):
   for (const segment of await listSegments(ref, generation)) {
     if (segment !== nextSegment) break;
     const object = await ref.store.get(
-      keys.runtimeD1Segment(ref.application, ref.database, generation, segment),
+      logKeys.segment(logBase(ref), generation, segment),
     );
     if (!object) break;
     const { header, bytes } = decodeObject(object.body);
@@ -154,7 +168,7 @@ export async function writeSegment(
   bytes?: Uint8Array,
 ): Promise<void> {
   await ref.store.put(
-    keys.runtimeD1Segment(ref.application, ref.database, generation, segment),
+    logKeys.segment(logBase(ref), generation, segment),
     encodeObject(header, bytes),
     { ifNoneMatch: '*' },
   );
@@ -168,7 +182,7 @@ export async function writeSnapshot(
   bytes: Uint8Array,
 ): Promise<void> {
   await ref.store.put(
-    keys.runtimeD1Snapshot(ref.application, ref.database, generation),
+    logKeys.snapshot(logBase(ref), generation),
     encodeObject(header, bytes),
     {
       ifNoneMatch: '*',
@@ -192,8 +206,8 @@ export async function pruneGenerations(
     if (!successor || successor.time_ms >= nowMs - retentionMs) break;
     const generation = generations[i] as number;
     for (const segment of await listSegments(ref, generation))
-      await ref.store.delete(keys.runtimeD1Segment(ref.application, ref.database, generation, segment));
-    await ref.store.delete(keys.runtimeD1Snapshot(ref.application, ref.database, generation));
+      await ref.store.delete(logKeys.segment(logBase(ref), generation, segment));
+    await ref.store.delete(logKeys.snapshot(logBase(ref), generation));
     pruned++;
   }
   return pruned;
