@@ -120,9 +120,7 @@ export async function restore(ref: DatabaseRef, file: string, untilMs?: number):
   let nextSegment = 1;
   for (const segment of await listSegments(ref, generation)) {
     if (segment !== nextSegment) break;
-    const object = await ref.store.get(
-      logKeys.segment(logBase(ref), generation, segment),
-    );
+    const object = await ref.store.get(logKeys.segment(logBase(ref), generation, segment));
     if (!object) break;
     const { header, bytes } = decodeObject(object.body);
     nextSegment = segment + 1;
@@ -167,11 +165,9 @@ export async function writeSegment(
   header: LogHeader,
   bytes?: Uint8Array,
 ): Promise<void> {
-  await ref.store.put(
-    logKeys.segment(logBase(ref), generation, segment),
-    encodeObject(header, bytes),
-    { ifNoneMatch: '*' },
-  );
+  await ref.store.put(logKeys.segment(logBase(ref), generation, segment), encodeObject(header, bytes), {
+    ifNoneMatch: '*',
+  });
 }
 
 /** Starts a generation with the database file; a CasConflict means another node started it. */
@@ -181,13 +177,9 @@ export async function writeSnapshot(
   header: LogHeader,
   bytes: Uint8Array,
 ): Promise<void> {
-  await ref.store.put(
-    logKeys.snapshot(logBase(ref), generation),
-    encodeObject(header, bytes),
-    {
-      ifNoneMatch: '*',
-    },
-  );
+  await ref.store.put(logKeys.snapshot(logBase(ref), generation), encodeObject(header, bytes), {
+    ifNoneMatch: '*',
+  });
 }
 
 /**
