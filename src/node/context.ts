@@ -13,7 +13,7 @@ import type { AuthState } from '../auth/state.ts';
 import type { Settings } from '../config/settings.ts';
 import type { RoutingSource } from '../ingress/rendered-routing.ts';
 import type { EventSink } from '../observability/events.ts';
-import type { CoordinatorLease, NodeRecord, ProcessStatus } from '../registry/records.ts';
+import type { ApplicationRecord, CoordinatorLease, NodeRecord, ProcessStatus } from '../registry/records.ts';
 import type { Store } from '../store/store.ts';
 import type { DeployLimits, DeployTicket } from './deploys/limits.ts';
 import type { AcceptorView, DeployRecord, DeployRecordWriter, DeployStatus } from './deploys/records.ts';
@@ -150,6 +150,11 @@ export interface FleetView {
    */
   processesOf(application: string): NodeProcess[];
   placements(): PlacementView[];
+  /**
+   * Every application record in name order, from the registry cache: a change this node made
+   * shows at once, one made elsewhere within a pass (docs/fleet.md "Registry cache").
+   */
+  applications(): Promise<ApplicationRecord[]>;
   reconcile(): ReconcileStatus;
   /**
    * This node changed the registry (a deploy created or moved an application): re-list it and

@@ -1,21 +1,25 @@
 // The registry cache's fleet reads (docs/fleet.md "Registry cache"): the listing every pass makes
 // for the heartbeats fetches nothing; bodies are fetched only when asked, only when their ETag
-// moved, and a lease version the keeper already knows is not read again. Against a real
+// moved, and a lease version the keeper already knows is not read again. The application listing
+// is answered from the cache, re-listed first after a change this process made. Against a real
 // directory bucket behind a counting wrapper.
 
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { tempDir } from '../../../test/helpers/svc.ts';
+import { tempDir, waitFor } from '../../../test/helpers/svc.ts';
+import { ensureApplicationForDeploy, setBlocked } from '../../registry/applications.ts';
 import { keys } from '../../registry/keys.ts';
 import type { CoordinatorLease, NodeRecord } from '../../registry/records.ts';
 import { openDirStore } from '../../store/dir.ts';
 import { putJson, type Store } from '../../store/store.ts';
 import { RegistryCache } from './cache.ts';
 
-function counted(store: Store): { store: Store; gets: string[] } {
+function counted(store: Store): { store: Store; gets: string[]; lists: string[] } {
   const gets: string[] = [];
+  const lists: string[] = [];
   return {
     gets,
+    lists,
     store: {
       ...store,
       description: store.description,
@@ -25,7 +29,10 @@ function counted(store: Store): { store: Store; gets: string[] } {
       },
       put: (key, body, condition) => store.put(key, body, condition),
       delete: (key, condition) => store.delete(key, condition),
-      list: (prefix, options) => store.list(prefix, options),
+      list: (prefix, options) => {
+        lists.push(prefix);
+        return store.list(prefix, options);
+      },
       stat: (key) => store.stat(key),
       close: () => store.close(),
     },
@@ -110,4 +117,92 @@ test('a lease version the keeper knows is taken from it, not read', async () => 
   await cache.syncFleet();
   assert.deepEqual(gets, [keys.coordinatorLease]);
   assert.deepEqual(cache.lease, { value: other, etag: otherEtag });
+});
+
+const names = (records: { name: string }[]) => records.map((r) => r.name);
+
+test('the application listing comes from the cache; a change made here re-lists before it answers', async () => {
+  const base = await openDirStore(tempDir('svc-cache-'));
+  const { store, gets, lists } = counted(base);
+  for (const name of ['shop', 'blog', 'alpha']) await ensureApplicationForDeploy(base, name, {}, 'test');
+  const cache = new RegistryCache({ store });
+
+  // The first answer fills the cache: the listings and every record.
+  assert.deepEqual(names(await cache.currentApplications()), ['alpha', 'blog', 'shop']);
+  assert.deepEqual(lists.sort(), [keys.appsPrefix, keys.domainClaimsPrefix].sort());
+  assert.equal(gets.length, 3);
+  gets.length = 0;
+  lists.length = 0;
+
+  // Written elsewhere and not told: the cache answers as it was, with no request.
+  await setBlocked(base, 'blog', true);
+  const unchanged = await cache.currentApplications();
+  assert.equal(unchanged.find((a) => a.name === 'blog')!.blocked, false);
+  assert.deepEqual([gets, lists], [[], []]);
+
+  // Told of a change: one listing of each keyspace, then only the record that moved.
+  cache.applicationsChanged();
+  const changed = await cache.currentApplications();
+  assert.equal(changed.find((a) => a.name === 'blog')!.blocked, true);
+  assert.deepEqual(gets, [keys.application('blog')]);
+  assert.equal(lists.length, 2);
+  gets.length = 0;
+  lists.length = 0;
+  await cache.currentApplications();
+  assert.deepEqual([gets, lists], [[], []], 'the change was seen once; no further request');
+});
+
+test('refreshes run one at a time; a caller after a change gets a refresh that started after it', async () => {
+  const base = await openDirStore(tempDir('svc-cache-'));
+  const { store, lists } = counted(base);
+  for (const name of ['shop', 'blog']) await ensureApplicationForDeploy(base, name, {}, 'test');
+  // Holds the answer of a listing of `_svc/apps/` (made before the hold) until released, counting
+  // how many listings are in flight.
+  let inFlight = 0;
+  let most = 0;
+  let waiting = 0;
+  let release: (() => void) | null = null;
+  let held: Promise<void> | null = null;
+  const gated: Store = {
+    ...store,
+    list: async (prefix, options) => {
+      inFlight++;
+      most = Math.max(most, inFlight);
+      try {
+        const gate = prefix === keys.appsPrefix ? held : null;
+        const listing = await store.list(prefix, options);
+        if (gate) {
+          waiting++;
+          await gate;
+        }
+        return listing;
+      } finally {
+        inFlight--;
+      }
+    },
+  };
+  const cache = new RegistryCache({ store: gated });
+  await cache.currentApplications();
+  lists.length = 0;
+  most = 0;
+
+  held = new Promise((resolve) => {
+    release = resolve;
+  });
+  // A refresh is under way (the pass's, its listing already made) when this process changes the
+  // registry: it cannot show the change, so the callers after the change must not take its answer.
+  const passRefresh = cache.refreshApplications();
+  await waitFor(() => waiting > 0, "the pass's listing of _svc/apps/");
+  await setBlocked(base, 'shop', true);
+  cache.applicationsChanged();
+  const answers = Promise.all([cache.currentApplications(), cache.currentApplications()]);
+  held = null;
+  release!();
+  await passRefresh;
+  const [first, second] = await answers;
+  assert.equal(first.find((a) => a.name === 'shop')!.blocked, true);
+  assert.equal(second.find((a) => a.name === 'shop')!.blocked, true);
+  // Two refreshes (the pass's and one shared by both callers), never two listings of a keyspace at once.
+  assert.equal(lists.filter((prefix) => prefix === keys.appsPrefix).length, 2);
+  assert.ok(most <= 2, `at most the two keyspaces listed at once, saw ${most}`);
 });

@@ -54,6 +54,14 @@ export class RegistryCache {
   appsListing: ObjectInfo[] = [];
   /** `appsListing` by key, built on first use after each listing. */
   #listedEtags: { listing: ObjectInfo[]; etags: Map<string, string> } | undefined;
+  /** Registry changes this process made (`applicationsChanged`), counted. */
+  #changes = 0;
+  /** `#changes` as it was when the last finished application refresh started; -1 before the first. */
+  #refreshedAt = -1;
+  /** The application refresh running or queued; refreshes run one at a time. */
+  #refreshing: Promise<void> = Promise.resolve();
+  /** A refresh queued behind the running one and not started yet: later callers join it. */
+  #queued: Promise<void> | null = null;
   /** Objects known unreadable at an ETag, so a broken object is not fetched on every refresh. */
   readonly #unreadable = new Map<string, string>();
   readonly #store: Store;
@@ -115,8 +123,49 @@ export class RegistryCache {
     ]);
   }
 
-  /** Application records, placements and domain claims: one listing each of `_svc/apps/` and `_svc/domains/`. */
-  async refreshApplications(): Promise<void> {
+  /**
+   * Application records, placements and domain claims: one listing each of `_svc/apps/` and
+   * `_svc/domains/`, then the changed objects. Refreshes run one at a time (two at once could
+   * leave an older read in place of a newer one); a call while one runs joins the one queued
+   * behind it, which starts after the call and so sees every write made before it.
+   */
+  refreshApplications(): Promise<void> {
+    if (this.#queued) return this.#queued;
+    const queued = this.#refreshing
+      .catch(() => {})
+      .then(async () => {
+        this.#queued = null;
+        const changes = this.#changes;
+        await this.#relistApplications();
+        this.#refreshedAt = Math.max(this.#refreshedAt, changes);
+      });
+    this.#queued = queued;
+    this.#refreshing = queued;
+    return queued;
+  }
+
+  /**
+   * This process changed the registry (its write has landed): the next `currentApplications`
+   * re-lists before it answers. No request of its own.
+   */
+  applicationsChanged(): void {
+    this.#changes++;
+  }
+
+  /**
+   * Every application record, in name order, as the cache holds it, after a refresh when this
+   * process changed the registry since the last one started (or none ran yet): a change made
+   * through this node shows at once; one made elsewhere once a pass saw the change marker move
+   * (docs/fleet.md "Registry cache").
+   */
+  async currentApplications(): Promise<ApplicationRecord[]> {
+    if (this.#refreshedAt < this.#changes) await this.refreshApplications();
+    return [...this.applications.entries()]
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+      .map(([, cached]) => cached.value);
+  }
+
+  async #relistApplications(): Promise<void> {
     const [apps, domains] = await Promise.all([
       this.#store.list(keys.appsPrefix, { recursive: true }),
       this.#store.list(keys.domainClaimsPrefix, { recursive: true }),

@@ -238,8 +238,10 @@ async function startFleet(ctx: NodeContext, options: FleetServiceOptions): Promi
         .sort((a, b) => (a.node < b.node ? -1 : a.node > b.node ? 1 : 0));
     },
     placements: () => reconciler.placements(),
+    applications: () => cache.currentApplications(),
     reconcile: () => reconciler.status(),
     changed: () => {
+      cache.applicationsChanged();
       reconciler.refreshSoon();
       passSoon();
     },

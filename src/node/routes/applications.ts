@@ -51,7 +51,9 @@ type HostParams = { Params: { name: string; host: string }; Querystring: { wildc
 export async function applicationRoutes(app: FastifyInstance, ctx: NodeContext): Promise<void> {
   app.get('/v1/applications', operator, async (request) => {
     const caller = callerOf(request);
-    const narrowed = narrowList(caller, await listApplications(ctx.store), (record) => record.name);
+    // From the registry cache where the fleet service keeps one, not a read of every record.
+    const records = ctx.fleet ? await ctx.fleet.applications() : await listApplications(ctx.store);
+    const narrowed = narrowList(caller, records, (record) => record.name);
     const applications = narrowed.items.map((record) => redactApplication(record, !narrowed.redact));
     return narrowed.scoped ? { applications, scoped: true } : { applications };
   });

@@ -156,6 +156,8 @@ async function forward(
     );
   }
   const body = Buffer.from(await response.arrayBuffer());
+  // The coordinator's write: this node's listings show it at once, as for a change made here.
+  if (response.ok) ctx.fleet?.changed();
   const type = response.headers.get('content-type');
   if (type) reply.header('content-type', type);
   const retryAfter = response.headers.get('retry-after');
