@@ -1,0 +1,226 @@
+// Which node runs an application's Durable Objects (docs/bindings.md "Durable Objects", "One
+// node at a time"): the holder of `fleets/<app>/objects/lease.json` (owner-lease.ts). Every node
+// the application is placed on runs one of these: a standby checks the lease every few seconds
+// (one GET) and takes it once it is free or expired; the taker restores every object file into a
+// fresh folder (objects-storage.ts), and only then is told to serve. The holder renews the lease,
+// ships the folder every second, and is told to stop serving at once when it cannot renew before
+// its lease's validity ends on its monotonic clock, or when the bucket shows another node wrote on.
+
+import { randomBytes } from 'node:crypto';
+import { mkdir, rm } from 'node:fs/promises';
+import { join } from 'node:path';
+import { keys } from '../../../src/registry/keys.ts';
+import type { Store } from '../../../src/store/store.ts';
+import { ObjectsMoved, ObjectsShipper, restoreObjects } from './objects-storage.ts';
+import { OWNER_LEASE_TTL_MS, OwnerLease, type OwnerLeaseRecord } from './owner-lease.ts';
+
+/** How often a standby looks at the lease. */
+export const OBJECTS_STANDBY_CHECK_MS = 3_000;
+/** How often the holder ships the changed object files. */
+export const OBJECTS_SHIP_EVERY_MS = 1_000;
+
+export interface ObjectsHolderOptions {
+  store: Store;
+  application: string;
+  node: string;
+  /** A folder of this node's own: each take gets a fresh folder in it. */
+  dataDir: string;
+  /** Start serving the objects from this storage folder (the application's workerd). */
+  serve: (storageDir: string) => Promise<void>;
+  /** Stop serving them now: the lease is no longer this node's. */
+  stopServing: (reason: string) => Promise<void>;
+  log: (line: string) => void;
+  ttlMs?: number;
+  standbyCheckMs?: number;
+  shipEveryMs?: number;
+}
+
+export type HolderState = 'standby' | 'taking' | 'holding' | 'stopped';
+
+export class ObjectsHolder {
+  readonly #options: ObjectsHolderOptions;
+  readonly #lease: OwnerLease;
+  #state: HolderState = 'standby';
+  #holder: OwnerLeaseRecord | null = null;
+  #shipper: ObjectsShipper | null = null;
+  #takeDir: string | null = null;
+  #timer: NodeJS.Timeout | null = null;
+  /** Fires when the lease's validity ends, so serving stops then even while a step hangs. */
+  #fenceTimer: NodeJS.Timeout | null = null;
+  /** Whether `serve` was called and `stopServing` not since. */
+  #serving = false;
+  #lastRenewMs = 0;
+  #lastShip: { startedMs: number; endedMs: number } | null = null;
+  /** The step under way (a take, a renewal, a pass), so stop() waits for it. */
+  #step: Promise<void> = Promise.resolve();
+
+  constructor(options: ObjectsHolderOptions) {
+    this.#options = options;
+    this.#lease = new OwnerLease(
+      options.store,
+      keys.runtimeObjectsLease(options.application),
+      options.node,
+      options.ttlMs ?? OWNER_LEASE_TTL_MS,
+    );
+  }
+
+  get state(): HolderState {
+    return this.#state;
+  }
+
+  /** The holder as last read (this node's own record while it holds the lease). */
+  get holder(): OwnerLeaseRecord | null {
+    return this.#holder;
+  }
+
+  /** The storage folder being served, while holding. */
+  get storageDir(): string | null {
+    return this.#state === 'holding' ? this.#takeDir : null;
+  }
+
+  /** When the last ship pass started and ended (wall time), while holding. */
+  get lastShip(): { startedMs: number; endedMs: number } | null {
+    return this.#lastShip;
+  }
+
+  start(): void {
+    this.#schedule(0);
+  }
+
+  /**
+   * Stops: a holder stops serving, ships a last time and gives the lease up, so a standby takes
+   * the objects over at once.
+   */
+  async stop(): Promise<void> {
+    const wasHolding = this.#state === 'holding';
+    this.#state = 'stopped';
+    if (this.#timer) clearTimeout(this.#timer);
+    if (this.#fenceTimer) clearTimeout(this.#fenceTimer);
+    await this.#step.catch(() => {});
+    if (!wasHolding) return;
+    this.#serving = false;
+    await this.#options.stopServing('the runtime is stopping');
+    try {
+      if (this.#lease.valid()) await this.#shipper?.pass();
+      await this.#lease.release();
+    } catch (err) {
+      this.#options.log(`objects: the last pass before giving the lease up failed: ${String(err)}`);
+    }
+    await this.#dropTakeDir();
+  }
+
+  #schedule(delayMs: number): void {
+    if (this.#state === 'stopped') return;
+    this.#timer = setTimeout(() => {
+      this.#step = this.#tick().finally(() => {
+        if (this.#state === 'holding') this.#schedule(this.#holdingDelay());
+        else this.#schedule(this.#options.standbyCheckMs ?? OBJECTS_STANDBY_CHECK_MS);
+      });
+    }, delayMs);
+    this.#timer.unref?.();
+  }
+
+  #holdingDelay(): number {
+    return Math.max(
+      0,
+      Math.min(this.#options.shipEveryMs ?? OBJECTS_SHIP_EVERY_MS, this.#lease.remainingMs()),
+    );
+  }
+
+  async #tick(): Promise<void> {
+    try {
+      if (this.#state === 'holding') await this.#hold();
+      else if (this.#state === 'standby') await this.#tryTake();
+    } catch (err) {
+      this.#options.log(`objects: ${err instanceof Error ? err.message : String(err)}`);
+    }
+  }
+
+  async #tryTake(): Promise<void> {
+    const acquired = await this.#lease.acquire();
+    if (!acquired.held) {
+      this.#holder = acquired.holder;
+      return;
+    }
+    this.#state = 'taking';
+    const dir = join(this.#options.dataDir, `take-${acquired.fence}-${randomBytes(4).toString('hex')}`);
+    try {
+      this.#takeDir = dir;
+      await mkdir(dir, { recursive: true });
+      const states = await restoreObjects(this.#options, dir, this.#options.node);
+      if (!this.#lease.valid()) throw new ObjectsMoved('the lease ran out while the objects were restored');
+      this.#shipper = new ObjectsShipper({
+        ref: this.#options,
+        dir,
+        scratchDir: join(this.#options.dataDir, 'copies'),
+        mayShip: () => this.#lease.valid(),
+        states,
+      });
+      this.#holder = {
+        node: this.#options.node,
+        expires_ms: Date.now() + this.#lease.ttlMs,
+        fence: acquired.fence,
+      };
+      this.#lastRenewMs = performance.now();
+      this.#armFence();
+      this.#state = 'holding';
+      this.#options.log(
+        `objects: this node holds the objects (fence ${acquired.fence}), restored into ${dir}`,
+      );
+      this.#serving = true;
+      await this.#options.serve(dir);
+    } catch (err) {
+      if (this.#state === 'taking') this.#state = 'standby';
+      await this.#lose(`the take failed: ${err instanceof Error ? err.message : String(err)}`);
+    }
+  }
+
+  async #hold(): Promise<void> {
+    if (!this.#lease.valid()) return this.#lose('the lease ran out before it could be renewed');
+    if (performance.now() - this.#lastRenewMs >= this.#lease.ttlMs / 3) {
+      const renewed = await this.#lease.renew().catch(() => null);
+      if (renewed === false) return this.#lose('another node took the objects lease');
+      if (renewed) {
+        this.#lastRenewMs = performance.now();
+        this.#armFence();
+      }
+    }
+    if (!this.#lease.valid()) return this.#lose('the lease ran out before it could be renewed');
+    try {
+      const pass = await this.#shipper?.pass();
+      if (pass) this.#lastShip = { startedMs: pass.startedMs, endedMs: Date.now() };
+    } catch (err) {
+      if (err instanceof ObjectsMoved) return this.#lose(err.message);
+      this.#options.log(`objects: a ship pass failed: ${err instanceof Error ? err.message : String(err)}`);
+    }
+  }
+
+  #armFence(): void {
+    if (this.#fenceTimer) clearTimeout(this.#fenceTimer);
+    this.#fenceTimer = setTimeout(() => {
+      if (this.#state === 'holding' && !this.#lease.valid())
+        void this.#lose('the lease ran out before it could be renewed');
+    }, Math.max(0, this.#lease.remainingMs()) + 1);
+    this.#fenceTimer.unref?.();
+  }
+
+  /** Stops serving at once and goes back to standby. */
+  async #lose(reason: string): Promise<void> {
+    const wasServing = this.#serving;
+    this.#serving = false;
+    if (this.#state !== 'stopped') this.#state = 'standby';
+    this.#shipper = null;
+    this.#lastShip = null;
+    if (this.#fenceTimer) clearTimeout(this.#fenceTimer);
+    if (wasServing) {
+      this.#options.log(`objects: this node stops serving the objects: ${reason}`);
+      await this.#options.stopServing(reason);
+    }
+    await this.#dropTakeDir();
+  }
+
+  async #dropTakeDir(): Promise<void> {
+    if (this.#takeDir) await rm(this.#takeDir, { recursive: true, force: true });
+    this.#takeDir = null;
+  }
+}

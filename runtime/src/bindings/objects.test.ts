@@ -1,0 +1,268 @@
+// Durable Objects' storage and lease on the fleet (docs/bindings.md "Durable Objects", "On the
+// fleet"): real workerd writes the objects' SQLite files; the shipper copies them to the bucket
+// while workerd runs, a take restores them (objects and pending alarms) into a fresh folder that
+// another workerd serves on from, and the lease moves the objects between two holders. The bucket
+// is the in-memory store double at the Store seam.
+
+import assert from 'node:assert/strict';
+import { type ChildProcess, spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, test } from 'node:test';
+import { keys, logKeys } from '../../../src/registry/keys.ts';
+import type { Store } from '../../../src/store/store.ts';
+import { MemoryStore } from '../../../test/helpers/memory-store.ts';
+import { freePort, waitFor } from '../../../test/helpers/svc.ts';
+import { capnpString, workerdBinary } from '../workerd.ts';
+import { ObjectsHolder } from './objects-holder.ts';
+import {
+  listStoredFiles,
+  METADATA_FILE,
+  ObjectsMoved,
+  ObjectsShipper,
+  restoreObjects,
+} from './objects-storage.ts';
+
+const dirs: string[] = [];
+after(async () => {
+  for (const dir of dirs) await rm(dir, { recursive: true, force: true });
+});
+
+async function tempDir(prefix: string): Promise<string> {
+  const dir = await mkdtemp(join(tmpdir(), prefix));
+  dirs.push(dir);
+  return dir;
+}
+
+// A counter per name; `/alarm?o=` sets an alarm an hour away, `/when?o=` answers it.
+const WORKER = `
+import { DurableObject } from 'cloudflare:workers';
+export class Counter extends DurableObject {
+  async fetch(request) {
+    const path = new URL(request.url).pathname;
+    if (path === '/alarm') { await this.ctx.storage.setAlarm(Date.now() + 3_600_000); return new Response('set'); }
+    if (path === '/when') return new Response(String(await this.ctx.storage.getAlarm()));
+    if (path === '/get') return new Response(String(this.ctx.storage.kv.get('n') ?? 0));
+    const n = (this.ctx.storage.kv.get('n') ?? 0) + 1;
+    this.ctx.storage.kv.put('n', n);
+    return new Response(String(n));
+  }
+  async alarm() {}
+}
+export default {
+  fetch(request, env) {
+    const name = new URL(request.url).searchParams.get('o') ?? 'a';
+    return env.COUNTER.getByName(name).fetch(request);
+  },
+};
+`;
+
+interface Workerd {
+  url: string;
+  process: ChildProcess;
+  stop: () => Promise<void>;
+}
+
+const running = new Set<Workerd>();
+after(async () => {
+  for (const w of running) await w.stop();
+});
+
+/** Real workerd serving the counter with its objects stored in `storageDir`. */
+async function startWorkerd(storageDir: string): Promise<Workerd> {
+  const dir = await tempDir('objects-workerd-');
+  const port = await freePort();
+  await writeFile(join(dir, 'worker.js'), WORKER);
+  await writeFile(
+    join(dir, 'config.capnp'),
+    `using Workerd = import "/workerd/workerd.capnp";
+const config :Workerd.Config = (
+  services = [ (name = "main", worker = .worker), (name = "storage", disk = (path = ${capnpString(storageDir)}, writable = true)) ],
+  sockets = [ (name = "http", address = "127.0.0.1:${port}", http = (), service = "main") ],
+);
+const worker :Workerd.Worker = (
+  compatibilityDate = "2025-04-01",
+  modules = [ (name = "worker.js", esModule = embed "worker.js") ],
+  durableObjectNamespaces = [ (className = "Counter", uniqueKey = "app-Counter", enableSql = true) ],
+  durableObjectStorage = (localDisk = "storage"),
+  bindings = [ (name = "COUNTER", durableObjectNamespace = "Counter") ],
+);
+`,
+  );
+  const child = spawn(workerdBinary(), ['serve', join(dir, 'config.capnp'), '--experimental'], {
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  const exited = once(child, 'exit');
+  const w: Workerd = {
+    url: `http://127.0.0.1:${port}`,
+    process: child,
+    stop: async () => {
+      running.delete(w);
+      if (child.exitCode === null && child.signalCode === null) {
+        child.kill('SIGKILL');
+        await exited;
+      }
+    },
+  };
+  running.add(w);
+  await waitFor(async () => (await fetch(`${w.url}/get`)).ok, 'workerd to answer');
+  return w;
+}
+
+async function call(w: Workerd, path: string): Promise<string> {
+  const answer = await fetch(`${w.url}${path}`);
+  assert.equal(answer.status, 200, `${path}: ${answer.status}`);
+  return answer.text();
+}
+
+const ref = (store: Store) => ({ store, application: 'app' });
+
+test('a pass ships every changed object file while workerd writes; a take restores objects and alarms that another workerd serves on from', async () => {
+  const store = new MemoryStore();
+  const dir = await tempDir('objects-a-');
+  const first = await startWorkerd(dir);
+  for (let i = 0; i < 5; i++) await call(first, '/inc?o=a');
+  await call(first, '/inc?o=b');
+  await call(first, '/alarm?o=b');
+  const alarmAt = await call(first, '/when?o=b');
+  const shipper = new ObjectsShipper({
+    ref: ref(store),
+    dir,
+    scratchDir: await tempDir('objects-copies-'),
+    mayShip: () => true,
+    states: new Map(),
+  });
+  const pass = await shipper.pass();
+  assert.equal(pass.shipped, 3, 'two objects and the namespace metadata');
+  assert.equal((await shipper.pass()).shipped, 0, 'nothing changed: nothing shipped');
+  await call(first, '/inc?o=a');
+  assert.equal((await shipper.pass()).shipped, 1, 'only the object written since');
+  const files = await listStoredFiles(ref(store));
+  assert.deepEqual(
+    files.map((f) => f.namespace),
+    ['app-Counter', 'app-Counter', 'app-Counter'],
+  );
+  assert.ok(files.some((f) => f.file === METADATA_FILE));
+  await first.stop();
+
+  const taken = await tempDir('objects-b-');
+  const states = await restoreObjects(ref(store), taken, 'b');
+  assert.equal(states.size, 3);
+  const second = await startWorkerd(taken);
+  assert.equal(await call(second, '/get?o=a'), '6');
+  assert.equal(await call(second, '/get?o=b'), '1');
+  assert.equal(await call(second, '/when?o=b'), alarmAt, 'the pending alarm moved with the object');
+  assert.equal(await call(second, '/inc?o=a'), '7');
+  await second.stop();
+});
+
+test('a former holder whose files another node took over finds its next write refused, and never ships again', async () => {
+  const store = new MemoryStore();
+  const dir = await tempDir('objects-a-');
+  const w = await startWorkerd(dir);
+  await call(w, '/inc?o=a');
+  const old = new ObjectsShipper({
+    ref: ref(store),
+    dir,
+    scratchDir: await tempDir('objects-copies-'),
+    mayShip: () => true,
+    states: new Map(),
+  });
+  await old.pass();
+  await restoreObjects(ref(store), await tempDir('objects-b-'), 'b');
+  await call(w, '/inc?o=a');
+  await assert.rejects(old.pass(), ObjectsMoved);
+  await assert.rejects(old.pass(), ObjectsMoved);
+  const files = await listStoredFiles(ref(store));
+  const a = files.find((f) => f.file !== METADATA_FILE);
+  assert.ok(a);
+  const base = keys.runtimeObjectLog('app', a.namespace, a.file);
+  const take = await store.get(logKeys.snapshot(base, 2));
+  assert.match(Buffer.from(take?.body ?? []).toString(), /"taken_by":"b"/);
+  await w.stop();
+});
+
+/** One node's holder, serving through a workerd of its own while it holds the objects. */
+function holderOn(store: Store, node: string, dataDir: string, ttlMs: number) {
+  const events: string[] = [];
+  let workerd: Workerd | null = null;
+  const holder = new ObjectsHolder({
+    store,
+    application: 'app',
+    node,
+    dataDir,
+    ttlMs,
+    standbyCheckMs: 200,
+    shipEveryMs: 200,
+    log: () => {},
+    serve: async (storageDir) => {
+      workerd = await startWorkerd(storageDir);
+      events.push('serve');
+    },
+    stopServing: async (reason) => {
+      await workerd?.stop();
+      workerd = null;
+      events.push(`stop: ${reason}`);
+    },
+  });
+  return { holder, events, workerd: () => workerd };
+}
+
+test('one holder serves the objects; when it stops, the standby takes them over with every acknowledged increment', async () => {
+  const store = new MemoryStore();
+  const a = holderOn(store, 'a', await tempDir('objects-node-a-'), 3_000);
+  const b = holderOn(store, 'b', await tempDir('objects-node-b-'), 3_000);
+  a.holder.start();
+  await waitFor(() => a.holder.state === 'holding' && a.workerd(), 'a to hold the objects');
+  b.holder.start();
+  await waitFor(() => b.holder.holder?.node === 'a', 'b to see a holding');
+  assert.equal(b.holder.state, 'standby');
+  assert.equal(b.workerd(), null);
+  let acknowledged = 0;
+  for (let i = 0; i < 20; i++) {
+    await call(a.workerd() as Workerd, '/inc?o=shared');
+    acknowledged++;
+  }
+  await a.holder.stop();
+  assert.deepEqual(a.events, ['serve', 'stop: the runtime is stopping']);
+  const served = await waitFor(() => b.workerd(), 'b to take the objects over');
+  assert.ok(served);
+  assert.equal(await call(served, '/get?o=shared'), String(acknowledged));
+  await b.holder.stop();
+});
+
+test('a holder that cannot renew stops serving before its lease may be taken by another node', async () => {
+  const memory = new MemoryStore();
+  let bucketDown = false;
+  const store: Store = new Proxy(memory, {
+    get(target, name, receiver) {
+      const value = Reflect.get(target, name, receiver);
+      if (name !== 'put' || typeof value !== 'function') return value;
+      return (key: string, ...rest: unknown[]) => {
+        if (bucketDown && key === keys.runtimeObjectsLease('app'))
+          return Promise.reject(new Error('bucket down'));
+        return value.call(target, key, ...rest);
+      };
+    },
+  });
+  const a = holderOn(store, 'a', await tempDir('objects-node-a-'), 3_000);
+  a.holder.start();
+  await waitFor(() => a.holder.state === 'holding' && a.workerd(), 'a to hold the objects');
+  bucketDown = true;
+  const lease = JSON.parse(
+    Buffer.from((await memory.get(keys.runtimeObjectsLease('app')))?.body ?? []).toString(),
+  );
+  await waitFor(() => a.events.length === 2, 'a to stop serving', 10_000);
+  const stoppedAt = Date.now();
+  assert.match(a.events[1] ?? '', /^stop: the lease ran out/);
+  // Its last renewal may still have landed after the read above: the lease it holds ends no earlier.
+  assert.ok(
+    stoppedAt < lease.expires_ms,
+    `stopped at ${stoppedAt}, the lease could be taken from ${lease.expires_ms}`,
+  );
+  assert.equal(a.workerd(), null);
+  bucketDown = false;
+  await a.holder.stop();
+});
