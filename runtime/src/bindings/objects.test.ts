@@ -5,17 +5,20 @@
 // is the in-memory store double at the Store seam.
 
 import assert from 'node:assert/strict';
-import { type ChildProcess, spawn } from 'node:child_process';
-import { once } from 'node:events';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
 import { keys, logKeys } from '../../../src/registry/keys.ts';
 import type { Store } from '../../../src/store/store.ts';
 import { MemoryStore } from '../../../test/helpers/memory-store.ts';
-import { freePort, waitFor } from '../../../test/helpers/svc.ts';
-import { capnpString, workerdBinary } from '../workerd.ts';
+import {
+  call,
+  runningWorkerds,
+  startCounterWorkerd,
+  type Workerd,
+} from '../../../test/helpers/objects-workerd.ts';
+import { waitFor } from '../../../test/helpers/svc.ts';
 import { ObjectsHolder } from './objects-holder.ts';
 import {
   listStoredFiles,
@@ -36,93 +39,16 @@ async function tempDir(prefix: string): Promise<string> {
   return dir;
 }
 
-// A counter per name; `/alarm?o=` sets an alarm an hour away, `/when?o=` answers it.
-const WORKER = `
-import { DurableObject } from 'cloudflare:workers';
-export class Counter extends DurableObject {
-  async fetch(request) {
-    const path = new URL(request.url).pathname;
-    if (path === '/alarm') { await this.ctx.storage.setAlarm(Date.now() + 3_600_000); return new Response('set'); }
-    if (path === '/when') return new Response(String(await this.ctx.storage.getAlarm()));
-    if (path === '/get') return new Response(String(this.ctx.storage.kv.get('n') ?? 0));
-    const n = (this.ctx.storage.kv.get('n') ?? 0) + 1;
-    this.ctx.storage.kv.put('n', n);
-    return new Response(String(n));
-  }
-  async alarm() {}
-}
-export default {
-  fetch(request, env) {
-    const name = new URL(request.url).searchParams.get('o') ?? 'a';
-    return env.COUNTER.getByName(name).fetch(request);
-  },
-};
-`;
-
-interface Workerd {
-  url: string;
-  process: ChildProcess;
-  stop: () => Promise<void>;
-}
-
-const running = new Set<Workerd>();
 after(async () => {
-  for (const w of running) await w.stop();
+  for (const w of runningWorkerds) await w.stop();
 });
-
-/** Real workerd serving the counter with its objects stored in `storageDir`. */
-async function startWorkerd(storageDir: string): Promise<Workerd> {
-  const dir = await tempDir('objects-workerd-');
-  const port = await freePort();
-  await writeFile(join(dir, 'worker.js'), WORKER);
-  await writeFile(
-    join(dir, 'config.capnp'),
-    `using Workerd = import "/workerd/workerd.capnp";
-const config :Workerd.Config = (
-  services = [ (name = "main", worker = .worker), (name = "storage", disk = (path = ${capnpString(storageDir)}, writable = true)) ],
-  sockets = [ (name = "http", address = "127.0.0.1:${port}", http = (), service = "main") ],
-);
-const worker :Workerd.Worker = (
-  compatibilityDate = "2025-04-01",
-  modules = [ (name = "worker.js", esModule = embed "worker.js") ],
-  durableObjectNamespaces = [ (className = "Counter", uniqueKey = "app-Counter", enableSql = true) ],
-  durableObjectStorage = (localDisk = "storage"),
-  bindings = [ (name = "COUNTER", durableObjectNamespace = "Counter") ],
-);
-`,
-  );
-  const child = spawn(workerdBinary(), ['serve', join(dir, 'config.capnp'), '--experimental'], {
-    stdio: ['ignore', 'ignore', 'pipe'],
-  });
-  const exited = once(child, 'exit');
-  const w: Workerd = {
-    url: `http://127.0.0.1:${port}`,
-    process: child,
-    stop: async () => {
-      running.delete(w);
-      if (child.exitCode === null && child.signalCode === null) {
-        child.kill('SIGKILL');
-        await exited;
-      }
-    },
-  };
-  running.add(w);
-  await waitFor(async () => (await fetch(`${w.url}/get`)).ok, 'workerd to answer');
-  return w;
-}
-
-async function call(w: Workerd, path: string): Promise<string> {
-  const answer = await fetch(`${w.url}${path}`);
-  assert.equal(answer.status, 200, `${path}: ${answer.status}`);
-  return answer.text();
-}
 
 const ref = (store: Store) => ({ store, application: 'app' });
 
 test('a pass ships every changed object file while workerd writes; a take restores objects and alarms that another workerd serves on from', async () => {
   const store = new MemoryStore();
   const dir = await tempDir('objects-a-');
-  const first = await startWorkerd(dir);
+  const first = await startCounterWorkerd(dir);
   for (let i = 0; i < 5; i++) await call(first, '/inc?o=a');
   await call(first, '/inc?o=b');
   await call(first, '/alarm?o=b');
@@ -150,7 +76,7 @@ test('a pass ships every changed object file while workerd writes; a take restor
   const taken = await tempDir('objects-b-');
   const states = await restoreObjects(ref(store), taken, 'b');
   assert.equal(states.size, 3);
-  const second = await startWorkerd(taken);
+  const second = await startCounterWorkerd(taken);
   assert.equal(await call(second, '/get?o=a'), '6');
   assert.equal(await call(second, '/get?o=b'), '1');
   assert.equal(await call(second, '/when?o=b'), alarmAt, 'the pending alarm moved with the object');
@@ -161,7 +87,7 @@ test('a pass ships every changed object file while workerd writes; a take restor
 test('a former holder whose files another node took over finds its next write refused, and never ships again', async () => {
   const store = new MemoryStore();
   const dir = await tempDir('objects-a-');
-  const w = await startWorkerd(dir);
+  const w = await startCounterWorkerd(dir);
   await call(w, '/inc?o=a');
   const old = new ObjectsShipper({
     ref: ref(store),
@@ -198,7 +124,7 @@ function holderOn(store: Store, node: string, dataDir: string, ttlMs: number) {
     shipEveryMs: 200,
     log: () => {},
     serve: async (storageDir) => {
-      workerd = await startWorkerd(storageDir);
+      workerd = await startCounterWorkerd(storageDir);
       events.push('serve');
     },
     stopServing: async (reason) => {
