@@ -4,22 +4,17 @@
 // `WorkerEntrypoint` over JS RPC and fetch with `ctx.props`, and its default export through a
 // binding without `entrypoint`. Through a real `svc sail`, one application's `env.B.fetch()`
 // reaches another application (headers a worker forges cannot redirect it), an unknown target
-// answers 503 saying so, and JS RPC to another application fails in the caller.
+// answers 503 saying so, and JS RPC reaches another application's default export and named
+// entrypoint with ctx.props, on the same node and on another node, carrying each value kind of
+// the codec, rethrowing what the target threw and refusing what it cannot carry; the RPC path is
+// closed to anyone without the target's key.
 
 import assert from 'node:assert/strict';
 import { mkdirSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { type Bucket, call, keyArg, openBucket } from './helpers/applications.ts';
-import {
-  type CellProcess,
-  copyProject,
-  dirBucketEnv,
-  EXAMPLES,
-  fetchText,
-  publish,
-  startCell,
-} from './helpers/cell.ts';
+import { type Bucket, call, keyArg, openBucket, readyAppUrl } from './helpers/applications.ts';
+import { type CellProcess, dirBucketEnv, EXAMPLES, fetchText, publish, startCell } from './helpers/cell.ts';
 import { CELL_REAL } from './helpers/deploys.ts';
 import { runSvc, tempDir, waitFor } from './helpers/svc.ts';
 
@@ -95,30 +90,11 @@ describe("service bindings to the application's own entrypoints, through cell pu
       ghost?.body,
       '503: svc: service binding to "ghost": this runtime runs without a node daemon, which alone knows where other applications are served (svc sail)',
     );
-  });
-
-  it('refuses at publish an entrypoint or props on a binding to another application, naming it', async () => {
-    const project = copyProject(join(EXAMPLES, 'services'));
-    const config = (extra: Record<string, unknown>) =>
-      JSON.stringify({
-        name: 'services',
-        main: 'src/index.js',
-        compatibility_date: '2025-06-01',
-        services: [
-          { binding: 'SELF', service: 'services' },
-          { binding: 'BILLING', service: 'billing', ...extra },
-        ],
-      });
-    const bucket = dirBucketEnv(tempDir('services-bucket-'));
-    for (const extra of [{ entrypoint: 'Invoices' }, { props: { role: 'reader' } }]) {
-      writeFileSync(join(project, 'cell.jsonc'), config(extra));
-      const published = await publish(project, 'svc-other', bucket);
-      assert.equal(published.code, 1, published.stderr);
-      assert.match(
-        published.stderr,
-        /BILLING \(service "billing"\): a service binding to another application reaches its default fetch handler only; "entrypoint" and "props" work only for this worker's own entrypoints \(service "services"\)/,
-      );
-    }
+    // A JS RPC call fails in the caller with the same sentence.
+    assert.deepEqual(await fetchText(`${cell.url}/rpc-ghost`), {
+      status: 200,
+      body: 'Error | Error: svc: service binding to "ghost": this runtime runs without a node daemon, which alone knows where other applications are served (svc sail) | Error: svc: service binding to "ghost": this runtime runs without a node daemon, which alone knows where other applications are served (svc sail)',
+    });
   });
 });
 
@@ -134,8 +110,16 @@ function project(config: Record<string, unknown>, source: string): string {
   return dir;
 }
 
-// B answers what it was asked and whether the binding's private headers reached it.
-const TARGET_SOURCE = `export default {
+// B answers what it was asked and whether the binding's private headers reached it; over JS RPC
+// its default export and its named entrypoint Admin echo, throw, show ctx.props, or answer a
+// value the codec cannot carry.
+const TARGET_SOURCE = `import { WorkerEntrypoint } from 'cloudflare:workers';
+export class Admin extends WorkerEntrypoint {
+  whoami() { return { props: this.ctx.props, entrypoint: 'Admin' }; }
+  fail(message) { throw new RangeError(message); }
+  stream() { return new ReadableStream(); }
+}
+export default class extends WorkerEntrypoint {
   async fetch(request) {
     const url = new URL(request.url);
     return new Response(
@@ -143,21 +127,64 @@ const TARGET_SOURCE = `export default {
         ' caller header: ' + request.headers.has('cell-service-caller'),
       { status: 201, headers: { 'x-from': 'b' } },
     );
-  },
-  ping() { return 'pong'; },
-};
+  }
+  ping() { return 'pong'; }
+  echo(...args) { return args; }
+}
 `;
 
-// A calls B, an application that does not exist, and B over JS RPC.
-const CALLER_SOURCE = `export default {
+// A calls B, an application that does not exist, and B over JS RPC; /rpc-types sends one value of
+// each kind the codec carries and compares what comes back, kind by kind.
+const CALLER_SOURCE = `const samples = () => ({
+  undefined: undefined, null: null, true: true, number: 1.5, nan: NaN, negativeZero: -0,
+  infinity: -Infinity, bigint: 12345678901234567890n, string: 'é\\u0000"', date: new Date(86400000),
+  regexp: /a+b/gi, map: new Map([[1, 'one'], ['k', { deep: [1] }]]), set: new Set([1, 'x']),
+  array: [1, [2, { three: 3 }]], object: { a: { b: null } }, arrayBuffer: new Uint8Array([1, 2, 255]).buffer,
+  uint8: new Uint8Array([9, 8]), float64: new Float64Array([0.5, -0]), bigInt64: new BigInt64Array([-1n]),
+  dataView: new DataView(new Uint8Array([7]).buffer), error: new TypeError('typed', { cause: 'why' }),
+});
+
+function same(a, b) {
+  if (typeof a !== typeof b || Object.prototype.toString.call(a) !== Object.prototype.toString.call(b)) return false;
+  if (typeof a !== 'object' || a === null) return Object.is(a, b);
+  if (a instanceof Date) return Object.is(a.getTime(), b.getTime());
+  if (a instanceof RegExp) return a.source === b.source && a.flags === b.flags;
+  if (a instanceof Error) return a.constructor === b.constructor && a.message === b.message && same(a.cause, b.cause);
+  if (a instanceof ArrayBuffer) return same([...new Uint8Array(a)], [...new Uint8Array(b)]);
+  if (a instanceof DataView) return same(a.buffer, b.buffer);
+  if (ArrayBuffer.isView(a)) return same([...a], [...b]);
+  if (a instanceof Map || a instanceof Set) return same([...a], [...b]);
+  if (Array.isArray(a)) return a.length === b.length && a.every((item, i) => same(item, b[i]));
+  const keys = Object.keys(a);
+  return same(keys, Object.keys(b)) && keys.every((k) => same(a[k], b[k]));
+}
+
+async function failure(call) {
+  try {
+    return 'answered ' + JSON.stringify(await call());
+  } catch (err) {
+    return err.constructor.name + ' | ' + err.name + ': ' + err.message + ' | ' + String(err.stack).split('\\n')[0];
+  }
+}
+
+export default {
   async fetch(request, env) {
+    try {
+      return await route(request, env);
+    } catch (err) {
+      return new Response(String(err.stack), { status: 500 });
+    }
+  },
+};
+
+async function route(request, env) {
     const url = new URL(request.url);
     if (url.pathname === '/b') {
       const answer = await env.B.fetch('https://b.internal/hello?x=1', {
         method: 'POST',
         body: 'ping',
-        // Forged: workerd's config replaces them, so the call still reaches B.
-        headers: { 'cell-service-target': 'ghost', 'cell-service-caller': 'someone-else' },
+        // Forged: workerd's config replaces them, so the call still reaches B, as a fetch.
+        headers: { 'cell-service-target': 'ghost', 'cell-service-caller': 'someone-else', 'cell-service-call': 'rpc' },
       });
       return new Response(answer.status + ' ' + answer.headers.get('x-from') + ': ' + (await answer.text()));
     }
@@ -165,17 +192,79 @@ const CALLER_SOURCE = `export default {
       const answer = await env.GHOST.fetch('https://ghost.internal/');
       return new Response(answer.status + ': ' + (await answer.text()));
     }
-    if (url.pathname === '/rpc') {
-      try {
-        return new Response('rpc answered ' + (await env.B.ping()));
-      } catch (err) {
-        return new Response('rpc failed: ' + err, { status: 500 });
-      }
+    if (url.pathname === '/rpc') return new Response('rpc answered ' + (await env.B.ping()));
+    if (url.pathname === '/rpc-types') {
+      const sent = samples();
+      const [back] = await env.B.echo(sent);
+      const differ = Object.keys(sent).filter((k) => !same(sent[k], back[k]));
+      return Response.json({ kinds: Object.keys(back).length, differ });
     }
+    if (url.pathname === '/rpc-props') return Response.json(await env.ADMIN.whoami());
+    if (url.pathname === '/rpc-error') return new Response(await failure(() => env.ADMIN.fail('the ledger is closed')));
+    if (url.pathname === '/rpc-refused') return new Response(await failure(() => env.B.echo(1, { f: () => 2 })));
+    if (url.pathname === '/rpc-unsent') return new Response(await failure(() => env.ADMIN.stream()));
+    if (url.pathname === '/rpc-no-entrypoint') return new Response(await failure(() => env.BILLING.total()));
+    if (url.pathname === '/rpc-ghost') return new Response(await failure(() => env.GHOST.ping()));
     return new Response('not found', { status: 404 });
-  },
-};
+}
 `;
+
+const CALLER_SERVICES = [
+  { binding: 'B', service: 'svc-b' },
+  { binding: 'ADMIN', service: 'svc-b', entrypoint: 'Admin', props: { role: 'reader', level: 2 } },
+  { binding: 'BILLING', service: 'svc-b', entrypoint: 'Billing' },
+  { binding: 'GHOST', service: 'ghost' },
+];
+
+/** What A's routes answer when B is reachable over the fleet, wherever it runs. */
+async function assertCallsReachB(a: string, b: string, log: () => string): Promise<void> {
+  assert.deepEqual(await fetchText(`${a}/b`), {
+    status: 200,
+    body: '201 b: B answered POST /hello?x=1 with ping caller header: false',
+  });
+  assert.deepEqual(await fetchText(`${a}/ghost`), {
+    status: 200,
+    body: '503: svc: service binding to "ghost": no application "ghost" exists in this fleet',
+  });
+  assert.deepEqual(await fetchText(`${a}/rpc`), { status: 200, body: 'rpc answered pong' });
+  const types = await fetchText(`${a}/rpc-types`);
+  assert.equal(types?.status, 200, `${types?.body}\n${log()}`);
+  assert.deepEqual(JSON.parse(types!.body), { kinds: 21, differ: [] });
+  assert.deepEqual(JSON.parse((await fetchText(`${a}/rpc-props`))!.body), {
+    props: { role: 'reader', level: 2 },
+    entrypoint: 'Admin',
+  });
+  assert.deepEqual(await fetchText(`${a}/rpc-error`), {
+    status: 200,
+    body: 'RangeError | RangeError: the ledger is closed | RangeError: the ledger is closed',
+  });
+  assert.deepEqual(await fetchText(`${a}/rpc-refused`), {
+    status: 200,
+    body: 'TypeError | TypeError: service binding B to "svc-b": echo(): cannot send a function (at argument 2.f): JS RPC to another application carries structured-clonable values only, no functions, streams or RPC stubs | TypeError: service binding B to "svc-b": echo(): cannot send a function (at argument 2.f): JS RPC to another application carries structured-clonable values only, no functions, streams or RPC stubs',
+  });
+  assert.match(
+    (await fetchText(`${a}/rpc-unsent`))!.body,
+    /^TypeError \| TypeError: cannot send a ReadableStream \(at the result of stream\(\)\)/,
+  );
+  assert.deepEqual(await fetchText(`${a}/rpc-no-entrypoint`), {
+    status: 200,
+    body: 'TypeError | TypeError: this application exports no entrypoint "Billing" | TypeError: this application exports no entrypoint "Billing"',
+  });
+  assert.deepEqual(await fetchText(`${a}/rpc-ghost`), {
+    status: 200,
+    body: 'Error | Error: svc: service binding to "ghost": no application "ghost" exists in this fleet | Error: svc: service binding to "ghost": no application "ghost" exists in this fleet',
+  });
+  // The public, or anyone on the node network, posting a call on the RPC path with a key it
+  // guessed reaches B's own fetch handler, not its entrypoints.
+  const forged = await fetch(`${b}/.well-known/cell/service-rpc`, {
+    method: 'POST',
+    headers: { 'cell-service-rpc-key': 'a'.repeat(64), 'content-type': 'application/json' },
+    body: JSON.stringify({ entrypoint: 'Admin', props: { role: 'admin' }, method: 'whoami', args: [] }),
+  });
+  assert.equal(forged.status, 201);
+  assert.equal(forged.headers.get('cell-service-rpc-answer'), null);
+  assert.match(await forged.text(), /^B answered POST \/\.well-known\/cell\/service-rpc with /);
+}
 
 describe('service bindings to other applications, through the node daemon', () => {
   let bucket: Bucket;
@@ -186,7 +275,7 @@ describe('service bindings to other applications, through the node daemon', () =
     await bucket.close();
   });
 
-  it("forwards A's env.B.fetch() to B through <state dir>/services.sock, and an unknown target fails with 503", async () => {
+  it("forwards A's fetch and JS RPC to B through <state dir>/services.sock, and an unknown target fails as documented", async () => {
     const admin = await bucket.operator('op-services', 'admin', ['*']);
     const node = await bucket.sail(['--cell-bin', CELL_REAL]);
     const socket = join(node.stateDir, 'services.sock');
@@ -198,50 +287,49 @@ describe('service bindings to other applications, through the node daemon', () =
       assert.equal(run.code, 0, run.stderr);
       return run;
     };
-    const portOf = (application: string) =>
-      waitFor(
-        async () => {
-          const state = (await call(node.url, 'GET', '/v1/state', { signer: admin })).body as {
-            processes: { application: string; port: number; ready: boolean }[];
-          };
-          const p = state.processes.find((process) => process.application === application);
-          return p?.ready ? p.port : undefined;
-        },
-        `${application} ready\n${node.log()}`,
-        FOLLOW_DEADLINE_MS,
-      );
     await deploy(project({ name: 'svc-b' }, TARGET_SOURCE));
-    await portOf('svc-b');
-    const run = await deploy(
-      project(
-        {
-          name: 'svc-a',
-          services: [
-            { binding: 'B', service: 'svc-b' },
-            { binding: 'GHOST', service: 'ghost' },
-          ],
-        },
-        CALLER_SOURCE,
-      ),
-    );
+    const b = await readyAppUrl(node, admin, 'svc-b', FOLLOW_DEADLINE_MS);
+    const run = await deploy(project({ name: 'svc-a', services: CALLER_SERVICES }, CALLER_SOURCE));
     assert.match(
       run.stderr + run.stdout,
       /warning: service binding GHOST names "ghost", which is no application of this fleet: its calls are answered 503 until "ghost" is deployed/,
     );
-    const a = `http://127.0.0.1:${await portOf('svc-a')}`;
+    await assertCallsReachB(await readyAppUrl(node, admin, 'svc-a', FOLLOW_DEADLINE_MS), b, node.log);
+  });
+});
 
-    const b = await fetchText(`${a}/b`);
-    assert.deepEqual(b, {
-      status: 200,
-      body: '201 b: B answered POST /hello?x=1 with ping caller header: false',
-    });
-    const ghost = await fetchText(`${a}/ghost`);
-    assert.deepEqual(ghost, {
-      status: 200,
-      body: '503: svc: service binding to "ghost": no application "ghost" exists in this fleet',
-    });
-    // workerd's JS RPC does not cross processes: the call fails in the caller, as workerd words it.
-    const rpc = await fetchText(`${a}/rpc`);
-    assert.deepEqual(rpc, { status: 500, body: 'rpc failed: Error: Network connection lost.' });
+describe('service bindings to an application on another node', () => {
+  let bucket: Bucket;
+  before(async () => {
+    bucket = await openBucket();
+  });
+  after(async () => {
+    await bucket.close();
+  });
+
+  it("carries A's fetch and JS RPC to B, which only the other node serves", async () => {
+    const admin = await bucket.operator('op-services-nodes', 'admin', ['*']);
+    const nodeA = await bucket.sail(['--cell-bin', CELL_REAL, '--node-labels', 'zone=a']);
+    const nodeB = await bucket.sail(['--cell-bin', CELL_REAL, '--node-labels', 'zone=b']);
+    const deploy = async (dir: string, zone: string) => {
+      const run = await runSvc(
+        ['deploy', dir, '--node-selector', `zone=${zone}`, '--node', nodeA.url, '--key', keyArg(admin)],
+        { timeoutMs: 120_000 },
+      );
+      assert.equal(run.code, 0, run.stderr);
+    };
+    await deploy(project({ name: 'svc-b' }, TARGET_SOURCE), 'b');
+    const b = await readyAppUrl(nodeB, admin, 'svc-b', FOLLOW_DEADLINE_MS);
+    await deploy(project({ name: 'svc-a', services: CALLER_SERVICES }, CALLER_SOURCE), 'a');
+    const a = await readyAppUrl(nodeA, admin, 'svc-a', FOLLOW_DEADLINE_MS);
+    const state = (await call(nodeA.url, 'GET', '/v1/state', { signer: admin })).body as {
+      processes: { application: string }[];
+    };
+    assert.deepEqual(
+      state.processes.map((p) => p.application),
+      ['svc-a'],
+      'node A runs no copy of B: every call crosses nodes',
+    );
+    await assertCallsReachB(a, b, () => nodeA.log() + nodeB.log());
   });
 });

@@ -7,6 +7,7 @@
 import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { mkdir, rename, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { keys } from '../../src/registry/keys.ts';
 import { egressEntriesFor } from '../../src/runtime-contract/egress.ts';
@@ -20,6 +21,7 @@ import type { Store } from '../../src/store/store.ts';
 import { routerConfig } from './asset-rules.ts';
 import { D1_SOCKET } from './bindings/r2-headers.ts';
 import { SERVICES_SOCKET } from './bindings/service-headers.ts';
+import { applicationRpcKey, unusedRpcKey } from './bindings/service-rpc.ts';
 import { egressRanges } from './egress.ts';
 import { CellError } from './errors.ts';
 import { ROUTER_MODULE, ROUTER_SOURCE } from './router-worker.ts';
@@ -81,6 +83,21 @@ export interface MaterializeContext {
    * reaches no KV or R2 data.
    */
   bindingsSocket?: () => Promise<string>;
+  /**
+   * The folder workerd keeps the deployment's Durable Objects in (workerd.ts `WorkerdPlan`
+   * `durableObjects` says what it writes there), asked only of a deployment with Durable Objects;
+   * absent: `objectsDir(env, application)`. The publish load check names a throwaway one.
+   */
+  durableObjectsDir?: () => Promise<string>;
+}
+
+/**
+ * Where `cell serve` keeps an application's Durable Objects unless told otherwise:
+ * `<CELL_STATE_DIR>/objects/<application>/` (else under the system temp), beside the private
+ * folders, so a restarted process finds them (docs/bindings.md "Durable Objects").
+ */
+export function objectsDir(env: NodeJS.ProcessEnv, application: string): string {
+  return join(env.CELL_STATE_DIR || tmpdir(), 'objects', application);
 }
 
 /**
@@ -144,6 +161,7 @@ export async function materialize(
     { what: 'a service binding', names: (m.services ?? []).map((s) => s.binding) },
     { what: 'a D1 database binding', names: (m.d1_databases ?? []).map((d) => d.binding) },
     { what: 'a queue producer binding', names: (m.queues?.producers ?? []).map((p) => p.binding) },
+    { what: 'a Durable Object binding', names: (m.durable_objects?.bindings ?? []).map((b) => b.name) },
   ];
   for (const { what, names } of bindingKinds) {
     const clashing = names.filter((name) => Object.hasOwn(secrets.values, name));
@@ -190,12 +208,22 @@ export async function materialize(
   if (otherServices.length > 0) {
     // The services socket sits beside the bindings socket (docs/bindings.md "Service bindings").
     const bindings = context.bindingsSocket ? await context.bindingsSocket() : join(dir, 'no-bindings.sock');
-    plan.otherServices = {
-      address: `unix:${join(dirname(bindings), SERVICES_SOCKET)}`,
-      application,
-      bindings: otherServices.map((s) => ({ binding: s.binding, service: s.service })),
-    };
+    plan.otherServices = { address: `unix:${join(dirname(bindings), SERVICES_SOCKET)}`, application, bindings: [] };
+    await mkdir(join(dir, 'other-services'));
+    for (const [i, s] of otherServices.entries()) {
+      const propsFile = s.props ? join('other-services', `${i}.json`) : undefined;
+      if (propsFile) await writeFile(join(dir, propsFile), JSON.stringify(s.props));
+      plan.otherServices.bindings.push({
+        binding: s.binding,
+        service: s.service,
+        ...(s.entrypoint ? { entrypoint: s.entrypoint } : {}),
+        ...(propsFile ? { propsFile } : {}),
+      });
+    }
   }
+  // Any application may be called over JS RPC: its key comes from the bucket; without one (the
+  // publish load check) a fresh key nothing knows (docs/bindings.md "Service bindings").
+  plan.serviceRpcKey = store ? await applicationRpcKey(store, application) : unusedRpcKey();
   const databases = m.d1_databases ?? [];
   if (namespaces.length > 0 || buckets.length > 0 || databases.length > 0) {
     // Without a host (the load check) the bindings point at a socket nothing listens on: the
@@ -227,6 +255,23 @@ export async function materialize(
         ...(propsFile ? { propsFile } : {}),
       });
     }
+  }
+  const objects = m.durable_objects;
+  if (objects && objects.classes.length > 0) {
+    const storageDir = context.durableObjectsDir
+      ? await context.durableObjectsDir()
+      : objectsDir(context.env, application);
+    await mkdir(storageDir, { recursive: true, mode: 0o700 });
+    plan.durableObjects = {
+      storageDir,
+      main: m.main_module,
+      classes: objects.classes.map((c) => ({
+        className: c.class_name,
+        uniqueKey: c.storage_key,
+        sql: c.sql,
+      })),
+      bindings: objects.bindings.map((b) => ({ binding: b.name, className: b.class_name })),
+    };
   }
   plan.egressAllow = await egressRanges(egressEntriesFor(context.env, application), context.log);
   if (paths.cronSocketPath) {

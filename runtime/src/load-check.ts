@@ -85,6 +85,8 @@ async function startOnce(
         stateDir,
         env: options.env,
         log: (line) => process.stderr.write(`${line}\n`),
+        // Durable Objects the worker touches while it loads are stored here and go with the folder.
+        durableObjectsDir: async () => join(stateDir, 'objects'),
       },
       m,
       NO_SECRETS,

@@ -14,6 +14,7 @@ import { readPublishRequest } from '../../src/runtime-contract/environment.ts';
 import {
   type AssetsIndex,
   type DeploymentRecord,
+  durableObjectStorageKey,
   type Manifest,
   type ModuleEntry,
   type Pointer,
@@ -69,7 +70,6 @@ export async function publish(options: {
   // One line each, `cell: warning: ` first: svc carries them to the user on the deploy record.
   for (const warning of config.warnings) options.log(`cell: warning: ${warning}`);
   const script = config.name ?? application;
-  refuseOtherApplications(config.services, application, script);
   // svc names the application's secrets (never their values): a var may not shadow one.
   const secretNames = request.secretNames;
   const clash = Object.keys(config.vars).filter((name) => secretNames.includes(name));
@@ -115,6 +115,8 @@ export async function publish(options: {
     (config.assets?.run_worker_first ?? false) !== false ||
     (assets !== null && (assets.headers.length > 0 || assets.redirects.length > 0));
   const hasQueues = config.queues.producers.length > 0 || config.queues.consumers.length > 0;
+  const objects = config.durable_objects;
+  const hasObjects = objects.classes.length > 0 || objects.deleted.length > 0;
   const features = [
     'modules',
     ...(assets ? ['assets'] : []),
@@ -124,6 +126,7 @@ export async function publish(options: {
     ...(config.services.length > 0 ? ['services'] : []),
     ...(config.d1_databases.length > 0 ? ['d1'] : []),
     ...(hasQueues ? ['queues'] : []),
+    ...(hasObjects ? ['durable-objects'] : []),
   ];
   const manifest: Manifest = {
     schema_version: SCHEMA_VERSION,
@@ -152,6 +155,22 @@ export async function publish(options: {
     ...(config.services.length > 0 ? { services: config.services } : {}),
     ...(config.d1_databases.length > 0 ? { d1_databases: config.d1_databases } : {}),
     ...(hasQueues ? { queues: config.queues } : {}),
+    ...(hasObjects
+      ? {
+          durable_objects: {
+            bindings: objects.bindings,
+            classes: objects.classes.map((c) => ({
+              class_name: c.class_name,
+              storage_key: durableObjectStorageKey(application, c.first_name),
+              sql: c.sql,
+            })),
+            deleted: objects.deleted.map((c) => ({
+              class_name: c.class_name,
+              storage_key: durableObjectStorageKey(application, c.first_name),
+            })),
+          },
+        }
+      : {}),
   };
 
   options.log(`cell: checking that ${script} loads in workerd`);
@@ -296,24 +315,6 @@ async function inParallel<T>(items: T[], work: (item: T) => Promise<unknown>): P
     }
   });
   await Promise.all(runners);
-}
-
-/**
- * A service binding to another application reaches its default export's `fetch` only
- * (docs/bindings.md "Service bindings"): each application runs in its own workerd, and workerd's
- * JS RPC, named entrypoints and `ctx.props` do not cross processes, so asking for them is refused.
- */
-function refuseOtherApplications(services: ServiceBinding[], application: string, script: string): void {
-  const others = services.filter(
-    (s) =>
-      s.service !== application &&
-      s.service !== script &&
-      (s.entrypoint !== undefined || s.props !== undefined),
-  );
-  if (others.length === 0) return;
-  throw new CellError(
-    `${others.map((s) => `${s.binding} (service ${JSON.stringify(s.service)})`).join(', ')}: a service binding to another application reaches its default fetch handler only; "entrypoint" and "props" work only for this worker's own entrypoints (service ${JSON.stringify(script)}), since JS RPC does not cross applications (docs/bindings.md "Service bindings")`,
-  );
 }
 
 /** Warns of each service binding naming an application the fleet does not have (yet). */

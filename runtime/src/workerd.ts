@@ -18,7 +18,22 @@ import {
   R2_APPLICATION_HEADER,
   R2_BUCKET_HEADER,
 } from './bindings/r2-headers.ts';
-import { SERVICE_CALLER_HEADER, SERVICE_TARGET_HEADER } from './bindings/service-headers.ts';
+import {
+  SERVICE_CODEC_INTERNAL_MODULE,
+  SERVICE_CODEC_MODULE,
+  SERVICE_CODEC_SOURCE,
+} from './bindings/service-codec.ts';
+import {
+  SERVICE_CALL_HEADER,
+  SERVICE_CALLER_HEADER,
+  SERVICE_TARGET_HEADER,
+} from './bindings/service-headers.ts';
+import {
+  SERVICE_RPC_BINDING_MODULE,
+  SERVICE_RPC_BINDING_SOURCE,
+  SERVICE_RPC_ENTRY_MODULE,
+  serviceRpcEntrySource,
+} from './bindings/service-rpc.ts';
 import { EGRESS_ENTRY_MODULE, EGRESS_MODULE, egressEntrySource, egressModuleSource } from './egress.ts';
 import { ASSETS_ONLY_MODULE, ROUTER_MODULE } from './router-worker.ts';
 
@@ -109,11 +124,41 @@ export interface WorkerdPlan {
   /**
    * Service bindings to other applications of the fleet, served by the runtime host's services
    * socket at `address` (`unix:/path`); the caller and the target travel in injected headers.
+   * Each binding is wrapped (bindings/service-rpc.ts) so that JS RPC reaches the target's
+   * `entrypoint` with `props` (a file holding the JSON).
    */
   otherServices?: {
     address: string;
     application: string;
-    bindings: { binding: string; service: string }[];
+    bindings: { binding: string; service: string; entrypoint?: string; propsFile?: string }[];
+  } | null;
+  /**
+   * This application's JS RPC key (bindings/service-rpc.ts): with an ES main module, a call from
+   * another application bearing it reaches the worker's entrypoints.
+   */
+  serviceRpcKey?: string;
+  /**
+   * Durable Objects (docs/bindings.md "Durable Objects"): each class a namespace of the user
+   * worker, stored by workerd on local disk in `storageDir` (absolute), which workerd creates
+   * nothing above and writes as follows, one folder per class named by its `uniqueKey` (the
+   * manifest's `storage_key`, stable across renames):
+   *
+   *   <storageDir>/<uniqueKey>/<object id>.sqlite   one SQLite database per object (its
+   *                                                 key-value and SQL storage), 64 hex digits;
+   *   <storageDir>/<uniqueKey>/metadata.sqlite      the class's pending alarms;
+   *   each with its `-wal` and `-shm` files beside it (SQLite in WAL mode: a committed write may
+   *   sit in the `-wal` file only, so a copy takes the three together).
+   *
+   * Only one workerd may run with a given `storageDir` at a time. `cell serve` uses
+   * `<CELL_STATE_DIR>/objects/<application>/` unless its caller names another folder; the
+   * publish load check a throwaway one. `bindings`: `durable_objects.bindings`, each reaching
+   * one class; `main`: the main module's name, whose exports are checked as it loads.
+   */
+  durableObjects?: {
+    storageDir: string;
+    main: string;
+    classes: { className: string; uniqueKey: string; sql: boolean }[];
+    bindings: { binding: string; className: string }[];
   } | null;
 }
 
@@ -164,6 +209,26 @@ export default {
 };
 `;
 
+/**
+ * With Durable Objects, the entry module: it re-exports the main module and throws as it loads
+ * when a class the migrations name is not among its exports, so the publish load check fails
+ * naming the class (workerd itself only warns, and every call to the class would fail).
+ */
+export const OBJECTS_ENTRY_MODULE = 'cell-objects-entry.js';
+export function objectsEntrySource(entry: string, main: string, classes: string[]): string {
+  const from = JSON.stringify(`./${entry}`);
+  return `import * as entry from ${from};
+const missing = ${JSON.stringify(classes)}.filter((name) => typeof entry[name] !== 'function');
+if (missing.length > 0)
+  throw new Error('the main module ' + ${JSON.stringify(main)} + ' does not export the Durable Object class' + (missing.length > 1 ? 'es ' : ' ') + missing.join(', ') + ', which the migrations create: export it (export class ' + missing[0] + ' extends DurableObject { ... }), or delete it with a deleted_classes migration');
+export * from ${from};
+export default entry.default ?? {};
+`;
+}
+
+/** The compatibility date from which workerd gives every worker `ctx.exports`. */
+const CTX_EXPORTS_DEFAULT_DATE = '2025-11-17';
+
 /** The router's own compatibility date: fixed, since its code is ours. */
 const ROUTER_COMPATIBILITY_DATE = '2024-09-23';
 
@@ -183,6 +248,7 @@ export function renderWorkerdConfig(plan: WorkerdPlan): string {
   const q = capnpString;
   const userBindings = plan.vars.map((v) => `(name = ${q(v.name)}, ${v.kind} = embed ${q(v.file)})`);
   const services = ['(name = "cell-user", worker = .userWorker)'];
+  const extensions: string[] = [];
   let entry = 'cell-user';
   let routerWorkers = '';
   if (plan.assets) {
@@ -295,20 +361,58 @@ const assetsWorker :Workerd.Worker = (
     userBindings.push(`(name = ${q(b.binding)}, service = ${target}))`);
   }
   if (plan.otherServices) {
-    // As KV: one external service per target, whose injected headers name the caller and target.
+    // As KV: external services per target, whose injected headers name the caller and target, one
+    // for the worker's fetch and one for the wrapped binding's RPC calls (the header naming the
+    // kind is replaced on both, so a worker's fetch cannot pass for a call).
     const o = plan.otherServices;
     const targets = [...new Set(o.bindings.map((b) => b.service))];
     for (const [i, target] of targets.entries()) {
-      const headers = [
-        `(name = ${q(SERVICE_CALLER_HEADER)}, value = ${q(o.application)})`,
-        `(name = ${q(SERVICE_TARGET_HEADER)}, value = ${q(target)})`,
+      for (const kind of ['fetch', 'rpc']) {
+        const headers = [
+          `(name = ${q(SERVICE_CALLER_HEADER)}, value = ${q(o.application)})`,
+          `(name = ${q(SERVICE_TARGET_HEADER)}, value = ${q(target)})`,
+          `(name = ${q(SERVICE_CALL_HEADER)}, value = ${q(kind)})`,
+        ];
+        services.push(
+          `(name = "cell-svc-${kind}-${i}", external = (address = ${q(o.address)}, http = (injectRequestHeaders = [ ${headers.join(', ')} ])))`,
+        );
+      }
+    }
+    for (const b of o.bindings) {
+      const i = targets.indexOf(b.service);
+      const inner = [
+        `(name = "fetcher", service = "cell-svc-fetch-${i}")`,
+        `(name = "rpc", service = "cell-svc-rpc-${i}")`,
+        `(name = "binding", text = ${q(b.binding)})`,
+        `(name = "service", text = ${q(b.service)})`,
+        ...(b.entrypoint ? [`(name = "entrypoint", text = ${q(b.entrypoint)})`] : []),
+        ...(b.propsFile ? [`(name = "props", json = embed ${q(b.propsFile)})`] : []),
       ];
-      services.push(
-        `(name = "cell-svc-${i}", external = (address = ${q(o.address)}, http = (injectRequestHeaders = [ ${headers.join(', ')} ])))`,
+      userBindings.push(
+        `(name = ${q(b.binding)}, wrapped = (moduleName = ${q(SERVICE_RPC_BINDING_MODULE)}, innerBindings = [ ${inner.join(', ')} ]))`,
       );
     }
+    extensions.push(
+      `(name = ${q(SERVICE_CODEC_INTERNAL_MODULE)}, internal = true, esModule = ${q(SERVICE_CODEC_SOURCE)})`,
+      `(name = ${q(SERVICE_RPC_BINDING_MODULE)}, internal = true, esModule = ${q(SERVICE_RPC_BINDING_SOURCE)})`,
+    );
+  }
+  let objectsFields = '';
+  if (plan.durableObjects) {
+    // Each binding names its class with the service that runs it, so the scheduled copy of the
+    // worker (below) reaches the one instance of each object in cell-user instead of its own.
+    const o = plan.durableObjects;
+    services.push(`(name = "cell-objects", disk = (path = ${q(o.storageDir)}, writable = true))`);
     for (const b of o.bindings)
-      userBindings.push(`(name = ${q(b.binding)}, service = "cell-svc-${targets.indexOf(b.service)}")`);
+      userBindings.push(
+        `(name = ${q(b.binding)}, durableObjectNamespace = (className = ${q(b.className)}, serviceName = "cell-user"))`,
+      );
+    const namespaces = o.classes.map(
+      (c) => `(className = ${q(c.className)}, uniqueKey = ${q(c.uniqueKey)}, enableSql = ${c.sql})`,
+    );
+    objectsFields = `
+  durableObjectNamespaces = [ ${namespaces.join(', ')} ],
+  durableObjectStorage = (localDisk = "cell-objects"),`;
   }
   const sockets = [`(name = "http", address = ${q(plan.address)}, http = (), service = ${q(entry)})`];
   const modules = plan.modules.map(
@@ -322,6 +426,31 @@ const assetsWorker :Workerd.Worker = (
       `(name = ${q(EGRESS_MODULE)}, esModule = ${q(egressModuleSource(plan.egressAllow ?? []))})`,
     );
   }
+  if (plan.durableObjects && main?.type === 'esm' && main.name !== ASSETS_ONLY_MODULE) {
+    const o = plan.durableObjects;
+    const source = objectsEntrySource(
+      EGRESS_ENTRY_MODULE,
+      o.main,
+      o.classes.map((c) => c.className),
+    );
+    modules.unshift(`(name = ${q(OBJECTS_ENTRY_MODULE)}, esModule = ${q(source)})`);
+  }
+  const compatibilityFlags = [...plan.compatibilityFlags];
+  if (plan.serviceRpcKey && main?.type === 'esm' && main.name !== ASSETS_ONLY_MODULE) {
+    // The RPC entry goes ahead of whatever module is first by now (docs/bindings.md "Service
+    // bindings"); ours are named plainly, so the first one's name reads back from its line.
+    const next = JSON.parse(/^\(name = ("[^"\\]*")/.exec(modules[0]!)![1]!) as string;
+    modules.unshift(
+      `(name = ${q(SERVICE_RPC_ENTRY_MODULE)}, esModule = ${q(serviceRpcEntrySource(next, plan.serviceRpcKey))})`,
+      `(name = ${q(SERVICE_CODEC_MODULE)}, esModule = ${q(SERVICE_CODEC_SOURCE)})`,
+    );
+    // The entry reaches the entrypoints through ctx.exports, a default from 2025-11-17 on.
+    if (
+      plan.compatibilityDate < CTX_EXPORTS_DEFAULT_DATE &&
+      !compatibilityFlags.some((f) => f === 'enable_ctx_exports' || f === 'disable_ctx_exports')
+    )
+      compatibilityFlags.push('enable_ctx_exports');
+  }
   // workerd's default "internet" service allows public addresses only; the operator's ranges
   // widen it, and workerd still judges every address a name resolves to.
   if (plan.egressAllow?.length) {
@@ -331,7 +460,7 @@ const assetsWorker :Workerd.Worker = (
   }
   const userWorkerFields = `modules = [ ${modules.join(', ')} ],
   compatibilityDate = ${q(plan.compatibilityDate)},
-  compatibilityFlags = [ ${plan.compatibilityFlags.map(q).join(', ')} ],
+  compatibilityFlags = [ ${compatibilityFlags.map(q).join(', ')} ],
   bindings = [ ${userBindings.join(', ')} ]`;
   let cronWorker = '';
   if (plan.cronAddress) {
@@ -376,11 +505,11 @@ using Workerd = import "/workerd/workerd.capnp";
 
 const config :Workerd.Config = (
   services = [ ${services.join(', ')} ],
-  sockets = [ ${sockets.join(', ')} ],
+  sockets = [ ${sockets.join(', ')} ],${extensions.length > 0 ? `\n  extensions = [ (modules = [ ${extensions.join(', ')} ]) ],` : ''}
 );
 
 const userWorker :Workerd.Worker = (
-  ${userWorkerFields},
+  ${userWorkerFields},${objectsFields}
 );
 ${routerWorkers}${cronWorker}${queueTriggerWorker}`;
 }

@@ -15,6 +15,7 @@ import { QueueWakers } from '../../runtime/src/bindings/queue-runner.ts';
 import { D1_SOCKET } from '../../runtime/src/bindings/r2-headers.ts';
 import { listenServiceSocket, type ServiceSocket } from '../../runtime/src/bindings/service.ts';
 import { SERVICES_SOCKET } from '../../runtime/src/bindings/service-headers.ts';
+import { applicationRpcKey } from '../../runtime/src/bindings/service-rpc.ts';
 import { serviceTarget } from '../../runtime/src/bindings/service-targets.ts';
 import { type HostSocket, listenHostSocket } from '../../runtime/src/host/socket.ts';
 import type { DaemonService } from './context.ts';
@@ -58,6 +59,7 @@ export function runtimeHostService(): DaemonService {
         (application) => serviceTarget(ctx.routing?.current() ?? null, application),
         (line) => log.warn(line),
         observe,
+        (application) => applicationRpcKey(ctx.store, application),
       );
       // D1 (docs/bindings.md "D1 databases"): this node's copies under its state directory; a
       // query for a database another node holds goes to that node.

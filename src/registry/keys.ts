@@ -39,6 +39,8 @@ export const keys = {
   coordinatorLease: '_svc/fleet/coordinator.json',
   /** The fleet freeze record. */
   freeze: '_svc/fleet/freeze.json',
+  /** The fleet's JS RPC key for service bindings {v, key} (runtime/src/bindings/service-rpc.ts). */
+  serviceRpcKey: '_svc/services/rpc-key.json',
   /**
    * The fleet change marker: rewritten (new ETag) after every registry change, so every node's
    * reconcile pass learns of a change with one HEAD instead of re-listing (docs/fleet.md).

@@ -2,6 +2,7 @@
 // understand, and the strict parsers both `cell` and the svc storage tools (prune, lease) use.
 // A parser answers a value or a reason; callers turn the reason into their own refusal.
 
+import { createHash } from 'node:crypto';
 import {
   isApplicationName,
   isD1DatabaseName,
@@ -22,7 +23,9 @@ export const SCHEMA_VERSION = 1;
  * `kv`: `kv_namespaces` bindings the runtime must serve (a runtime without them must not start
  * the worker, whose KV calls would fail); `r2`: `r2_buckets` bindings, alike; `services`:
  * `services` bindings (docs/bindings.md "Service bindings"), alike; `d1`: `d1_databases` bindings, alike;
- * `queues`: `queues` producers and consumers (docs/bindings.md "Queues"), alike.
+ * `queues`: `queues` producers and consumers (docs/bindings.md "Queues"), alike;
+ * `durable-objects`: `durable_objects` bindings and the classes `migrations` create
+ * (docs/bindings.md "Durable Objects"), alike.
  */
 export const KNOWN_FEATURES: readonly string[] = [
   'modules',
@@ -34,6 +37,7 @@ export const KNOWN_FEATURES: readonly string[] = [
   'services',
   'd1',
   'queues',
+  'durable-objects',
 ];
 
 /** Runtime releases the storage tools (prune, lease) were verified against (docs/cli.md). */
@@ -143,6 +147,48 @@ export interface ServiceBinding {
   props?: Record<string, unknown>;
 }
 
+/** One Durable Object binding: the worker's binding name and the class (of its own) it reaches. */
+export interface DurableObjectBinding {
+  name: string;
+  class_name: string;
+}
+
+/**
+ * One Durable Object class the worker's migrations leave in place (docs/bindings.md "Durable
+ * Objects"): its current name, the key its objects are stored and addressed under
+ * (`durableObjectStorageKey`: from the application and the class's first name, so a renamed class
+ * keeps its objects and their ids), and whether it was created by `new_sqlite_classes` (`sql`:
+ * `ctx.storage.sql` works) rather than `new_classes` (stored on SQLite too, key-value API only).
+ */
+export interface DurableObjectClass {
+  class_name: string;
+  storage_key: string;
+  sql: boolean;
+}
+
+/**
+ * A deployment's Durable Objects (required feature `durable-objects`): its bindings, its live
+ * classes, and the classes a `deleted_classes` migration removed, whose stored objects are dropped.
+ */
+export interface DurableObjectsManifest {
+  bindings: DurableObjectBinding[];
+  classes: DurableObjectClass[];
+  deleted: { class_name: string; storage_key: string }[];
+}
+
+/** A JS export name: a Durable Object class the main module exports. */
+export const CLASS_NAME = /^[A-Za-z_$][A-Za-z0-9_$]*$/;
+
+/**
+ * The key one Durable Object class is stored and addressed under: workerd's `uniqueKey` (ids are
+ * derived from it) and the folder of its objects' files, `<application>-<first name>`. A first
+ * name with `$` (no safe file or bucket name) is replaced by a digest of it.
+ */
+export function durableObjectStorageKey(application: string, firstName: string): string {
+  if (/^[A-Za-z0-9_]+$/.test(firstName)) return `${application}-${firstName}`;
+  return `${application}-x${createHash('sha256').update(firstName).digest('hex').slice(0, 16)}`;
+}
+
 /** One `_headers` rule: its URL pattern, the headers it sets and those it detaches. */
 export interface HeaderRule {
   path: string;
@@ -190,6 +236,8 @@ export interface Manifest {
   d1_databases?: D1DatabaseBinding[];
   /** Queue producers and consumers (required feature `queues`); absent: none. */
   queues?: { producers: QueueProducerBinding[]; consumers: QueueConsumer[] };
+  /** Durable Object bindings and classes (required feature `durable-objects`); absent: none. */
+  durable_objects?: DurableObjectsManifest;
 }
 
 /** One static file: its request path maps to a blob in `deploy-blobs/`. */
@@ -323,6 +371,8 @@ export function parseManifest(body: Uint8Array | string): ParsedVersioned<Manife
   )
     return fail('d1_databases is malformed');
   if (doc.queues !== undefined && !isQueues(doc.queues)) return fail('queues is malformed');
+  if (doc.durable_objects !== undefined && !isDurableObjects(doc.durable_objects))
+    return fail('durable_objects is malformed');
   const images = imageReferences(doc);
   if (!images.ok) return images;
   return { ok: true, value: doc as unknown as Manifest };
@@ -390,6 +440,29 @@ function isQueues(v: unknown): v is Manifest['queues'] {
       (c.max_concurrency === null || whole(c.max_concurrency)),
   );
   return producers && consumers;
+}
+
+function isDurableObjects(v: unknown): v is DurableObjectsManifest {
+  const d = v as Record<string, unknown> | null;
+  if (!d || typeof d !== 'object' || ![d.bindings, d.classes, d.deleted].every(Array.isArray)) return false;
+  const className = (c: unknown) => isString(c) && CLASS_NAME.test(c);
+  const storageKey = (k: unknown) => isString(k) && /^[a-z0-9-]+-[A-Za-z0-9_]+$/.test(k);
+  const classes = d.classes as Record<string, unknown>[];
+  return (
+    (d.bindings as Record<string, unknown>[]).every(
+      (b) =>
+        !!b &&
+        isString(b.name) &&
+        /^[A-Za-z_][A-Za-z0-9_]*$/.test(b.name) &&
+        classes.some((c) => !!c && c.class_name === b.class_name),
+    ) &&
+    classes.every(
+      (c) => !!c && className(c.class_name) && storageKey(c.storage_key) && typeof c.sql === 'boolean',
+    ) &&
+    (d.deleted as Record<string, unknown>[]).every(
+      (c) => !!c && className(c.class_name) && storageKey(c.storage_key),
+    )
+  );
 }
 
 function isModuleEntry(v: unknown): v is ModuleEntry {

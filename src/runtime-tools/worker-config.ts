@@ -22,7 +22,9 @@ import {
 import { cronProblem } from './cron-schedule.ts';
 import {
   type AssetsConfig,
+  CLASS_NAME,
   type D1DatabaseBinding,
+  type DurableObjectBinding,
   KV_NAMESPACE_ID,
   type KvNamespaceBinding,
   type QueueConsumer,
@@ -73,10 +75,28 @@ export interface WorkerConfig {
   d1_databases: D1DatabaseBinding[];
   /** `queues`: the queues the worker sends to (by binding) and those it consumes. */
   queues: { producers: QueueProducerBinding[]; consumers: QueueConsumer[] };
+  /**
+   * `durable_objects.bindings` and what `migrations` leave: each live class by its current name
+   * and its first name (which its storage key derives from), whether SQLite-API, and the deleted ones.
+   */
+  durable_objects: DurableObjectsConfig;
   /** Unknown keys this runtime ignores. */
   ignored: string[];
   /** One sentence per thing the user should know but that does not stop the deploy. */
   warnings: string[];
+}
+
+/** A Durable Object class as the migrations leave it: named now `class_name`, created as `first_name`. */
+export interface DurableObjectClassConfig {
+  class_name: string;
+  first_name: string;
+  sql: boolean;
+}
+
+export interface DurableObjectsConfig {
+  bindings: DurableObjectBinding[];
+  classes: DurableObjectClassConfig[];
+  deleted: { class_name: string; first_name: string }[];
 }
 
 /** wrangler's module rule types. */
@@ -120,7 +140,6 @@ export class WorkerConfigError extends Error {
  * An empty declaration (`[]`, `{ "bindings": [] }`, as framework builds write) declares nothing.
  */
 const UNSUPPORTED_BINDINGS: Record<string, string> = {
-  durable_objects: 'Durable Objects',
   ai: 'Workers AI',
   vectorize: 'Vectorize',
   hyperdrive: 'Hyperdrive',
@@ -137,7 +156,6 @@ const UNSUPPORTED_BINDINGS: Record<string, string> = {
   ratelimits: 'Rate limiting',
   unsafe: 'Unsafe bindings',
   logfwdr: 'Unsafe bindings',
-  migrations: 'Durable Objects',
   pipelines: 'Pipelines',
   worker_loaders: 'Worker Loaders',
   vpc_services: 'VPC services',
@@ -205,6 +223,8 @@ const KNOWN_KEYS = [
   'services',
   'd1_databases',
   'queues',
+  'durable_objects',
+  'migrations',
 ];
 
 const VAR_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
@@ -399,7 +419,7 @@ export function parseWorkerConfig(text: string, file: string, options: ParseOpti
       );
     });
   }
-  const queues = parseQueues(doc.queues, bad, [
+  const durableObjects = parseDurableObjects(doc.durable_objects, doc.migrations, name, bad, [
     ...Object.keys(vars).map((name) => ({ name, by: 'vars' })),
     ...(assets?.binding ? [{ name: assets.binding, by: 'assets.binding' }] : []),
     ...kvNamespaces.map((n) => ({ name: n.binding, by: 'a KV namespace' })),
@@ -407,6 +427,21 @@ export function parseWorkerConfig(text: string, file: string, options: ParseOpti
     ...services.map((b) => ({ name: b.binding, by: 'a service binding' })),
     ...d1Databases.map((d) => ({ name: d.binding, by: 'a D1 database' })),
   ]);
+  const queues = parseQueues(doc.queues, bad, [
+    ...Object.keys(vars).map((name) => ({ name, by: 'vars' })),
+    ...(assets?.binding ? [{ name: assets.binding, by: 'assets.binding' }] : []),
+    ...kvNamespaces.map((n) => ({ name: n.binding, by: 'a KV namespace' })),
+    ...r2Buckets.map((b) => ({ name: b.binding, by: 'an R2 bucket' })),
+    ...services.map((b) => ({ name: b.binding, by: 'a service binding' })),
+    ...d1Databases.map((d) => ({ name: d.binding, by: 'a D1 database' })),
+    ...durableObjects.bindings.map((d) => ({ name: d.name, by: 'a Durable Object binding' })),
+  ]);
+  if ((durableObjects.bindings.length > 0 || durableObjects.classes.length > 0) && main === null) {
+    throw bad(
+      [doc.durable_objects === undefined ? 'migrations' : 'durable_objects'],
+      'needs a worker: set "main" to the module that exports the Durable Object classes',
+    );
+  }
   if ((queues.producers.length > 0 || queues.consumers.length > 0) && main === null) {
     throw bad(['queues'], 'needs a worker: set "main" to the module that sends to or consumes the queues');
   }
@@ -479,6 +514,7 @@ export function parseWorkerConfig(text: string, file: string, options: ParseOpti
     services,
     d1_databases: d1Databases,
     queues,
+    durable_objects: durableObjects,
     ignored,
     warnings,
   };
@@ -662,6 +698,174 @@ function parseD1Databases(
     }
     return result;
   });
+}
+
+/**
+ * `durable_objects` and `migrations` (docs/bindings.md "Durable Objects"): `{ bindings: [{ name,
+ * class_name }] }` and wrangler's list of `{ tag, new_classes?, new_sqlite_classes?,
+ * renamed_classes?: [{ from, to }], deleted_classes? }`, applied in order. A binding reaches a class
+ * of this worker that the migrations leave in place; another worker's classes (`script_name`),
+ * `environment` and `transferred_classes` are refused, since each application runs its own classes.
+ * A class name once used is never created again: its storage key derives from it.
+ */
+function parseDurableObjects(
+  value: unknown,
+  migrationsValue: unknown,
+  scriptName: string | null,
+  bad: (path: KeyPath, why: string) => WorkerConfigError,
+  others: { name: string; by: string }[],
+): DurableObjectsConfig {
+  const classes = parseMigrations(migrationsValue, bad);
+  if (value === undefined || value === null) return { bindings: [], ...classes };
+  const example = '{ "name": "COUNTER", "class_name": "Counter" }';
+  if (!isObject(value))
+    throw bad(['durable_objects'], `must be an object such as { "bindings": [${example}] }`);
+  for (const key of Object.keys(value))
+    if (key !== 'bindings')
+      throw bad(['durable_objects', key], 'is not a durable_objects setting: "bindings" is');
+  const list = value.bindings ?? [];
+  if (!Array.isArray(list)) throw bad(['durable_objects', 'bindings'], `must be a list such as [${example}]`);
+  const taken = new Set<string>();
+  const bindings = list.map((entry, i): DurableObjectBinding => {
+    const at: KeyPath = ['durable_objects', 'bindings', i];
+    if (!isObject(entry)) throw bad(at, `must be an object such as ${example}`);
+    if (entry.name === undefined)
+      throw bad(at, 'needs "name": the binding the worker reaches the objects by, such as "COUNTER"');
+    if (entry.class_name === undefined)
+      throw bad(
+        at,
+        'needs "class_name": the Durable Object class the main module exports, such as "Counter"',
+      );
+    const { name, class_name: className } = entry;
+    if (typeof name !== 'string' || !VAR_NAME.test(name) || FORBIDDEN_NAMES.includes(name))
+      throw bad(
+        [...at, 'name'],
+        'must be a binding name: letters, digits and underscores, not starting with a digit',
+      );
+    const other = others.find((o) => o.name === name);
+    if (other) throw bad([...at, 'name'], `names ${name}, which ${other.by} also binds; choose another name`);
+    if (taken.has(name))
+      throw bad(
+        [...at, 'name'],
+        `names ${name}, which an earlier Durable Object binding binds; choose another name`,
+      );
+    taken.add(name);
+    if (entry.script_name !== undefined && entry.script_name !== scriptName)
+      throw bad(
+        [...at, 'script_name'],
+        `is not supported: a binding reaches this worker's own Durable Object classes only (each application runs its own); reach ${JSON.stringify(entry.script_name)}'s objects through a service binding to it`,
+      );
+    if (entry.environment !== undefined)
+      throw bad(
+        [...at, 'environment'],
+        "is not supported: a binding reaches this worker's own Durable Object classes only; svc addresses an environment as its own application",
+      );
+    for (const key of Object.keys(entry))
+      if (!['name', 'class_name', 'script_name', 'environment'].includes(key))
+        throw bad([...at, key], 'is not a Durable Object binding setting: "name" and "class_name" are');
+    if (typeof className !== 'string' || !CLASS_NAME.test(className) || FORBIDDEN_NAMES.includes(className))
+      throw bad(
+        [...at, 'class_name'],
+        `must name a class the main module exports, such as "Counter", got ${JSON.stringify(className)}`,
+      );
+    if (!classes.classes.some((c) => c.class_name === className)) {
+      const deleted = classes.deleted.some((c) => c.class_name === className);
+      throw bad(
+        [...at, 'class_name'],
+        deleted
+          ? `names ${className}, which a deleted_classes migration deletes; remove the binding`
+          : `names ${className}, which no migration creates; add a migration such as { "tag": "v1", "new_sqlite_classes": ["${className}"] }`,
+      );
+    }
+    return { name, class_name: className };
+  });
+  return { bindings, ...classes };
+}
+
+/** Applies wrangler's `migrations` in order: the classes they leave, and those they delete. */
+function parseMigrations(
+  value: unknown,
+  bad: (path: KeyPath, why: string) => WorkerConfigError,
+): Omit<DurableObjectsConfig, 'bindings'> {
+  if (value === undefined || value === null) return { classes: [], deleted: [] };
+  const example = '{ "tag": "v1", "new_sqlite_classes": ["Counter"] }';
+  if (!Array.isArray(value)) throw bad(['migrations'], `must be a list such as [${example}]`);
+  const live = new Map<string, DurableObjectClassConfig>();
+  const deleted: { class_name: string; first_name: string }[] = [];
+  const used = new Set<string>();
+  const tags = new Set<string>();
+  const FIELDS = ['tag', 'new_classes', 'new_sqlite_classes', 'renamed_classes', 'deleted_classes'];
+  value.forEach((migration, i) => {
+    const at: KeyPath = ['migrations', i];
+    if (!isObject(migration)) throw bad(at, `must be an object such as ${example}`);
+    if (migration.transferred_classes !== undefined)
+      throw bad(
+        [...at, 'transferred_classes'],
+        'is not supported: classes move between workers on Cloudflare only; each svc application keeps its own',
+      );
+    for (const key of Object.keys(migration))
+      if (!FIELDS.includes(key))
+        throw bad([...at, key], `is not a migration setting: ${FIELDS.map((f) => `"${f}"`).join(', ')} are`);
+    const { tag } = migration;
+    if (tag === undefined) throw bad(at, 'needs "tag": the migration\'s name, such as "v1"');
+    if (typeof tag !== 'string' || tag.trim() === '') throw bad([...at, 'tag'], 'must be a non-empty string');
+    if (tags.has(tag))
+      throw bad([...at, 'tag'], `names ${JSON.stringify(tag)}, which an earlier migration names`);
+    tags.add(tag);
+    const names = (field: string): string[] => {
+      const list = migration[field] ?? [];
+      if (!Array.isArray(list))
+        throw bad([...at, field], 'must be a list of class names such as ["Counter"]');
+      return list.map((c, j) => {
+        if (typeof c !== 'string' || !CLASS_NAME.test(c) || FORBIDDEN_NAMES.includes(c))
+          throw bad([...at, field, j], `must be a class name such as "Counter", got ${JSON.stringify(c)}`);
+        return c;
+      });
+    };
+    const create = (field: string, sql: boolean) =>
+      names(field).forEach((c, j) => {
+        if (used.has(c))
+          throw bad(
+            [...at, field, j],
+            live.has(c)
+              ? `creates ${c}, which an earlier migration already creates`
+              : `creates ${c}, a name an earlier migration used: a class name is never reused (its objects' storage is named after it); choose another name`,
+          );
+        used.add(c);
+        live.set(c, { class_name: c, first_name: c, sql });
+      });
+    create('new_classes', false);
+    create('new_sqlite_classes', true);
+    const renames = migration.renamed_classes ?? [];
+    if (!Array.isArray(renames))
+      throw bad([...at, 'renamed_classes'], 'must be a list such as [{ "from": "Counter", "to": "Tally" }]');
+    renames.forEach((rename, j) => {
+      const where: KeyPath = [...at, 'renamed_classes', j];
+      if (!isObject(rename) || typeof rename.from !== 'string' || typeof rename.to !== 'string')
+        throw bad(where, 'must be an object such as { "from": "Counter", "to": "Tally" }');
+      const from = live.get(rename.from);
+      if (!from)
+        throw bad([...where, 'from'], `names ${rename.from}, which no earlier migration leaves in place`);
+      if (!CLASS_NAME.test(rename.to) || FORBIDDEN_NAMES.includes(rename.to))
+        throw bad([...where, 'to'], `must be a class name such as "Tally", got ${JSON.stringify(rename.to)}`);
+      if (used.has(rename.to))
+        throw bad(
+          [...where, 'to'],
+          `names ${rename.to}, a name an earlier migration used: a class name is never reused`,
+        );
+      used.add(rename.to);
+      live.delete(rename.from);
+      live.set(rename.to, { ...from, class_name: rename.to });
+    });
+    names('deleted_classes').forEach((c, j) => {
+      const gone = live.get(c);
+      if (!gone)
+        throw bad([...at, 'deleted_classes', j], `names ${c}, which no earlier migration leaves in place`);
+      live.delete(c);
+      deleted.push({ class_name: c, first_name: gone.first_name });
+    });
+  });
+  return { classes: [...live.values()], deleted };
 }
 
 /**

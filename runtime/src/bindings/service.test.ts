@@ -1,6 +1,8 @@
 // The services socket (docs/bindings.md "Service bindings"): a request with workerd's injected
 // headers is forwarded to the target's upstream without them and the answer streamed back; a
 // refused or unreachable target, or a request without the headers, is answered 503 with a sentence.
+// A call marked as JS RPC goes to the RPC path with the target's key; a fetch never carries a key,
+// even one the worker wrote itself.
 
 import assert from 'node:assert/strict';
 import { createServer, request, type Server } from 'node:http';
@@ -9,7 +11,12 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { tempDir } from '../../../test/helpers/svc.ts';
 import { listenServiceSocket, type ServiceSocket, type ServiceTarget } from './service.ts';
-import { SERVICE_CALLER_HEADER, SERVICE_TARGET_HEADER } from './service-headers.ts';
+import {
+  SERVICE_CALL_HEADER,
+  SERVICE_CALLER_HEADER,
+  SERVICE_RPC_KEY_HEADER,
+  SERVICE_TARGET_HEADER,
+} from './service-headers.ts';
 
 /** One request over the Unix socket; answers status, headers and body. */
 function ask(
@@ -36,6 +43,7 @@ describe('the services socket', () => {
   let upstreamAddress: string;
   let closedPort: number;
   let socket: ServiceSocket;
+  let keyless: ServiceSocket;
   const targets: Record<string, ServiceTarget> = {};
   before(async () => {
     upstream = createServer(async (req, res) => {
@@ -55,10 +63,18 @@ describe('the services socket', () => {
       (application) =>
         targets[application] ?? { refused: `no application "${application}" exists in this fleet` },
       () => {},
+      undefined,
+      async (application) => `key-of-${application}`,
+    );
+    keyless = await listenServiceSocket(
+      join(tempDir('services-socket-'), 'services.sock'),
+      (application) => targets[application] ?? { refused: 'none' },
+      () => {},
     );
   });
   after(async () => {
     await socket.close();
+    await keyless.close();
     await new Promise<void>((resolve) => upstream.close(() => resolve()));
   });
 
@@ -96,5 +112,36 @@ describe('the services socket', () => {
       503,
       'svc: this socket answers only service bindings of workerd configs cell wrote',
     ]);
+  });
+
+  it("sends a JS RPC call to the RPC path with the target's key, and strips a key a fetch carries", async () => {
+    targets.b = { upstreams: [upstreamAddress] };
+    const rpc = JSON.parse(
+      (
+        await ask(socket.path, {
+          ...from('b'),
+          [SERVICE_CALL_HEADER]: 'rpc',
+          [SERVICE_RPC_KEY_HEADER]: 'forged',
+        })
+      ).body,
+    );
+    assert.deepEqual(
+      [rpc.url, rpc.headers[SERVICE_RPC_KEY_HEADER], rpc.headers[SERVICE_CALL_HEADER]],
+      ['/.well-known/cell/service-rpc', 'key-of-b', undefined],
+    );
+    const fetched = JSON.parse(
+      (
+        await ask(socket.path, {
+          ...from('b'),
+          [SERVICE_CALL_HEADER]: 'fetch',
+          [SERVICE_RPC_KEY_HEADER]: 'forged',
+        })
+      ).body,
+    );
+    assert.deepEqual([fetched.url, fetched.headers[SERVICE_RPC_KEY_HEADER]], ['/p?q=1', undefined]);
+    assert.deepEqual(
+      await ask(keyless.path, { ...from('b'), [SERVICE_CALL_HEADER]: 'rpc' }).then((a) => [a.status, a.body]),
+      [503, 'svc: service binding to "b": this runtime makes no JS RPC calls'],
+    );
   });
 });

@@ -3,17 +3,27 @@
 // injects the calling application and the target into each request (service-headers.ts); the host
 // forwards the request to an upstream serving the target (service-targets.ts picks them) and
 // streams the answer back. A target that does not exist or serves nowhere is answered 503 with a
-// sentence saying so, which the calling worker sees as the binding's response.
+// sentence saying so, which the calling worker sees as the binding's response. A JS RPC call
+// (service-rpc.ts) goes the same way, with the target's RPC key added and on the RPC path.
 
 import { createServer, type IncomingMessage, request, type Server, type ServerResponse } from 'node:http';
 import { pipeline } from 'node:stream/promises';
 import { closeOwnerOnly, listenOwnerOnly } from '../host/socket.ts';
-import { SERVICE_CALLER_HEADER, SERVICE_TARGET_HEADER } from './service-headers.ts';
+import {
+  SERVICE_CALL_HEADER,
+  SERVICE_CALLER_HEADER,
+  SERVICE_RPC_KEY_HEADER,
+  SERVICE_RPC_PATH,
+  SERVICE_TARGET_HEADER,
+} from './service-headers.ts';
 
 /** Where a target application is served (`host:port` each, the nearest first), or why it is not. */
 export type ServiceTarget = { upstreams: string[] } | { refused: string };
 
 export type ServiceTargets = (application: string, caller: string) => ServiceTarget;
+
+/** The RPC key of a target application (service-rpc.ts `applicationRpcKey`). */
+export type RpcKeys = (application: string) => Promise<string>;
 
 export interface ServiceSocket {
   path: string;
@@ -31,6 +41,8 @@ const HOP_HEADERS = new Set([
   'upgrade',
   SERVICE_CALLER_HEADER,
   SERVICE_TARGET_HEADER,
+  SERVICE_CALL_HEADER,
+  SERVICE_RPC_KEY_HEADER,
 ]);
 
 export async function listenServiceSocket(
@@ -39,10 +51,12 @@ export async function listenServiceSocket(
   log: (line: string) => void,
   /** Told of each request as it arrives (the node's metrics count binding calls: src/metrics/). */
   observe?: (req: IncomingMessage, res: ServerResponse) => void,
+  /** Absent (a runtime without the bucket's key), a JS RPC call is refused. */
+  rpcKeys?: RpcKeys,
 ): Promise<ServiceSocket> {
   const server: Server = createServer((req, res) => {
     observe?.(req, res);
-    forward(targets, req, res).catch((err: unknown) => {
+    forward(targets, rpcKeys, req, res).catch((err: unknown) => {
       log(`a service binding call failed: ${(err as Error).message}`);
       if (!res.headersSent) refuse(res, 'svc: the service binding call failed on its way to the target');
       else res.destroy();
@@ -65,7 +79,12 @@ function refuse(res: ServerResponse, why: string): void {
   res.end(why);
 }
 
-async function forward(targets: ServiceTargets, req: IncomingMessage, res: ServerResponse): Promise<void> {
+async function forward(
+  targets: ServiceTargets,
+  rpcKeys: RpcKeys | undefined,
+  req: IncomingMessage,
+  res: ServerResponse,
+): Promise<void> {
   const caller = header(req, SERVICE_CALLER_HEADER);
   const target = header(req, SERVICE_TARGET_HEADER);
   if (!caller || !target) {
@@ -80,10 +99,21 @@ async function forward(targets: ServiceTargets, req: IncomingMessage, res: Serve
   const headers: Record<string, string | string[]> = {};
   for (const [name, value] of Object.entries(req.headers))
     if (value !== undefined && !HOP_HEADERS.has(name)) headers[name] = value;
+  // Only a call the config marks as RPC (the wrapped binding's own service) gets the key, and it
+  // goes to the RPC path whatever the worker asked for.
+  let path = req.url ?? '/';
+  if (header(req, SERVICE_CALL_HEADER) === 'rpc') {
+    if (!rpcKeys) {
+      req.resume();
+      return refuse(res, `svc: service binding to "${target}": this runtime makes no JS RPC calls`);
+    }
+    headers[SERVICE_RPC_KEY_HEADER] = await rpcKeys(target);
+    path = SERVICE_RPC_PATH;
+  }
   // The body streams to one upstream; only a connection refused before anything was sent moves
   // on to the next (a request body cannot be sent twice).
   for (const upstream of found.upstreams) {
-    const answer = await send(upstream, req, headers);
+    const answer = await send(upstream, req, path, headers);
     if (answer === 'unreachable') continue;
     const out: Record<string, string | string[]> = {};
     for (const [name, value] of Object.entries(answer.headers))
@@ -100,6 +130,7 @@ async function forward(targets: ServiceTargets, req: IncomingMessage, res: Serve
 function send(
   upstream: string,
   req: IncomingMessage,
+  path: string,
   headers: Record<string, string | string[]>,
 ): Promise<IncomingMessage | 'unreachable'> {
   const { hostname, port } = new URL(`http://${upstream}`);
@@ -110,7 +141,7 @@ function send(
         host: hostname.replace(/^\[|\]$/g, ''),
         port,
         method: req.method,
-        path: req.url,
+        path,
         headers,
         agent: false,
       },
