@@ -5,6 +5,12 @@
 // conditional on the ETag last seen. The holder judges its own right to serve on the monotonic
 // clock from when its last write was sent, minus a margin, so a holder that cannot renew (bucket
 // down, process stopped) stops serving before another node may take over.
+//
+// How another node's lease is judged is the user's choice (`Takeover`): by its written expiry
+// against this node's wall clock (D1, Durable Objects), or, for a queue's consumer
+// (docs/bindings.md "Queues"), by no clock but this node's own: taken once released, or once this
+// node has seen it unchanged (same ETag) for a whole lifetime on its monotonic clock. A live
+// holder rewrites it every third of that, and its own validity ended before, whatever the clocks.
 
 import { performance } from 'node:perf_hooks';
 import { getJson, isCasConflict, type Store } from '../../../src/store/store.ts';
@@ -24,6 +30,10 @@ const safetyMarginMs = (ttlMs: number) => Math.min(2_000, ttlMs / 5);
 
 export type Acquired = { held: true; fence: number } | { held: false; holder: OwnerLeaseRecord };
 
+/** `expiry`: another node's lease is free once its expiry is past on this node's wall clock;
+ * `observed`: once released, or seen unchanged for `ttlMs` on this node's monotonic clock. */
+export type Takeover = 'expiry' | 'observed';
+
 export class OwnerLease {
   readonly #store: Store;
   readonly key: string;
@@ -33,12 +43,27 @@ export class OwnerLease {
   #record: OwnerLeaseRecord | null = null;
   /** Monotonic time until which this node may serve. */
   #validUntil = Number.NEGATIVE_INFINITY;
+  readonly #takeover: Takeover;
+  /** With `observed`: another node's lease as first seen (its ETag, monotonic time). */
+  #seen: { etag: string; atMs: number } | null = null;
 
-  constructor(store: Store, key: string, node: string, ttlMs = OWNER_LEASE_TTL_MS) {
+  constructor(
+    store: Store,
+    key: string,
+    node: string,
+    ttlMs = OWNER_LEASE_TTL_MS,
+    takeover: Takeover = 'expiry',
+  ) {
     this.#store = store;
     this.key = key;
     this.#node = node;
     this.ttlMs = ttlMs;
+    this.#takeover = takeover;
+  }
+
+  /** With `observed`: how long until the lease last seen held elsewhere may be taken if unchanged. */
+  takeoverInMs(): number | null {
+    return this.#seen ? Math.max(0, this.#seen.atMs + this.ttlMs - performance.now()) : null;
   }
 
   /** Whether this node may serve now. */
@@ -55,8 +80,9 @@ export class OwnerLease {
   async acquire(): Promise<Acquired> {
     const current = await getJson<OwnerLeaseRecord>(this.#store, this.key);
     const record = current?.value ?? null;
-    if (record && record.node !== this.#node && record.expires_ms > Date.now())
+    if (record && current && record.node !== this.#node && this.#heldElsewhere(record, current.etag))
       return { held: false, holder: record };
+    this.#seen = null;
     const fence = record?.node === this.#node ? record.fence : (record?.fence ?? 0) + 1;
     try {
       await this.#write({ node: this.#node, expires_ms: 0, fence }, current?.etag ?? null);
@@ -97,6 +123,17 @@ export class OwnerLease {
     }
     this.#record = null;
     this.#etag = null;
+  }
+
+  /** Whether a record another node wrote still holds the lease, by the `Takeover` rule. */
+  #heldElsewhere(record: OwnerLeaseRecord, etag: string): boolean {
+    if (this.#takeover === 'expiry') return record.expires_ms > Date.now();
+    if (record.expires_ms === 0) return false; // released
+    if (this.#seen?.etag !== etag) {
+      this.#seen = { etag, atMs: performance.now() };
+      return true;
+    }
+    return performance.now() - this.#seen.atMs < this.ttlMs;
   }
 
   async #write(record: OwnerLeaseRecord, etag: string | null): Promise<void> {

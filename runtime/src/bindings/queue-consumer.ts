@@ -4,7 +4,8 @@
 // (`retry()`, `retryAll()`, or the handler threw) is written back under its new time with one more
 // delivery counted, or past `max_retries` moved to the dead-letter queue or dropped; every other
 // message is acked. An object is deleted only after the handler answered, so delivery is at least
-// once. Who may run a batch (one holder per queue in the fleet) is not decided here.
+// once. Who may run a batch (one holder per queue in the fleet) is not decided here; several
+// batches of one listing may run at once (`max_concurrency`), never sharing a message.
 
 import { request } from 'node:http';
 import { keys } from '../../../src/registry/keys.ts';
@@ -79,7 +80,7 @@ export interface BatchReport {
 export interface Listing {
   keys: string[];
   listedMs: number;
-  /** Keys of delivered messages whose settlement is under way: not taken again meanwhile. */
+  /** Keys of batches under way (handler running or settlement not done): not taken again meanwhile. */
   settling: Set<string>;
   /** Answer a batch once the handler answered, its settlement going on (`BatchReport.settled`). */
   pipeline?: boolean;
@@ -92,7 +93,8 @@ export const LISTING_REUSE_MS = 2_000;
  * `max_batch_timeout`. Null when none is due; then `pending.nextMs` says when one will be, as far
  * as this listing knows (null: the queue is empty). `now` is read once, so a message whose time is
  * later is never taken. `mayDeliver` is asked before the handler runs (the queue's lease): false
- * leaves the batch to whoever holds it.
+ * leaves the batch to whoever holds it. `taken` is called once the batch's keys are set aside in
+ * `listing`, before they are read: from then on another call may take the next batch.
  */
 export async function deliverBatch(
   store: Store,
@@ -103,6 +105,7 @@ export async function deliverBatch(
   pending: { nextMs: number | null } = { nextMs: null },
   mayDeliver: () => Promise<boolean> = async () => true,
   listing: Listing = { keys: [], listedMs: 0, settling: new Set() },
+  taken: () => void = () => {},
 ): Promise<BatchReport | null> {
   const { queue } = consumer;
   const startMs = now();
@@ -129,9 +132,41 @@ export async function deliverBatch(
     pending.nextMs = null;
     return null;
   }
-  // Taken: whatever comes of them, the next batch is not made of these keys again.
-  const taken = new Set(due);
-  listing.keys = listing.keys.filter((k) => !taken.has(k));
+  // Taken: whatever comes of them, the next batch is not made of these keys again, nor is a batch
+  // running at the same time, even from a fresh listing, until they are settled.
+  const mine = new Set(due);
+  listing.keys = listing.keys.filter((k) => !mine.has(k));
+  for (const key of mine) listing.settling.add(key);
+  const forget = () => {
+    for (const key of mine) listing.settling.delete(key);
+  };
+  taken();
+  let report: BatchReport | null;
+  try {
+    report = await runTaken(store, application, consumer, run, now, due);
+  } catch (err) {
+    forget();
+    throw err;
+  }
+  if (!report) {
+    forget();
+    return null;
+  }
+  report.settled = (report.settled ?? Promise.resolve()).finally(forget);
+  if (!listing.pipeline) await report.settled;
+  return report;
+}
+
+/** Reads the taken keys, runs them as one batch, and starts settling each by the handler's answer. */
+async function runTaken(
+  store: Store,
+  application: string,
+  consumer: QueueConsumer,
+  run: RunBatch,
+  now: () => number,
+  due: string[],
+): Promise<BatchReport | null> {
+  const { queue } = consumer;
   // The reads, and below the settlements, go at once: a batch waits for one round trip each.
   const read = await Promise.all(
     due.map(async (key) => {
@@ -187,14 +222,9 @@ export async function deliverBatch(
       await store.delete(key);
     })();
   });
-  const settled = Promise.all(writes).then(() => {});
-  // A listing's holder may go on to the next batch meanwhile: these keys are not taken again
-  // until they are gone (the consumer's loop waits for them before it gives up the lease).
-  for (const key of taken) listing.settling.add(key);
-  report.settled = settled.finally(() => {
-    for (const key of taken) listing.settling.delete(key);
-  });
-  if (!listing.pipeline) await report.settled;
+  // A listing's holder may go on to the next batch meanwhile: these keys stay set aside until
+  // they are gone (the consumer's loop waits for them before it gives up the lease).
+  report.settled = Promise.all(writes).then(() => {});
   return report;
 }
 

@@ -1,29 +1,49 @@
 // Queue consumers, kept running (docs/bindings.md "Queues"): while a front serves a deployment
 // that consumes queues, the runtime host runs one loop per queue for it. A loop lists the queue
-// (one LIST), and when a batch is due takes the queue's lease in the bucket, so one consumer
-// invocation at a time runs per queue in the whole fleet, and delivers it (queue-consumer.ts).
-// An empty queue is listed again after a wait that doubles from 1 s to 60 s, and a message a
-// producer on this node writes wakes the loop at once (`QueueWakers`, fed by the bindings socket),
-// so an idle queue costs one LIST a minute per replica consuming it and holds no lease.
+// (one LIST), and when a batch is due takes the queue's lease in the bucket, so one node at a time
+// delivers a queue in the whole fleet, and runs up to `max_concurrency` batches of it at once
+// (queue-consumer.ts), never one message in two of them. The lease is owner-lease.ts's, judged on
+// this node's own clocks (`observed`): no node compares its clock with another's.
+// An empty queue is listed again after a wait that doubles from 1 s to 60 s; a message a producer
+// on this node writes wakes the loop at once (`QueueWakers`, fed by the bindings socket), and a
+// loop that finds the queue held by another node nudges that node's loop through the node API
+// (`QueueWakers.nudge`), so an idle queue costs one LIST a minute per replica and holds no lease.
 
 import { keys } from '../../../src/registry/keys.ts';
 import type { QueueConsumer } from '../../../src/runtime-tools/layout.ts';
-import { isCasConflict, type Store } from '../../../src/store/store.ts';
-import { type BatchReport, deliverBatch, type Listing, postBatch } from './queue-consumer.ts';
+import type { Store } from '../../../src/store/store.ts';
+import { OwnerLease, type OwnerLeaseRecord } from './owner-lease.ts';
+import { type BatchReport, deliverBatch, type Listing, postBatch, type RunBatch } from './queue-consumer.ts';
 
 /** The first wait after an empty listing; each further empty one doubles it, up to the most. */
 export const QUEUE_POLL_MIN_MS = 1_000;
 export const QUEUE_POLL_MAX_MS = 60_000;
-/** How long a queue's lease lasts; it is renewed every third of that while batches run. */
+/** How long a queue's lease lasts; it is renewed every third of that while this node holds it. */
 export const QUEUE_LEASE_MS = 30_000;
+/** Batches of one queue run at once when its consumer sets no `max_concurrency`. */
+export const QUEUE_DEFAULT_CONCURRENCY = 10;
+
+/**
+ * Tells another node that a batch of a queue is due (the node API's wake route); best effort, its
+ * failures are the nudger's to swallow.
+ */
+export type QueueNudge = (node: string, application: string, queue: string, visibleMs: number) => void;
 
 /** Tells each loop of a queue that a message was written to it on this node. */
 export class QueueWakers {
   readonly #listeners = new Map<string, Set<(visibleMs: number) => void>>();
+  /** Reaches another node's loops; absent (a runtime without a node daemon): nobody is told. */
+  readonly nudge: QueueNudge;
 
-  /** The bindings socket's `QueueSent` (kv-socket.ts). */
-  readonly sent = (application: string, queue: string, visibleMs: number): void => {
-    for (const listener of this.#listeners.get(`${application}/${queue}`) ?? []) listener(visibleMs);
+  constructor(nudge: QueueNudge = () => {}) {
+    this.nudge = nudge;
+  }
+
+  /** The bindings socket's `QueueSent` (kv-socket.ts), and the node API's wake route. */
+  readonly sent = (application: string, queue: string, visibleMs: number): number => {
+    const listeners = this.#listeners.get(`${application}/${queue}`) ?? new Set();
+    for (const listener of listeners) listener(visibleMs);
+    return listeners.size;
   };
 
   on(application: string, queue: string, listener: (visibleMs: number) => void): () => void {
@@ -91,24 +111,41 @@ class QueueLoop {
   readonly #o: QueueRunnerOptions;
   readonly #consumer: QueueConsumer;
   readonly #socket: string;
+  /** How many batches may run at once: `max_concurrency`, else `QUEUE_DEFAULT_CONCURRENCY`. */
+  readonly #limit: number;
   #stopped = false;
   #wake: (() => void) | null = null;
   /** The soonest a message written on this node may be delivered, since the last listing. */
   #wokenFor: number | null = null;
   readonly #unsubscribe: () => void;
   readonly #done: Promise<void>;
-  #lease: { etag: string; renewAtMs: number } | null = null;
-  /** When another node's lease on the queue runs out, as last read; null: no other holder seen. */
-  #heldElsewhereUntilMs: number | null = null;
+  /** The queue's lease (owner-lease.ts), judged on this node's clocks only. */
+  readonly #lease: OwnerLease;
+  /** Lease operations one at a time: each write is conditional on the one before. */
+  #leaseChain: Promise<unknown> = Promise.resolve();
+  /** Renews the lease every third of its lifetime while this loop holds it. */
+  #renewing: NodeJS.Timeout | null = null;
+  /** Who holds the lease, as the last failed take found; null: no other holder seen. */
+  #heldBy: OwnerLeaseRecord | null = null;
   /** The last listing's keys not yet taken (queue-consumer.ts `Listing`). */
   readonly #listing: Listing = { keys: [], listedMs: 0, settling: new Set(), pipeline: true };
-  /** Settlements of delivered batches still under way (the next batch does not wait for them). */
+  /** Batches whose handler has not answered yet: at most `#limit`. */
+  readonly #running = new Set<Promise<void>>();
+  /** Settlements of answered batches still under way (the next batch does not wait for them). */
   readonly #settling = new Set<Promise<void>>();
 
   constructor(options: QueueRunnerOptions, consumer: QueueConsumer, socket: string) {
     this.#o = options;
     this.#consumer = consumer;
     this.#socket = socket;
+    this.#limit = consumer.max_concurrency ?? QUEUE_DEFAULT_CONCURRENCY;
+    this.#lease = new OwnerLease(
+      options.store,
+      keys.runtimeQueueLease(options.application, consumer.queue),
+      options.node,
+      QUEUE_LEASE_MS,
+      'observed',
+    );
     this.#unsubscribe = options.wakers.on(options.application, consumer.queue, (visibleMs) => {
       this.#wokenFor = Math.min(this.#wokenFor ?? visibleMs, visibleMs);
       this.#wake?.();
@@ -124,67 +161,111 @@ class QueueLoop {
   }
 
   async #run(): Promise<void> {
-    const { store, application, log } = this.#o;
     const post = postBatch(this.#socket);
-    // A handler may run for minutes: the lease is renewed while it does.
-    const run: typeof post = async (queue, messages) => {
-      const renew = setInterval(() => void this.#holdLease().catch(() => {}), QUEUE_LEASE_MS / 3);
-      try {
-        return await post(queue, messages);
-      } finally {
-        clearInterval(renew);
-      }
-    };
     let idleMs = QUEUE_POLL_MIN_MS;
     while (!this.#stopped) {
-      const pending: { nextMs: number | null } = { nextMs: null };
-      let report: BatchReport | null = null;
-      this.#wokenFor = null;
-      this.#heldElsewhereUntilMs = null;
-      try {
-        report = await deliverBatch(
-          store,
-          application,
-          this.#consumer,
-          run,
-          Date.now,
-          pending,
-          () => this.#holdLease(),
-          this.#listing,
-        );
-      } catch (err) {
-        log(`cell: queue ${this.#consumer.queue}: ${(err as Error).message}`);
-      }
-      if (report) {
-        const settled = report.settled;
-        if (settled) {
-          const tracked = settled
-            .catch((err: unknown) =>
-              log(
-                `cell: queue ${this.#consumer.queue}: a message not settled (it will be delivered again): ${(err as Error).message}`,
-              ),
-            )
-            .finally(() => this.#settling.delete(tracked));
-          this.#settling.add(tracked);
-        }
-        idleMs = QUEUE_POLL_MIN_MS;
-        this.#logReport(report);
+      if (this.#running.size >= this.#limit) {
+        // Every invocation allowed is under way: the next batch waits for one to answer.
+        await Promise.race(this.#running);
         continue;
       }
-      await this.#releaseLease();
-      // Held by another node: look again once its lease may have run out (it renews well before).
-      const blockedMs = this.#heldElsewhereUntilMs;
+      const pending: { nextMs: number | null } = { nextMs: null };
+      this.#wokenFor = null;
+      this.#heldBy = null;
+      let started = false;
+      try {
+        started = await this.#startBatch(post, pending);
+      } catch (err) {
+        this.#o.log(`cell: queue ${this.#consumer.queue}: ${(err as Error).message}`);
+      }
+      if (started) {
+        idleMs = QUEUE_POLL_MIN_MS;
+        continue;
+      }
+      if (this.#running.size === 0) await this.#releaseLease();
+      const holder = this.#heldBy as OwnerLeaseRecord | null;
+      // Held by another node: tell it a batch is due here (best effort: a node that sleeps in its
+      // backoff takes it at once), and look again once the lease may be taken if left unrenewed.
+      if (holder) this.#o.wakers.nudge(holder.node, this.#o.application, this.#consumer.queue, Date.now());
+      const takeoverMs = holder ? this.#lease.takeoverInMs() : null;
       const untilMs = Math.min(
         Date.now() + idleMs,
         pending.nextMs ?? Number.POSITIVE_INFINITY,
-        blockedMs === null
+        takeoverMs === null
           ? Number.POSITIVE_INFINITY
-          : Math.max(blockedMs + 100, Date.now() + QUEUE_POLL_MIN_MS),
+          : Date.now() + Math.max(takeoverMs + 100, QUEUE_POLL_MIN_MS),
       );
       await this.#sleepUntil(untilMs);
-      if (blockedMs === null) idleMs = Math.min(idleMs * 2, QUEUE_POLL_MAX_MS);
+      if (!holder) idleMs = Math.min(idleMs * 2, QUEUE_POLL_MAX_MS);
     }
+    await Promise.all(this.#running);
     await this.#releaseLease();
+  }
+
+  /**
+   * Starts the next batch if one is due and this node holds the queue: true once its messages
+   * are set aside (its handler then runs while the loop goes on), false when none was started.
+   */
+  async #startBatch(post: RunBatch, pending: { nextMs: number | null }): Promise<boolean> {
+    const { store, application, log } = this.#o;
+    let taken = false;
+    let onTaken!: () => void;
+    const takenSignal = new Promise<void>((resolve) => {
+      onTaken = () => {
+        taken = true;
+        resolve();
+      };
+    });
+    const batch = deliverBatch(
+      store,
+      application,
+      this.#consumer,
+      post,
+      Date.now,
+      pending,
+      () => this.#holdLease(),
+      this.#listing,
+      onTaken,
+    );
+    await Promise.race([takenSignal, batch]);
+    if (!taken) return false;
+    const running: Promise<void> = batch
+      .then(
+        (report) => {
+          if (report) this.#answered(report);
+        },
+        (err: unknown) => log(`cell: queue ${this.#consumer.queue}: ${(err as Error).message}`),
+      )
+      .finally(() => {
+        this.#running.delete(running);
+        // A loop asleep looks again: the lease is given up once nothing runs and nothing is due.
+        this.#wake?.();
+      });
+    this.#running.add(running);
+    return true;
+  }
+
+  /** A batch's handler answered: its settlement goes on, tracked; what became of it is logged. */
+  #answered(report: BatchReport): void {
+    const { log, wakers, application } = this.#o;
+    const { queue, dead_letter_queue } = this.#consumer;
+    const settled = report.settled;
+    if (settled) {
+      const tracked: Promise<void> = settled
+        .then(() => {
+          // A message moved to the dead-letter queue wakes its consumer on this node.
+          if (report.deadLettered > 0 && dead_letter_queue)
+            wakers.sent(application, dead_letter_queue, Date.now());
+        })
+        .catch((err: unknown) =>
+          log(
+            `cell: queue ${queue}: a message not settled (it will be delivered again): ${(err as Error).message}`,
+          ),
+        )
+        .finally(() => this.#settling.delete(tracked));
+      this.#settling.add(tracked);
+    }
+    this.#logReport(report);
   }
 
   /** Waits until `untilMs`, or earlier when a message written here is due sooner, or the loop stops. */
@@ -193,65 +274,67 @@ class QueueLoop {
       const target = Math.min(untilMs, this.#wokenFor ?? Number.POSITIVE_INFINITY);
       const waitMs = target - Date.now();
       if (waitMs <= 0) return;
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, waitMs);
+      const woken = await new Promise<boolean>((resolve) => {
+        const timer = setTimeout(() => resolve(false), waitMs);
         this.#wake = () => {
           clearTimeout(timer);
-          resolve();
+          resolve(true);
         };
       });
       this.#wake = null;
+      // A batch that answered ends the wait: the loop decides whether to keep the lease.
+      if (woken && this.#wokenFor === null) return;
     }
   }
 
   /**
-   * Takes or renews the queue's lease; false when another node holds it. The lease is judged on
-   * the expiry its holder wrote; a holder renews well before it, and renews while a batch runs.
+   * Whether this node may start a batch: it holds the queue's lease, valid on its monotonic clock,
+   * or takes it now (free, released, or seen unrenewed for a whole lifetime). False when another
+   * node holds it (`#heldBy` says which).
    */
-  async #holdLease(): Promise<boolean> {
-    const { store, application, node } = this.#o;
-    const now = Date.now();
-    if (this.#lease && now < this.#lease.renewAtMs) return true;
-    const key = keys.runtimeQueueLease(application, this.#consumer.queue);
-    const body = JSON.stringify({ node, expires_ms: now + QUEUE_LEASE_MS });
-    try {
-      if (this.#lease) {
-        this.#lease = {
-          etag: await store.put(key, body, { ifMatch: this.#lease.etag }),
-          renewAtMs: now + QUEUE_LEASE_MS / 3,
-        };
-        return true;
+  #holdLease(): Promise<boolean> {
+    const run = this.#leaseChain.then(async () => {
+      if (this.#renewing && this.#lease.valid()) return true;
+      const got = await this.#lease.acquire();
+      if (!got.held) {
+        this.#stopRenewing();
+        this.#heldBy = got.holder;
+        return false;
       }
-      const current = await store.get(key);
-      if (current) {
-        const held = JSON.parse(Buffer.from(current.body).toString('utf8')) as {
-          node?: string;
-          expires_ms?: number;
-        };
-        if (held.node !== node && (held.expires_ms ?? 0) > now) {
-          this.#heldElsewhereUntilMs = held.expires_ms ?? now;
-          return false;
-        }
-      }
-      const etag = await store.put(key, body, current ? { ifMatch: current.etag } : { ifNoneMatch: '*' });
-      this.#lease = { etag, renewAtMs: now + QUEUE_LEASE_MS / 3 };
+      this.#stopRenewing();
+      this.#renewing = setInterval(() => this.#renew(), QUEUE_LEASE_MS / 3);
       return true;
-    } catch (err) {
-      this.#lease = null;
-      if (isCasConflict(err)) return false;
-      throw err;
-    }
+    });
+    this.#leaseChain = run.catch(() => {});
+    return run;
+  }
+
+  #renew(): void {
+    this.#leaseChain = this.#leaseChain
+      .then(async () => {
+        if (!this.#renewing) return;
+        // Changed by someone else: no batch starts here until the lease is taken again.
+        if (!(await this.#lease.renew())) this.#stopRenewing();
+      })
+      .catch(() => {}); // the bucket did not answer: the next renewal tries again, validity runs down
+  }
+
+  #stopRenewing(): void {
+    if (this.#renewing) clearInterval(this.#renewing);
+    this.#renewing = null;
   }
 
   async #releaseLease(): Promise<void> {
     // What was delivered is settled before another node may take the queue.
     await Promise.all(this.#settling);
-    if (!this.#lease) return;
-    const { etag } = this.#lease;
-    this.#lease = null;
-    await this.#o.store
-      .delete(keys.runtimeQueueLease(this.#o.application, this.#consumer.queue), { ifMatch: etag })
-      .catch(() => {}); // taken over already, or left to expire: either way no longer ours
+    if (!this.#renewing) return;
+    const run = this.#leaseChain.then(async () => {
+      if (this.#running.size > 0 || !this.#renewing) return;
+      this.#stopRenewing();
+      await this.#lease.release();
+    });
+    this.#leaseChain = run.catch(() => {}); // left to expire: no longer ours either way
+    await this.#leaseChain;
   }
 
   #logReport(report: BatchReport): void {
