@@ -199,10 +199,18 @@ async function readFreeze(source: ConsoleSource): Promise<FreezeRecord | null> {
   }
 }
 
-/** The node records: every one from the bucket, else the answering node's own from its state. */
-async function nodeRecords(source: ConsoleSource, state: StateDocument): Promise<NodeRecord[]> {
+/**
+ * The node records: every one from the bucket, else the answering node's own from its state. Read
+ * beside the node calls, not after them: a page waits for the slower of the two, not their sum.
+ */
+async function nodeRecords(source: ConsoleSource, state: Promise<StateDocument>): Promise<NodeRecord[]> {
   if (source.store) return readNodeRecords(source.store);
-  return state.node ? [state.node] : [];
+  const { node } = await state;
+  return node ? [node] : [];
+}
+
+function readState(source: ConsoleSource): Promise<StateDocument> {
+  return callNode(source.target, 'GET', '/v1/state') as Promise<StateDocument>;
 }
 
 function keepReachable(records: NodeRecord[], reachable: ReadonlySet<string> | null): NodeRecord[] {
@@ -227,13 +235,15 @@ export interface FleetView {
  * scoped key), so the fleet page needs no listing of every record.
  */
 export async function fleetView(source: ConsoleSource): Promise<FleetView> {
-  const [state, freeze] = await Promise.all([
-    callNode(source.target, 'GET', '/v1/state') as Promise<StateDocument>,
+  const reading = readState(source);
+  const [state, freeze, allRecords] = await Promise.all([
+    reading,
     readFreeze(source),
+    nodeRecords(source, reading),
   ]);
   const scoped = state.scoped === true;
   const reachable = scoped ? new Set(state.placements.map((p) => p.application)) : null;
-  const records = keepReachable(await nodeRecords(source, state), reachable);
+  const records = keepReachable(allRecords, reachable);
   return {
     actor: source.target.key?.id ?? '',
     scoped,
@@ -264,13 +274,15 @@ export interface ApplicationsView {
 }
 
 export async function applicationsView(source: ConsoleSource): Promise<ApplicationsView> {
-  const [state, listing, freeze] = await Promise.all([
-    callNode(source.target, 'GET', '/v1/state') as Promise<StateDocument>,
+  const reading = readState(source);
+  const [state, listing, freeze, allRecords] = await Promise.all([
+    reading,
     listApplications(source),
     readFreeze(source),
+    nodeRecords(source, reading),
   ]);
   const reachable = listing.scoped ? new Set(listing.applications.map((a) => a.name)) : null;
-  const records = keepReachable(await nodeRecords(source, state), reachable);
+  const records = keepReachable(allRecords, reachable);
   const platformDomains = platformDomainsOf(records);
   const dns = await dnsVerdicts(
     source,
@@ -334,12 +346,13 @@ const CHART_STEPS = 60;
 
 export async function applicationView(source: ConsoleSource, name: string): Promise<ApplicationView> {
   // The record first: a name out of scope or without a record is the page's own refusal.
-  const [{ application }, state, freeze] = await Promise.all([
+  const reading = readState(source);
+  const [{ application }, state, freeze, records] = await Promise.all([
     callNode(source.target, 'GET', app(name)) as Promise<{ application: AppRecord }>,
-    callNode(source.target, 'GET', '/v1/state') as Promise<StateDocument>,
+    reading,
     readFreeze(source),
+    nodeRecords(source, reading),
   ]);
-  const records = await nodeRecords(source, state);
   const replicas = replicasByApplication(records).get(name) ?? [];
   const platformDomains = platformDomainsOf(records);
   const platformHosts = platformHostsOf({ labels: {}, ...application }, platformDomains);
@@ -439,7 +452,7 @@ export async function eventsView(source: ConsoleSource, query: EventsQuery): Pro
   if (!store)
     throw new Problem('capability-missing', NO_BUCKET.unavailable.title, NO_BUCKET.unavailable.detail);
   const [state, result] = await Promise.all([
-    callNode(source.target, 'GET', '/v1/state') as Promise<StateDocument>,
+    readState(source),
     readTraces(store, {
       sinceMs: query.sinceMs,
       limit: Number.MAX_SAFE_INTEGER,
