@@ -286,7 +286,7 @@ describe('Durable Objects in real workerd, on MinIO', () => {
 });
 
 describe('examples/durable-objects', () => {
-  it('counts concurrent increments exactly; a renamed class keeps its objects', async () => {
+  it('counts concurrent increments exactly; a renamed class keeps its objects, a deleted one drops them', async () => {
     const bucket = dirBucketEnv(tempDir('do-bucket-'));
     const stateDir = tempDir('do-state-');
     const project = copyProject(join(EXAMPLES, 'durable-objects'));
@@ -317,6 +317,8 @@ describe('examples/durable-objects', () => {
     );
     const source = join(project, 'src', 'index.js');
     writeFileSync(source, readFileSync(source, 'utf8').replace('export class Counter', 'export class Tally'));
+    assert.match(readFileSync(config, 'utf8'), /"class_name": "Tally".*"renamed_classes"/s);
+    assert.match(readFileSync(source, 'utf8'), /export class Tally/);
     const renamed = await publish(project, 'counter', bucket);
     assert.equal(renamed.code, 0, renamed.stderr);
     await waitFor(async () => {
@@ -325,6 +327,25 @@ describe('examples/durable-objects', () => {
     }, 'the renamed deployment to serve');
     assert.deepEqual(await json(`${cell.url}/visits`, { method: 'POST' }), { name: 'visits', count: 21 });
     assert.ok(existsSync(join(stateDir, 'objects', 'counter', 'counter-Counter')));
+
+    // The class deleted by a migration (its binding removed): its objects go when that deployment starts.
+    writeFileSync(
+      config,
+      readFileSync(config, 'utf8')
+        .replace(/"durable_objects": \{[\s\S]*?\n {2}\},\n/, '')
+        .replace('"to": "Tally" }] }]', '"to": "Tally" }] }, { "tag": "v3", "deleted_classes": ["Tally"] }]'),
+    );
+    assert.match(
+      readFileSync(config, 'utf8'),
+      /^(?![\s\S]*durable_objects)[\s\S]*"deleted_classes": \["Tally"\]/,
+    );
+    const deleted = await publish(project, 'counter', bucket);
+    assert.equal(deleted.code, 0, deleted.stderr);
+    await waitFor(async () => {
+      const health = await fetchText(`${cell.url}/.well-known/cell/health`);
+      return health && JSON.parse(health.body).deployment === deleted.published!.deployment;
+    }, 'the deployment deleting the class to serve');
+    assert.deepEqual(readdirSync(join(stateDir, 'objects', 'counter')), []);
   });
 });
 

@@ -208,7 +208,11 @@ export async function materialize(
   if (otherServices.length > 0) {
     // The services socket sits beside the bindings socket (docs/bindings.md "Service bindings").
     const bindings = context.bindingsSocket ? await context.bindingsSocket() : join(dir, 'no-bindings.sock');
-    plan.otherServices = { address: `unix:${join(dirname(bindings), SERVICES_SOCKET)}`, application, bindings: [] };
+    plan.otherServices = {
+      address: `unix:${join(dirname(bindings), SERVICES_SOCKET)}`,
+      application,
+      bindings: [],
+    };
     await mkdir(join(dir, 'other-services'));
     for (const [i, s] of otherServices.entries()) {
       const propsFile = s.props ? join('other-services', `${i}.json`) : undefined;
@@ -257,21 +261,25 @@ export async function materialize(
     }
   }
   const objects = m.durable_objects;
-  if (objects && objects.classes.length > 0) {
+  if (objects) {
     const storageDir = context.durableObjectsDir
       ? await context.durableObjectsDir()
       : objectsDir(context.env, application);
     await mkdir(storageDir, { recursive: true, mode: 0o700 });
-    plan.durableObjects = {
-      storageDir,
-      main: m.main_module,
-      classes: objects.classes.map((c) => ({
-        className: c.class_name,
-        uniqueKey: c.storage_key,
-        sql: c.sql,
-      })),
-      bindings: objects.bindings.map((b) => ({ binding: b.name, className: b.class_name })),
-    };
+    // A deleted_classes migration drops the class's objects (storage keys name no path but a folder).
+    for (const gone of objects.deleted)
+      await rm(join(storageDir, gone.storage_key), { recursive: true, force: true });
+    if (objects.classes.length > 0)
+      plan.durableObjects = {
+        storageDir,
+        main: m.main_module,
+        classes: objects.classes.map((c) => ({
+          className: c.class_name,
+          uniqueKey: c.storage_key,
+          sql: c.sql,
+        })),
+        bindings: objects.bindings.map((b) => ({ binding: b.name, className: b.class_name })),
+      };
   }
   plan.egressAllow = await egressRanges(egressEntriesFor(context.env, application), context.log);
   if (paths.cronSocketPath) {
