@@ -7,10 +7,10 @@
 
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { type Bucket, keyArg, openBucket, type Signer } from './helpers/applications.ts';
+import { assertProblem, type Bucket, call, keyArg, openBucket, type Signer } from './helpers/applications.ts';
 import { assertRefused, deployThroughNode, readyPort } from './helpers/binding-data.ts';
 import { CELL_BIN } from './helpers/cell.ts';
-import { runSvc, type SailProcess, tempDir } from './helpers/svc.ts';
+import { runSvc, type SailProcess, tempDir, waitFor } from './helpers/svc.ts';
 
 const APP = 'shop-web';
 
@@ -140,6 +140,38 @@ describe('svc queues through a node', () => {
         max_concurrency: null,
       },
     ]);
+  });
+
+  test("the wake route wakes the node's consumer loops of a queue; its refusals", async () => {
+    const wake = (queue: string, body: unknown, signer = shop) =>
+      call(node.url, 'POST', `/v1/applications/${APP}/queues/${queue}/wake`, { signer, body });
+    // The replica serving shop-web consumes logs (one loop) and not jobs.
+    let woken: Awaited<ReturnType<typeof wake>> | null = null;
+    await waitFor(
+      async () => {
+        woken = await wake('logs', { visible_ms: Date.now() });
+        return woken.body.woken === 1;
+      },
+      'the consumer loop of logs',
+      30_000,
+    );
+    assert.deepEqual(woken!.body, { application: APP, queue: 'logs', woken: 1 });
+    assert.deepEqual((await wake('jobs', {})).body, { application: APP, queue: 'jobs', woken: 0 });
+    assertProblem(
+      await wake('Bad_Queue', {}),
+      400,
+      'invalid-input',
+      'Invalid queue name',
+      /not a queue name/,
+    );
+    assertProblem(
+      await wake('logs', { visible_ms: 'soon' }),
+      400,
+      'invalid-input',
+      'Invalid wake',
+      /"visible_ms" must be a time/,
+    );
+    assertProblem(await wake('logs', {}, other), 403, 'auth-scope', 'Out of scope');
   });
 
   test('refusals: another scope, an unknown application, no node', async () => {

@@ -8,6 +8,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
 import type { D1Service } from '../../runtime/src/bindings/d1.ts';
+import type { QueueWakers } from '../../runtime/src/bindings/queue-runner.ts';
 import type { SigningKeyPair } from '../auth/ed25519.ts';
 import type { AuthState } from '../auth/state.ts';
 import type { Settings } from '../config/settings.ts';
@@ -50,6 +51,8 @@ export interface NodeContext {
   mintNodeToken?: () => Promise<string>;
   /** The node's D1 databases (runtime/src/bindings/d1.ts); set by the runtime host service. */
   d1?: D1Service;
+  /** Wakes this node's queue consumers (runtime/src/bindings/queue-runner.ts); set by the runtime host service. */
+  queueWakers?: QueueWakers;
 }
 
 /**

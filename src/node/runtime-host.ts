@@ -20,6 +20,7 @@ import { serviceTarget } from '../../runtime/src/bindings/service-targets.ts';
 import { type HostSocket, listenHostSocket } from '../../runtime/src/host/socket.ts';
 import type { DaemonService } from './context.ts';
 import { forwardQuery } from './routes/d1.ts';
+import { nudgeQueueHolder } from './routes/queues.ts';
 
 /** The socket's path in a node's state directory; `cell serve` is told it as CELL_HOST_SOCKET. */
 export function runtimeHostSocketPath(stateDir: string): string {
@@ -42,8 +43,10 @@ export function runtimeHostService(): DaemonService {
       const log = ctx.log.child({ part: 'runtime-host' });
       // With --metrics-listen, each binding call is counted (src/metrics/binding-calls.ts).
       const observe = ctx.metrics?.observeBindingCall;
-      // A producer's message wakes this node's consumer of its queue (docs/bindings.md "Queues").
-      const queueWakers = new QueueWakers();
+      // A producer's message wakes this node's consumer of its queue, and a consumer that finds
+      // its queue held by another node wakes that node's (docs/bindings.md "Queues").
+      const queueWakers = new QueueWakers(nudgeQueueHolder(ctx));
+      ctx.queueWakers = queueWakers;
       const kv = await listenKvSocket(
         bindingsSocketPath(ctx.settings.node.stateDir),
         ctx.store,
