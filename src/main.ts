@@ -11,6 +11,7 @@ import { registerFleet } from './cli/fleet.ts';
 import { registerHealth } from './cli/health.ts';
 import { registerKv } from './cli/kv.ts';
 import { registerMetrics, registerTraces } from './cli/observe.ts';
+import { registerObjects } from './cli/objects.ts';
 import { registerOperator } from './cli/operator.ts';
 import { registerQueues } from './cli/queues.ts';
 import { registerR2 } from './cli/r2.ts';
@@ -47,6 +48,7 @@ export function buildProgram(): Command {
     registerR2,
     registerD1,
     registerQueues,
+    registerObjects,
     // The live tail, after the commands of the contract too.
     registerTail,
     // The web console, which acts as the commands above do.

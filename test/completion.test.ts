@@ -55,6 +55,7 @@ test('bash: top-level commands in help order, nested subcommands, flags of the t
     'r2',
     'd1',
     'queues',
+    'objects',
     'tail',
     'console',
   ]);

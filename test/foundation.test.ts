@@ -29,6 +29,7 @@ test("svc --help lists the top-level commands in the spec order, then the bindin
     'r2',
     'd1',
     'queues',
+    'objects',
     'tail',
     'console',
   ]);

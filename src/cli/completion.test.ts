@@ -54,6 +54,7 @@ test('the real program: top level in help order, completion itself hidden, neste
       'r2',
       'd1',
       'queues',
+      'objects',
       'tail',
       'console',
     ],

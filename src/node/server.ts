@@ -17,6 +17,7 @@ import { freezeRoutes } from './routes/freeze.ts';
 import { healthRoutes } from './routes/health.ts';
 import { ingressRoutes } from './routes/ingress.ts';
 import { kvRoutes } from './routes/kv.ts';
+import { objectRoutes } from './routes/objects.ts';
 import { operatorRoutes } from './routes/operators.ts';
 import { queueRoutes } from './routes/queues.ts';
 import { r2Routes } from './routes/r2.ts';
@@ -37,6 +38,7 @@ const routePlugins: RoutePlugin[] = [
   d1Routes,
   r2Routes,
   queueRoutes,
+  objectRoutes,
   freezeRoutes,
   deployRoutes,
   stateRoutes,
