@@ -13,6 +13,8 @@ import assert from 'node:assert/strict';
 import { mkdirSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { keys } from '../src/registry/keys.ts';
+import { DirStore } from '../src/store/dir.ts';
 import { type Bucket, call, keyArg, openBucket, readyAppUrl } from './helpers/applications.ts';
 import { type CellProcess, dirBucketEnv, EXAMPLES, fetchText, publish, startCell } from './helpers/cell.ts';
 import { CELL_REAL } from './helpers/deploys.ts';
@@ -56,22 +58,23 @@ describe("service bindings to the application's own entrypoints, through cell pu
   });
 
   it('answers a call to another application 503 when cell serve runs without a node daemon', async () => {
-    const bucket = dirBucketEnv(tempDir('services-bucket-'));
+    const bucketDir = tempDir('services-bucket-');
+    const bucket = dirBucketEnv(bucketDir);
     const published = await publish(
-      project(
-        {
-          name: 'svc-alone',
-          services: [
-            { binding: 'GHOST', service: 'ghost' },
-            { binding: 'B', service: 'svc-b' },
-          ],
-        },
-        CALLER_SOURCE,
-      ),
+      project({ name: 'svc-alone', services: CALLER_SERVICES }, CALLER_SOURCE),
       'svc-alone',
       bucket,
     );
     assert.equal(published.code, 0, published.stderr);
+    // An entrypoint or props on a binding to another application is a feature older runtimes refuse.
+    const store = new DirStore(bucketDir);
+    const manifest = JSON.parse(
+      Buffer.from(
+        (await store.get(keys.runtimeManifest('svc-alone', 'svc-alone', published.published!.deployment)))!
+          .body,
+      ).toString(),
+    );
+    assert.deepEqual(manifest.required_features, ['modules', 'services', 'service-entrypoints']);
     assert.match(
       published.stderr,
       /cell: warning: service binding GHOST names "ghost", which is no application of this fleet/,

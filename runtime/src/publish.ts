@@ -124,6 +124,14 @@ export async function publish(options: {
     ...(config.kv_namespaces.length > 0 ? ['kv'] : []),
     ...(config.r2_buckets.length > 0 ? ['r2'] : []),
     ...(config.services.length > 0 ? ['services'] : []),
+    ...(config.services.some(
+      (s) =>
+        s.service !== application &&
+        s.service !== script &&
+        (s.entrypoint !== undefined || s.props !== undefined),
+    )
+      ? ['service-entrypoints']
+      : []),
     ...(config.d1_databases.length > 0 ? ['d1'] : []),
     ...(hasQueues ? ['queues'] : []),
     ...(hasObjects ? ['durable-objects'] : []),

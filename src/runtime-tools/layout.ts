@@ -25,7 +25,9 @@ export const SCHEMA_VERSION = 1;
  * `services` bindings (docs/bindings.md "Service bindings"), alike; `d1`: `d1_databases` bindings, alike;
  * `queues`: `queues` producers and consumers (docs/bindings.md "Queues"), alike;
  * `durable-objects`: `durable_objects` bindings and the classes `migrations` create
- * (docs/bindings.md "Durable Objects"), alike.
+ * (docs/bindings.md "Durable Objects"), alike; `service-entrypoints`: a service binding to another
+ * application with `entrypoint` or `props`, which a runtime without JS RPC across applications
+ * would send to the default export without them.
  */
 export const KNOWN_FEATURES: readonly string[] = [
   'modules',
@@ -38,6 +40,7 @@ export const KNOWN_FEATURES: readonly string[] = [
   'd1',
   'queues',
   'durable-objects',
+  'service-entrypoints',
 ];
 
 /** Runtime releases the storage tools (prune, lease) were verified against (docs/cli.md). */
