@@ -3,6 +3,8 @@
 // request.body)`, `get(key).body`, examples/r2's object API) and by `@aws-sdk/client-s3` from Node
 // straight to the same MinIO, alternating object by object so that both see the same machine.
 // Reported as MiB/s and as the ratio binding / direct for each operation. Target: at least 0.8.
+// Beside them, the same bytes through the worker without R2 (examples/r2's /echo): what the
+// front and workerd cost alone, the ceiling of the binding's figure.
 // Run: scripts/with-node node bench/r2.bench.ts [objects]   (default 30)
 // Real parts: MinIO, the real `cell publish` and `cell serve` (its runtime host answers the R2
 // calls), workerd, the AWS SDK's S3 client.
@@ -46,7 +48,7 @@ async function main(): Promise<void> {
     });
     stops.unshift(async () => s3.destroy());
 
-    const totals = { bindingPut: 0, bindingGet: 0, directPut: 0, directGet: 0 };
+    const totals = { bindingPut: 0, bindingGet: 0, directPut: 0, directGet: 0, workerPut: 0, workerGet: 0 };
     for (let i = 0; i < objects; i++) {
       const body = randomBytes(SIZE);
       const url = `${cell.url}/objects/bench-${i}`;
@@ -59,6 +61,10 @@ async function main(): Promise<void> {
         await s3.send(new PutObjectCommand({ Bucket: options.bucket, Key: `direct/bench-${i}`, Body: body }));
         return body.length;
       });
+      totals.workerPut += await timed(async () => {
+        const answer = await fetch(`${cell.url}/echo`, { method: 'PUT', body });
+        return ((await answer.json()) as { size: number }).size;
+      });
       totals.bindingGet += await timed(async () => (await (await fetch(url)).arrayBuffer()).byteLength);
       totals.directGet += await timed(async () => {
         const answer = await s3.send(
@@ -66,15 +72,18 @@ async function main(): Promise<void> {
         );
         return (await answer.Body!.transformToByteArray()).byteLength;
       });
+      totals.workerGet += await timed(
+        async () => (await (await fetch(`${cell.url}/echo?bytes=${SIZE}`)).arrayBuffer()).byteLength,
+      );
     }
     console.log(`R2, ${objects} objects of 1 MiB, MinIO on loopback, node ${process.version}`);
-    console.log('operation  binding MiB/s  direct MiB/s  ratio');
-    for (const [name, binding, direct] of [
-      ['put', totals.bindingPut, totals.directPut],
-      ['get', totals.bindingGet, totals.directGet],
+    console.log('operation  binding MiB/s  direct MiB/s  ratio  worker alone MiB/s  ratio');
+    for (const [name, binding, direct, worker] of [
+      ['put', totals.bindingPut, totals.directPut, totals.workerPut],
+      ['get', totals.bindingGet, totals.directGet, totals.workerGet],
     ] as const) {
       console.log(
-        `${name.padEnd(9)}  ${mibPerSecond(binding).padStart(13)}  ${mibPerSecond(direct).padStart(12)}  ${(direct / binding).toFixed(2)}`,
+        `${name.padEnd(9)}  ${mibPerSecond(binding).padStart(13)}  ${mibPerSecond(direct).padStart(12)}  ${(direct / binding).toFixed(2).padStart(5)}  ${mibPerSecond(worker).padStart(18)}  ${(direct / worker).toFixed(2)}`,
       );
     }
   } finally {

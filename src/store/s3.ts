@@ -19,6 +19,7 @@
 // is deleted.
 
 import { randomBytes } from 'node:crypto';
+import type { Readable } from 'node:stream';
 import {
   DeleteObjectCommand,
   GetObjectCommand,
@@ -40,8 +41,10 @@ import {
   type ListOptions,
   type ListResult,
   type ObjectInfo,
+  type ObjectStream,
   type Store,
   type StoredObject,
+  type StreamingStore,
   type WriteCondition,
 } from './store.ts';
 
@@ -167,6 +170,59 @@ class S3Store implements Store {
     });
   }
 
+  /** Objects with their metadata, streamed (R2's one-object layout, docs/bindings.md "R2 buckets"). */
+  readonly streaming: StreamingStore = {
+    head: async (key) => {
+      checkKey(key);
+      const head = await this.#bounded(`read ${key}`, (signal) => this.#head(key, signal));
+      return (
+        head && { key, etag: head.etag, size: head.size, modified: head.modified, metadata: head.metadata }
+      );
+    },
+    read: (key, range) => {
+      checkKey(key);
+      return this.#bounded(`read ${key}`, (signal) => this.#readWithin(key, range, signal));
+    },
+    write: (key, body, length, metadata, condition) => {
+      checkKey(key);
+      checkCondition(key, condition);
+      return this.#bounded(`write ${key}`, (signal) =>
+        this.#putWithin(key, body, condition, signal, { length, metadata }),
+      );
+    },
+  };
+
+  /** The object's bytes as they arrive: the deadline covers the answer's headers, not the body. */
+  #readWithin(
+    key: string,
+    range: { offset: number; length: number } | undefined,
+    signal: AbortSignal,
+  ): Promise<ObjectStream | null> {
+    return this.#retrying(`read ${key}`, signal, async () => {
+      try {
+        const answer = await this.#client.send(
+          new GetObjectCommand({
+            Bucket: this.#bucket,
+            Key: this.#full(key),
+            ...(range ? { Range: `bytes=${range.offset}-${range.offset + range.length - 1}` } : {}),
+          }),
+          { abortSignal: signal },
+        );
+        return {
+          key,
+          etag: answer.ETag ?? '',
+          size: answer.ContentLength ?? 0,
+          modified: answer.LastModified ?? new Date(0),
+          metadata: ownMetadata(answer.Metadata),
+          body: answer.Body as Readable,
+        };
+      } catch (err) {
+        if (isNotFound(err)) return null;
+        throw err;
+      }
+    });
+  }
+
   async stat(key: string): Promise<ObjectInfo | null> {
     checkKey(key);
     const head = await this.#bounded(`read ${key}`, (signal) => this.#head(key, signal));
@@ -181,19 +237,22 @@ class S3Store implements Store {
 
   async #putWithin(
     key: string,
-    body: Uint8Array | string,
+    body: Uint8Array | string | Readable,
     condition: WriteCondition | undefined,
     signal: AbortSignal,
+    streamed?: { length: number; metadata: Record<string, string> },
   ): Promise<string> {
     const bytes = typeof body === 'string' ? new TextEncoder().encode(body) : body;
+    // A stream is consumed by the first attempt: an ambiguous failure is settled, never resent.
+    const once = !(bytes instanceof Uint8Array);
     const nonce = randomBytes(16).toString('hex');
     const command = () =>
       new PutObjectCommand({
         Bucket: this.#bucket,
         Key: this.#full(key),
         Body: bytes,
-        ContentLength: bytes.byteLength,
-        Metadata: { [NONCE_META]: nonce },
+        ContentLength: bytes instanceof Uint8Array ? bytes.byteLength : streamed?.length,
+        Metadata: { ...streamed?.metadata, [NONCE_META]: nonce },
         ...(condition?.ifMatch !== undefined ? { IfMatch: quoteEtag(condition.ifMatch) } : {}),
         ...(condition?.ifNoneMatch ? { IfNoneMatch: '*' } : {}),
       });
@@ -212,7 +271,7 @@ class S3Store implements Store {
       const stored = await this.#head(key, signal);
       if (stored?.nonce === nonce) return stored.etag;
       if (refused) throw new CasConflict(key);
-      if (attempt >= this.#attempts) throw this.#unavailable(`write ${key}`, error);
+      if (once || attempt >= this.#attempts) throw this.#unavailable(`write ${key}`, error);
       await this.#pause(attempt, signal);
     }
   }
@@ -323,6 +382,7 @@ class S3Store implements Store {
           size: answer.ContentLength ?? 0,
           modified: answer.LastModified ?? new Date(0),
           nonce: answer.Metadata?.[NONCE_META],
+          metadata: ownMetadata(answer.Metadata),
         };
       } catch (err) {
         if (isNotFound(err)) return null;
@@ -400,6 +460,12 @@ class S3Store implements Store {
       { cause: error },
     );
   }
+}
+
+/** An object's user metadata without the store's own nonce. */
+function ownMetadata(metadata: Record<string, string> | undefined): Record<string, string> {
+  const { [NONCE_META]: _nonce, ...own } = metadata ?? {};
+  return own;
 }
 
 /** S3 error codes that say the request's signature or key was refused. */

@@ -1,6 +1,7 @@
 // The one store interface over the fleet's bucket (docs/architecture.md "How a request flows"). Two backends implement it: s3.ts (any S3-compatible bucket)
 // and dir.ts (a local directory, the embedded default).
 
+import type { Readable } from 'node:stream';
 import { Problem } from '../problem.ts';
 
 /** What a listing or a stat knows of one object. */
@@ -35,8 +36,43 @@ export interface ListResult {
   prefixes: string[];
 }
 
+/** An object's facts with the metadata it was written with (S3's user metadata). */
+export interface MetadataObject extends ObjectInfo {
+  metadata: Record<string, string>;
+}
+
+/** An object being read: its facts, then its bytes as they arrive (`size` counts those bytes). */
+export interface ObjectStream extends MetadataObject {
+  body: Readable;
+}
+
+/**
+ * What a backend that keeps metadata with each object and can stream bodies offers besides the
+ * Store (the S3 backend): R2's one-object layout uses it (docs/bindings.md "R2 buckets"). Metadata
+ * keys are lower case; values are printable ASCII, the whole at most 2 KB, as S3 bounds them.
+ */
+export interface StreamingStore {
+  /** The object's facts and metadata without its bytes; null when absent. */
+  head(key: string): Promise<MetadataObject | null>;
+  /** The object (or `length` bytes of it from `offset`); null when absent. */
+  read(key: string, range?: { offset: number; length: number }): Promise<ObjectStream | null>;
+  /**
+   * Writes `length` bytes with `metadata` and answers the new ETag; a failed condition throws
+   * CasConflict. A stream is sent once: a write that fails midway is not retried.
+   */
+  write(
+    key: string,
+    body: Readable | Uint8Array,
+    length: number,
+    metadata: Record<string, string>,
+    condition?: WriteCondition,
+  ): Promise<string>;
+}
+
 /** The bucket. Keys are `/`-separated, relative, never starting with `/`. */
 export interface Store {
+  /** Present when the backend keeps per-object metadata and streams bodies (S3). */
+  readonly streaming?: StreamingStore;
   /** Reads one object; null when absent. */
   get(key: string): Promise<StoredObject | null>;
   /**

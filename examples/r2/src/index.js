@@ -191,6 +191,10 @@ export default {
   async fetch(request, env) {
     const url = new URL(request.url);
     if (url.pathname === '/conformance') return Response.json(await conformance(env.BUCKET));
+    // The same bytes through the worker without R2 (bench/r2.bench.ts's baseline).
+    if (url.pathname === '/echo' && request.method === 'PUT')
+      return Response.json({ size: (await request.arrayBuffer()).byteLength });
+    if (url.pathname === '/echo') return new Response(new Uint8Array(Number(url.searchParams.get('bytes'))));
     if (url.pathname === '/objects') {
       const listed = await env.BUCKET.list({ prefix: url.searchParams.get('prefix') ?? undefined });
       return Response.json(listed.objects.map((o) => ({ key: o.key, size: o.size, etag: o.etag })));

@@ -5,12 +5,14 @@
 // producer's (queue.ts), any other KV's (kv.ts); this module only carries them.
 
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
 import type { Store } from '../../../src/store/store.ts';
 import { closeOwnerOnly, listenOwnerOnly } from '../host/socket.ts';
 import { type Entry, handleKv, KV_LIMITS, valueTooLong } from './kv.ts';
 import { KvCache } from './kv-cache.ts';
 import { handleQueue, QUEUE_LIMITS, QUEUE_NAME_HEADER, type QueueSent } from './queue.ts';
-import { handleR2, R2_LIMITS, refusalAnswer, valueTooLarge } from './r2.ts';
+import { handleR2Streamed, R2_LIMITS, type R2Request, refusalAnswer, valueTooLarge } from './r2.ts';
 import { R2_BUCKET_HEADER } from './r2-headers.ts';
 
 export interface KvSocket {
@@ -24,7 +26,8 @@ const R2_MAX_REQUEST_JSON_BYTES = 1024 * 1024;
 /**
  * Serves KV and R2 for every application of the node on the owner-only Unix socket at `path`,
  * with the runtime socket's rules (runtime/src/host/socket.ts `listenOwnerOnly`). A body is read
- * whole (up to the KV value limit, or R2's), refused past it without reading on.
+ * whole (up to the KV value limit, or R2's), refused past it without reading on; but an R2 put's
+ * value is handed to r2.ts as it arrives, and a get's bytes passed back as the bucket sends them.
  */
 export async function listenKvSocket(
   path: string,
@@ -115,11 +118,75 @@ async function serveR2(store: Store, req: IncomingMessage, res: ServerResponse):
     req.resume();
     return;
   }
+  const headers = lowerCaseHeaders(req);
+  const request = (await streamedPut(req, headers)) ?? (await wholeRequest(req, headers, limit));
+  if (request === null) return tooLarge();
+  const answer = await handleR2Streamed(store, request);
+  const length = answer.body.byteLength + (answer.tail?.length ?? 0);
+  res.writeHead(answer.status, { ...answer.headers, 'content-length': String(length) });
+  if (!answer.tail) {
+    res.end(answer.body);
+    return;
+  }
+  res.write(answer.body);
+  // A bucket that fails midway cuts the answer short: workerd sees the body end early and the
+  // worker's read of it fails.
+  await pipeline(answer.tail.stream, res).catch(() => res.destroy());
+}
+
+/**
+ * A put's request JSON read, its value left in `req` to pass on as it arrives: when workerd gives
+ * the length (a put's value always has one) and says where the JSON ends. Else null.
+ */
+async function streamedPut(
+  req: IncomingMessage,
+  headers: Record<string, string | undefined>,
+): Promise<R2Request | null> {
+  const total = Number(headers['content-length']);
+  const size = Number(headers['cf-r2-metadata-size']);
+  if (req.method !== 'PUT' || !Number.isInteger(total) || !Number.isInteger(size) || size < 0 || size > total)
+    return null;
+  const body = await readPrefix(req, size);
+  if (body === null) return null;
+  return { method: 'PUT', headers, body, value: { stream: req, length: total - size } };
+}
+
+async function wholeRequest(
+  req: IncomingMessage,
+  headers: Record<string, string | undefined>,
+  limit: number,
+): Promise<R2Request | null> {
   const body = await readBody(req, limit);
-  if (body === null) return tooLarge();
-  const answer = await handleR2(store, { method: req.method ?? 'GET', headers: lowerCaseHeaders(req), body });
-  res.writeHead(answer.status, { ...answer.headers, 'content-length': String(answer.body.byteLength) });
-  res.end(answer.body);
+  return body && { method: req.method ?? 'GET', headers, body };
+}
+
+/** The first `size` bytes of `stream`, the rest left in it; null when it ends before. */
+async function readPrefix(stream: Readable, size: number): Promise<Buffer | null> {
+  const chunks: Buffer[] = [];
+  let length = 0;
+  while (length < size) {
+    const chunk = stream.read() as Buffer | null;
+    if (chunk === null) {
+      if (stream.readableEnded || stream.destroyed) return null;
+      await new Promise<void>((resolve, reject) => {
+        const done = () => {
+          stream.off('readable', done).off('end', done).off('error', failed);
+          resolve();
+        };
+        const failed = (err: Error) => {
+          stream.off('readable', done).off('end', done).off('error', failed);
+          reject(err);
+        };
+        stream.on('readable', done).on('end', done).on('error', failed);
+      });
+      continue;
+    }
+    chunks.push(chunk);
+    length += chunk.length;
+  }
+  const read = Buffer.concat(chunks);
+  if (read.length > size) stream.unshift(read.subarray(size));
+  return read.subarray(0, size);
 }
 
 async function serveQueue(

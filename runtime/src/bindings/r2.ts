@@ -13,19 +13,28 @@
 // (workers-sdk packages/miniflare/src/workers/r2/errors.worker.ts). A 404 with 10007 is a null
 // from head and get, a 412 with 10031 a null from put and the metadata alone from get.
 //
-// Storage: per object a record (JSON: size, etag, version, uploaded, checksums, HTTP and custom
-// metadata) at src/registry/keys.ts `runtimeR2Record`, and the bytes at `runtimeR2Body` under the
-// record's version. A put writes the body, then the record with a condition on the record it
-// read (so two puts never lose a body), then deletes the body it replaced: the record is the
-// one write that makes a put visible, whole. The record's key is the object key encoded as KV's
-// keys are (kv.ts `encodeKey`, `segments`): no record is a prefix of another and every file name
-// stays under 255 bytes. A multipart upload keeps a record of its own and one per part, each
-// part's bytes a body; completing writes an object record that names the parts' bodies in order.
+// Storage (docs/bindings.md "Bucket layout"): each object at src/registry/keys.ts
+// `runtimeR2Record`, the object key encoded as KV's keys are (kv.ts `encodeKey`, `segments`): no
+// object key is a prefix of another and every file name stays under 255 bytes. On a store that
+// keeps per-object metadata and streams (S3), a single put is one object: its bytes, the rest of
+// its record in its metadata. Else, and for a record too large for S3's metadata, the object is a
+// record (JSON: size, etag, version, uploaded, checksums, HTTP and custom metadata) and its bytes
+// `runtimeR2Body` under the record's version: such a put writes the body, then the record with a
+// condition on the object it read (so two puts never lose a body), then deletes the bodies it
+// replaced. A multipart upload keeps a record of its own and one per part, each part's bytes a
+// body; completing writes an object record that names the parts' bodies in order.
 
 import { createHash, randomBytes } from 'node:crypto';
+import { type Readable, Transform } from 'node:stream';
 import { keys } from '../../../src/registry/keys.ts';
 import { isApplicationName, isR2BucketName } from '../../../src/registry/names.ts';
-import { isCasConflict, type Store, type WriteCondition } from '../../../src/store/store.ts';
+import {
+  isCasConflict,
+  type MetadataObject,
+  type Store,
+  type StreamingStore,
+  type WriteCondition,
+} from '../../../src/store/store.ts';
 import { UPDATE_TRIES } from '../../../src/store/update.ts';
 import { decodeKey, encodedOf, encodeKey, segments } from './kv.ts';
 import { R2_APPLICATION_HEADER, R2_BUCKET_HEADER } from './r2-headers.ts';
@@ -33,7 +42,8 @@ import { R2_APPLICATION_HEADER, R2_BUCKET_HEADER } from './r2-headers.ts';
 /**
  * Cloudflare's R2 limits (developers.cloudflare.com/r2/platform/limits/, Miniflare's
  * constants.ts), with svc's own where it is smaller: keys to 512 bytes (their encoded record key
- * must fit S3's 1,024) and values to 100 MiB (a value passes through the host's memory whole).
+ * must fit S3's 1,024) and values to 100 MiB (a value checked before it is written, a part, and
+ * every value on the local-directory bucket pass through the host's memory whole).
  */
 export const R2_LIMITS = {
   maxKeyBytes: 512,
@@ -57,13 +67,26 @@ const GET_TRIES = 3;
 export interface R2Request {
   method: string;
   headers: Record<string, string | undefined>;
+  /** The whole body; or, with `value`, only the request's JSON (`cf-r2-metadata-size` bytes). */
   body: Uint8Array;
+  /** A PUT's value still arriving, `length` bytes (the bindings socket streams a put's value). */
+  value?: StreamedValue;
+}
+
+export interface StreamedValue {
+  stream: Readable;
+  length: number;
 }
 
 export interface R2Response {
   status: number;
   headers: Record<string, string>;
   body: Uint8Array;
+}
+
+/** An answer whose object bytes may still be arriving from the bucket: `body`, then `tail`. */
+export interface R2StreamedResponse extends R2Response {
+  tail?: StreamedValue;
 }
 
 /** A refusal with R2's status, v4 code and words; `object` rides along on a failed get condition. */
@@ -154,8 +177,20 @@ interface Bucket {
   nowMs: number;
 }
 
-/** Answers one R2 request against the bucket; `nowMs` is the upload time a put records. */
+/** Answers one R2 request against the bucket, whole; `nowMs` is the upload time a put records. */
 export async function handleR2(store: Store, request: R2Request, nowMs = Date.now()): Promise<R2Response> {
+  const answer = await handleR2Streamed(store, request, nowMs);
+  if (!answer.tail) return answer;
+  const tail = await collect(answer.tail);
+  return { status: answer.status, headers: answer.headers, body: Buffer.concat([answer.body, tail]) };
+}
+
+/** As handleR2, a get's bytes passed on as the bucket sends them (the bindings socket's way). */
+export async function handleR2Streamed(
+  store: Store,
+  request: R2Request,
+  nowMs = Date.now(),
+): Promise<R2StreamedResponse> {
   try {
     const application = request.headers[R2_APPLICATION_HEADER];
     const bucket = request.headers[R2_BUCKET_HEADER];
@@ -173,8 +208,12 @@ export async function handleR2(store: Store, request: R2Request, nowMs = Date.no
       const size = Number(request.headers[METADATA_SIZE_HEADER]);
       if (!Number.isInteger(size) || size < 0 || size > request.body.byteLength) throw invalidMetadata();
       const body = parseRequest(request.body.subarray(0, size));
-      const value = request.body.subarray(size);
-      if (body.method === 'put') return answerObject(await put(space, objectKey(body), value, body), null);
+      const streamed = request.value;
+      if (body.method === 'put') {
+        const value = streamed ?? request.body.subarray(size);
+        return answerObject(await put(space, objectKey(body), value, body), null);
+      }
+      const value = streamed ? await collect(streamed) : request.body.subarray(size);
       if (body.method === 'delete') {
         await remove(space, body);
         return { status: 200, headers: {}, body: new Uint8Array() };
@@ -192,9 +231,21 @@ export async function handleR2(store: Store, request: R2Request, nowMs = Date.no
     }
     throw invalidMetadata();
   } catch (err) {
+    // A value not read (a refused put) is drained, so that the socket can answer.
+    request.value?.stream.resume();
     if (err instanceof R2Refusal) return refusalAnswer(err);
     throw err;
   }
+}
+
+/** A streamed value's bytes, whole; refused when they are not `length` bytes. */
+async function collect(value: StreamedValue): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of value.stream) chunks.push(chunk as Buffer);
+  const bytes = Buffer.concat(chunks);
+  if (bytes.byteLength !== value.length)
+    throw new Error(`an R2 value of ${value.length} bytes came with ${bytes.byteLength}`);
+  return bytes;
 }
 
 type Json = Record<string, unknown>;
@@ -224,14 +275,80 @@ function recordKey(space: Bucket, key: string): string {
   return keys.runtimeR2Record(space.application, space.bucket, segments(encodeKey(Buffer.from(key))));
 }
 
-async function readRecord(
-  space: Bucket,
-  key: string,
-): Promise<{ record: R2Record; storeEtag: string } | null> {
-  const object = await space.store.get(recordKey(space, key));
+/** The object at a key as the bucket holds it: its record, and whether its bytes are inline. */
+interface Found {
+  record: R2Record;
+  /** The bucket's ETag of the object at the record's key, for conditional writes. */
+  storeEtag: string;
+  /** true: the object at the key holds the bytes, its record in its metadata (one-object layout). */
+  inline: boolean;
+}
+
+/**
+ * The object at `key`: with a streaming store a HEAD, which answers an inline object whole; a
+ * record (an object written by a store without metadata, a multipart object, one whose metadata
+ * did not fit, or one written before the one-object layout) is then read too.
+ */
+async function readCurrent(space: Bucket, key: string): Promise<Found | null> {
+  const at = recordKey(space, key);
+  if (space.store.streaming) {
+    const head = await space.store.streaming.head(at);
+    if (!head) return null;
+    const record = inlineRecord(head);
+    if (record) return { record, storeEtag: head.etag, inline: true };
+  }
+  const object = await space.store.get(at);
   if (!object) return null;
   const record = parseRecord(object.body);
-  return record ? { record, storeEtag: object.etag } : null;
+  return record ? { record, storeEtag: object.etag, inline: false } : null;
+}
+
+/** The user-metadata key holding an inline object's record. */
+const INLINE_METADATA_KEY = 'svc-r2';
+/**
+ * S3 allows 2 KB of user metadata per object (keys and values, in UTF-8 bytes); the store's own
+ * nonce takes 41 of them. A record whose encoding passes this is kept as a separate record.
+ */
+const INLINE_METADATA_BYTES = 2048 - 64;
+
+/**
+ * The record as one user-metadata value, or null when it would pass S3's bound. Size and etag are
+ * the bucket's own (Content-Length, and the ETag, which is the MD5 of a single PUT's bytes). A
+ * header value is printable ASCII: anything else, and `%`, is percent-encoded.
+ */
+type InlineFields = Pick<R2Record, 'version' | 'uploaded' | 'checksums' | 'httpMetadata' | 'customMetadata'>;
+
+function inlineMetadata(record: InlineFields): Record<string, string> | null {
+  const { version, uploaded, checksums, httpMetadata, customMetadata } = record;
+  const json = JSON.stringify({ version, uploaded, checksums, httpMetadata, customMetadata });
+  const value = json.replace(/[^\x21-\x7e]|%/gu, (c) => encodeURIComponent(c));
+  return INLINE_METADATA_KEY.length + value.length > INLINE_METADATA_BYTES
+    ? null
+    : { [INLINE_METADATA_KEY]: value };
+}
+
+function inlineRecord(object: MetadataObject): R2Record | null {
+  const value = object.metadata[INLINE_METADATA_KEY];
+  if (value === undefined) return null;
+  try {
+    const r = JSON.parse(decodeURIComponent(value)) as R2Record;
+    if (typeof r.version !== 'string' || !/^[0-9a-f]{32}$/.test(r.version)) return null;
+    return {
+      version: r.version,
+      size: object.size,
+      etag: unquote(object.etag),
+      uploaded: r.uploaded,
+      checksums: r.checksums ?? {},
+      httpMetadata: r.httpMetadata ?? {},
+      customMetadata: r.customMetadata ?? {},
+    };
+  } catch {
+    return null;
+  }
+}
+
+function unquote(etag: string): string {
+  return etag.replace(/^"(.*)"$/, '$1');
 }
 
 function parseRecord(body: Uint8Array): R2Record | null {
@@ -247,22 +364,52 @@ function parseRecord(body: Uint8Array): R2Record | null {
 }
 
 async function head(space: Bucket, key: string): Promise<R2Record & { key: string }> {
-  const found = await readRecord(space, key);
+  const found = await readCurrent(space, key);
   if (!found) throw noSuchKey();
   return { ...found.record, key };
 }
 
-async function get(space: Bucket, key: string, body: Json): Promise<R2Response> {
+async function get(space: Bucket, key: string, body: Json): Promise<R2StreamedResponse> {
+  const onlyIf = body.onlyIf === undefined ? undefined : parseConditional(body.onlyIf);
+  const ranged = (body.range !== undefined && body.range !== null) || typeof body.rangeHeader === 'string';
+  const streaming = space.store.streaming;
+  // What the first GET found when it was a record, not an inline object.
+  let known: Found | null | undefined;
+  // The whole of an inline object is one GET, its bytes passed on as they arrive.
+  if (streaming && !ranged) {
+    const read = await streaming.read(recordKey(space, key));
+    if (!read) throw noSuchKey();
+    const record = inlineRecord(read);
+    if (record) {
+      const object = { ...record, key };
+      if (onlyIf && !conditionHolds(onlyIf, object)) {
+        read.body.destroy();
+        throw failedCondition(object);
+      }
+      return answerObject(object, { offset: 0, length: object.size }, undefined, {
+        stream: read.body,
+        length: read.size,
+      });
+    }
+    const parsed = parseRecord(await collect({ stream: read.body, length: read.size }));
+    known = parsed && { record: parsed, storeEtag: read.etag, inline: false };
+  }
   for (let attempt = 0; ; attempt++) {
-    const found = await readRecord(space, key);
+    const found = attempt === 0 && known !== undefined ? known : await readCurrent(space, key);
     if (!found) throw noSuchKey();
     const object = { ...found.record, key };
-    if (body.onlyIf !== undefined && !conditionHolds(parseConditional(body.onlyIf), object)) {
-      const refusal = preconditionFailed();
-      refusal.object = object;
-      throw refusal;
-    }
+    if (onlyIf && !conditionHolds(onlyIf, object)) throw failedCondition(object);
     const range = rangeOf(body, object.size);
+    if (found.inline) {
+      // A ranged read of the object the HEAD saw: a different ETag means it was replaced between.
+      const whole = range.offset === 0 && range.length === object.size;
+      const read = await streaming!.read(recordKey(space, key), whole ? undefined : range);
+      if (read && read.etag === found.storeEtag)
+        return answerObject(object, range, undefined, { stream: read.body, length: read.size });
+      read?.body.destroy();
+      if (attempt + 1 < GET_TRIES) continue;
+      throw noSuchKey();
+    }
     const value = await readValue(space, object, range);
     if (!value) {
       // Replaced or deleted between the two reads: the record now says which.
@@ -278,6 +425,12 @@ function bodiesOf(space: Bucket, record: R2Record): { key: string; size: number 
   return record.parts
     ? record.parts.map((part) => ({ key: at(part.body), size: part.size }))
     : [{ key: at(record.version), size: record.size }];
+}
+
+function failedCondition(object: R2Record & { key: string }): R2Refusal {
+  const refusal = preconditionFailed();
+  refusal.object = object;
+  return refusal;
 }
 
 /**
@@ -415,16 +568,31 @@ export function conditionHolds(
 async function put(
   space: Bucket,
   key: string,
-  value: Uint8Array,
+  given: Uint8Array | StreamedValue,
   body: Json,
 ): Promise<R2Record & { key: string }> {
-  if (value.byteLength > R2_LIMITS.maxValueBytes) throw entityTooLarge();
+  const length = given instanceof Uint8Array ? given.byteLength : given.length;
+  if (length > R2_LIMITS.maxValueBytes) throw entityTooLarge();
   const customMetadata = parseCustomFields(body.customFields);
   const httpMetadata = parseHttpFields(body.httpFields);
   const onlyIf = body.onlyIf === undefined ? undefined : parseConditional(body.onlyIf);
+  const streaming = space.store.streaming;
+  const asked = HASHES.some(({ field }) => body[field] !== undefined);
+  const version = randomBytes(16).toString('hex');
+  const fields = { version, uploaded: space.nowMs, httpMetadata, customMetadata, checksums: {} };
+  // The fast way: the value goes on to the bucket as it arrives, in one PUT. A condition or a
+  // checksum must hold before the object is written, so those wait for the whole value.
+  const metadata = streaming && inlineMetadata(fields);
+  if (streaming && metadata && !(given instanceof Uint8Array) && !onlyIf && !asked)
+    return putStreamed(space, key, given, fields, metadata, streaming);
+  const value = given instanceof Uint8Array ? given : await collect(given);
   const checksums = verifyChecksums(value, body);
+  const verified = { ...fields, checksums };
+  const verifiedMetadata = streaming && inlineMetadata(verified);
+  if (streaming && verifiedMetadata)
+    return putInline(space, key, value, onlyIf, verified, verifiedMetadata, streaming);
   const record: R2Record = {
-    version: randomBytes(16).toString('hex'),
+    version,
     size: value.byteLength,
     etag: createHash('md5').update(value).digest('hex'),
     uploaded: space.nowMs,
@@ -447,6 +615,88 @@ async function put(
 }
 
 /**
+ * A put in the one-object layout, its value passed on as it arrives: one PUT, with a HEAD beside
+ * it to learn what it replaces. A record it replaced (written in the record layout) has bodies,
+ * which are deleted after the PUT; the PUT alone decides, as R2's last writer wins. The read of
+ * what it replaces must end before the PUT lands, or it would read the put's own object: the
+ * value's last bytes wait for it (it ends long before a large value has been sent).
+ */
+async function putStreamed(
+  space: Bucket,
+  key: string,
+  value: StreamedValue,
+  fields: InlineFields,
+  metadata: Record<string, string>,
+  streaming: StreamingStore,
+): Promise<R2Record & { key: string }> {
+  const at = recordKey(space, key);
+  const replaced = readCurrent(space, key);
+  const read = replaced.then(
+    () => {},
+    () => {},
+  );
+  // With no bytes to hold back, the PUT would land as soon as it is sent.
+  if (value.length === 0) await read;
+  const [written, before] = await Promise.allSettled([
+    streaming.write(at, holdingBack(value.stream, read), value.length, metadata),
+    replaced,
+  ]);
+  if (written.status === 'rejected') throw written.reason;
+  // A failed HEAD only leaves the bodies of a record it replaced unreclaimed.
+  if (before.status === 'fulfilled' && before.value && !before.value.inline)
+    await deleteBodies(space, before.value.record);
+  return { ...fields, size: value.length, etag: unquote(written.value), key };
+}
+
+/** `stream` passed on with its last chunk held back until `until` settles. */
+function holdingBack(stream: Readable, until: Promise<void>): Readable {
+  let held: Buffer | null = null;
+  const passing = new Transform({
+    transform(chunk: Buffer, _encoding, done) {
+      const previous = held;
+      held = chunk;
+      done(null, previous ?? undefined);
+    },
+    flush(done) {
+      until.then(() => done(null, held ?? undefined));
+    },
+  });
+  stream.on('error', (err) => passing.destroy(err));
+  return stream.pipe(passing);
+}
+
+/**
+ * A put in the one-object layout with its value whole (checked against its checksums, or put
+ * on a condition): written on condition that the object read is still there, else read again.
+ */
+async function putInline(
+  space: Bucket,
+  key: string,
+  value: Uint8Array,
+  onlyIf: Conditional | undefined,
+  fields: InlineFields,
+  metadata: Record<string, string>,
+  streaming: StreamingStore,
+): Promise<R2Record & { key: string }> {
+  const at = recordKey(space, key);
+  for (let attempt = 0; attempt < UPDATE_TRIES; attempt++) {
+    const current = await readCurrent(space, key);
+    if (onlyIf && !conditionHolds(onlyIf, current?.record ?? null)) throw preconditionFailed();
+    const condition: WriteCondition = current ? { ifMatch: current.storeEtag } : { ifNoneMatch: '*' };
+    let etag: string;
+    try {
+      etag = await streaming.write(at, value, value.byteLength, metadata, condition);
+    } catch (err) {
+      if (isCasConflict(err)) continue;
+      throw err;
+    }
+    if (current && !current.inline) await deleteBodies(space, current.record);
+    return { ...fields, size: value.byteLength, etag: unquote(etag), key };
+  }
+  throw new Error(`${UPDATE_TRIES} writes of one R2 object in a row lost to other writers`);
+}
+
+/**
  * Makes `record` the object at `key`: once `onlyIf` holds against the record there, `prepare`
  * runs (once: a put writes its body), then the record is written on condition that the one read
  * is still there (else all again), and the bodies of the object it replaced are deleted.
@@ -462,7 +712,7 @@ async function commitRecord(
   for (let attempt = 0; attempt < UPDATE_TRIES; attempt++) {
     // With no condition to check first, the body is written while the record is read: a put of
     // a large value then waits for one bucket write before its record, not a read and a write.
-    const reading = readRecord(space, key);
+    const reading = readCurrent(space, key);
     if (!prepared && !onlyIf) {
       // Both settle before either's failure is thrown: a body still being written is never
       // left behind by the put's clean-up.
@@ -483,7 +733,7 @@ async function commitRecord(
       if (isCasConflict(err)) continue;
       throw err;
     }
-    if (current) await deleteBodies(space, current.record);
+    if (current && !current.inline) await deleteBodies(space, current.record);
     return;
   }
   throw new Error(`${UPDATE_TRIES} writes of one R2 object in a row lost to other writers`);
@@ -549,7 +799,7 @@ async function remove(space: Bucket, body: Json): Promise<void> {
   for (const name of names) checkKey(name);
   for (const name of names) {
     for (let attempt = 0; ; attempt++) {
-      const current = await readRecord(space, name);
+      const current = await readCurrent(space, name);
       if (!current) break;
       try {
         await space.store.delete(recordKey(space, name), { ifMatch: current.storeEtag });
@@ -557,7 +807,7 @@ async function remove(space: Bucket, body: Json): Promise<void> {
         if (isCasConflict(err) && attempt + 1 < UPDATE_TRIES) continue;
         throw err;
       }
-      await deleteBodies(space, current.record);
+      if (!current.inline) await deleteBodies(space, current.record);
       break;
     }
   }
@@ -803,7 +1053,7 @@ async function list(space: Bucket, body: Json): Promise<ListAnswer> {
   const found: (R2Record & { key: string })[] = [];
   for (let i = 0; i < keysOfPage.length; i += LIST_READS_AT_ONCE) {
     const batch = keysOfPage.slice(i, i + LIST_READS_AT_ONCE);
-    const read = await Promise.all(batch.map((key) => readRecord(space, key)));
+    const read = await Promise.all(batch.map((key) => readCurrent(space, key)));
     read.forEach((r, j) => {
       // A record deleted since the listing is left out.
       if (r) found.push({ ...r.record, key: batch[j]! });
@@ -847,17 +1097,22 @@ function wireObject(
   };
 }
 
-/** An object's metadata, then its bytes when there are some; a put's answer has no range. */
+/**
+ * An object's metadata, then its bytes when there are some (`value` whole, or `tail` as the
+ * bucket sends them); a put's answer has no range.
+ */
 function answerObject(
   object: R2Record & { key: string },
   range: { offset: number; length: number } | null = { offset: 0, length: object.size },
   value?: Uint8Array,
-): R2Response {
+  tail?: StreamedValue,
+): R2StreamedResponse {
   const metadata = Buffer.from(JSON.stringify(wireObject(object, range ?? undefined)));
   return {
     status: 200,
     headers: { [METADATA_SIZE_HEADER]: String(metadata.byteLength), 'content-type': 'application/json' },
     body: value ? Buffer.concat([metadata, value]) : metadata,
+    ...(tail ? { tail } : {}),
   };
 }
 
