@@ -181,3 +181,20 @@ describe('svc objects through a node', () => {
     );
   });
 });
+
+describe('svc app delete', () => {
+  test("removes the application's stored objects with it, and says how many", async () => {
+    const counterKey = durableObjectStorageKey(APP, 'Counter');
+    await stored(counterKey, 'd'.repeat(64)); // beside a and b, and the alarms' file, from the first test
+    const prefix = keys.runtimeObjectsPrefix(APP);
+    const objects = (await bucket.store.list(prefix, { recursive: true })).objects.length;
+    assert.ok(objects >= 4, `the stored objects and the lease: ${objects}`);
+    const deleted = await svc(['app', 'delete', '--force', ...asShop()]);
+    assert.equal(deleted.code, 0, deleted.stderr);
+    assert.match(
+      deleted.stdout.split('\n')[0] ?? '',
+      new RegExp(`^Deleted ${APP}: \\d+ store keys removed \\(the storage of 3 Durable Objects\\)$`),
+    );
+    assert.deepEqual((await bucket.store.list(prefix, { recursive: true })).objects, []);
+  });
+});

@@ -420,7 +420,7 @@ export async function appDelete(flags: AppFlags & { force?: boolean }): Promise<
         return { deleted: await deleteApplicationData(store, name) };
       }),
   );
-  // Workers KV entries, R2 objects and D1 databases are said apart: they are data, which no
+  // Workers KV entries, R2 objects, D1 databases and Durable Objects are said apart: they are data, which no
   // redeploy brings back. An R2 object is its record (`r2/<bucket>/objects/.../-`), whatever bodies it has.
   const prefix = keys.fleetPrefix(name);
   const kvEntries = deleted.filter((key) => key.startsWith(`${prefix}kv/`)).length;
@@ -434,11 +434,24 @@ export async function appDelete(flags: AppFlags & { force?: boolean }): Promise<
       .filter((key) => key.startsWith(`${prefix}d1/`))
       .map((key) => key.slice(`${prefix}d1/`.length).split('/')[0]),
   ).size;
+  // A Durable Object is its file's history (`objects/namespaces/<class>/<file>/...`), the
+  // namespace's alarm file not one: counted once.
+  const objectsPrefix = keys.runtimeObjectsNamespacesPrefix(name);
+  const durableObjects = new Set(
+    deleted
+      .filter((key) => key.startsWith(objectsPrefix))
+      .map((key) => key.slice(objectsPrefix.length).split('/').slice(0, 2))
+      .filter(([, file]) => file !== keys.runtimeObjectsAlarmsFile)
+      .map((path) => path.join('/')),
+  ).size;
   const said = [
     ...(kvEntries > 0 ? [`${kvEntries} of them Workers KV entries`] : []),
     ...(r2Objects > 0 ? [`${r2Objects} of them R2 objects`] : []),
     ...(d1Databases > 0
       ? [`the whole history of ${d1Databases} D1 database${d1Databases === 1 ? '' : 's'}`]
+      : []),
+    ...(durableObjects > 0
+      ? [`the storage of ${durableObjects} Durable Object${durableObjects === 1 ? '' : 's'}`]
       : []),
   ];
   const counts = said.length === 0 ? '' : ` (${said.join(', ')})`;

@@ -203,6 +203,8 @@ export const keys = {
   runtimeObjectsNamespacesPrefix: (name: string) => `fleets/${name}/objects/namespaces/`,
   runtimeObjectsNamespacePrefix: (name: string, namespace: string) =>
     `fleets/${name}/objects/namespaces/${namespace}/`,
+  /** The file of a namespace that holds its pending alarms, not an object. */
+  runtimeObjectsAlarmsFile: 'metadata',
   runtimeObjectLog: (name: string, namespace: string, file: string) =>
     `fleets/${name}/objects/namespaces/${namespace}/${file}/`,
   /**

@@ -31,7 +31,7 @@ export interface ObjectFile {
 }
 
 /** The file of a namespace that holds its alarms rather than an object. */
-export const METADATA_FILE = 'metadata';
+export const METADATA_FILE = keys.runtimeObjectsAlarmsFile;
 const SQLITE = '.sqlite';
 /** How many files a pass or a take copies at once. */
 const PARALLEL = 8;

@@ -10,7 +10,6 @@
 // `:name` and enforced scope on it before any handler runs.
 
 import type { FastifyInstance } from 'fastify';
-import { METADATA_FILE } from '../../../runtime/src/bindings/objects-storage.ts';
 import type { OwnerLeaseRecord } from '../../../runtime/src/bindings/owner-lease.ts';
 import { describeCaller } from '../../auth/caller.ts';
 import { callerOf } from '../../auth/guard.ts';
@@ -69,7 +68,9 @@ export async function objectRoutes(app: FastifyInstance, ctx: NodeContext): Prom
     const prefix = keys.runtimeObjectsNamespacePrefix(name, storageKey);
     const stored = await ctx.store.list(prefix, { recursive: true });
     const objects = new Set(
-      stored.objects.map((o) => o.key.slice(prefix.length).split('/')[0]).filter((f) => f !== METADATA_FILE),
+      stored.objects
+        .map((o) => o.key.slice(prefix.length).split('/')[0])
+        .filter((f) => f !== keys.runtimeObjectsAlarmsFile),
     ).size;
     for (const o of stored.objects) await ctx.store.delete(o.key);
     const actor = describeCaller(callerOf(request));
@@ -108,7 +109,7 @@ async function storedObjects(store: Store, application: string, storageKey: stri
   const listed = await store.list(keys.runtimeObjectsNamespacePrefix(application, storageKey), {
     recursive: false,
   });
-  return listed.prefixes.filter((p) => !p.endsWith(`/${METADATA_FILE}/`)).length;
+  return listed.prefixes.filter((p) => !p.endsWith(`/${keys.runtimeObjectsAlarmsFile}/`)).length;
 }
 
 /** The node holding the application's objects, while its lease is unexpired. */
