@@ -349,6 +349,42 @@ describe('examples/durable-objects', () => {
   });
 });
 
+describe('a cron trigger reaches the same objects', () => {
+  it("the scheduled handler (run in a copy of the worker) increments the serving worker's object", {
+    timeout: 120_000,
+  }, async () => {
+    const bucket = dirBucketEnv(tempDir('do-bucket-'));
+    const project = copyProject(join(EXAMPLES, 'durable-objects'));
+    const config = join(project, 'cell.jsonc');
+    writeFileSync(
+      config,
+      readFileSync(config, 'utf8').replace(
+        '"compatibility_date": "2025-09-01",',
+        '"compatibility_date": "2025-09-01", "triggers": { "crons": ["* * * * *"] },',
+      ),
+    );
+    const source = join(project, 'src', 'index.js');
+    writeFileSync(
+      source,
+      readFileSync(source, 'utf8').replace(
+        'export default {\n',
+        "export default {\n  async scheduled(event, env) {\n    await env.COUNTER.getByName('cron').increment();\n  },\n",
+      ),
+    );
+    assert.match(readFileSync(source, 'utf8'), /async scheduled/);
+    const published = await publish(project, 'cron-objects', bucket);
+    assert.equal(published.code, 0, published.stderr);
+    const cell = await serve('cron-objects', bucket, tempDir('do-state-'), published.published!.deployment);
+    assert.deepEqual(await json(`${cell.url}/cron`, { method: 'POST' }), { name: 'cron', count: 1 });
+    // The next minute's run adds one to the object the fetch handler reached: one instance, not two.
+    await waitFor(
+      async () => (await json(`${cell.url}/cron`)).count === 2,
+      `the cron run to increment the object\n${cell.stderr()}`,
+      75_000,
+    );
+  });
+});
+
 describe('cell publish refuses what it cannot run, before anything is uploaded', () => {
   it('a class the main module does not export fails the load check, naming it', async () => {
     const bucketDir = tempDir('do-bucket-');
