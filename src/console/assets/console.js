@@ -35,8 +35,16 @@
     const wanted = input.value.trim().toLowerCase();
     const table = document.querySelector(input.dataset.filter);
     if (!table) return;
-    for (const row of table.querySelectorAll('[role="rowgroup"]:last-child > [role="row"]'))
-      row.hidden = wanted !== '' && !row.textContent.toLowerCase().includes(wanted);
+    // Rows come in groups (src/console/pages.ts rowGroups); a group left with no row is hidden
+    // too, so an unrendered one does not keep the height it was guessed at.
+    for (const group of table.querySelectorAll('.grid-body')) {
+      let shown = 0;
+      for (const row of group.querySelectorAll(':scope > [role="row"]')) {
+        row.hidden = wanted !== '' && !row.textContent.toLowerCase().includes(wanted);
+        if (!row.hidden) shown++;
+      }
+      group.hidden = shown === 0 && wanted !== '';
+    }
   });
 
   function color(name) {
