@@ -254,6 +254,9 @@ func (f *Follower) start(answer lookAnswer) {
 		_ = os.RemoveAll(answer.Dir)
 		return
 	}
+	if answer.Exclusive {
+		f.stopAllBefore(answer.Label)
+	}
 	if f.active.Load() == nil {
 		f.setStatus(statusStarting, "")
 	}
@@ -273,6 +276,29 @@ func (f *Follower) start(answer lookAnswer) {
 	f.retryAt = time.Time{}
 	f.lastLogged = ""
 	f.promote(next)
+}
+
+// stopAllBefore stops the serving workerd (after its requests, within the stop's bound) and any
+// still draining before a deployment with Durable Objects starts: two workerd processes on one
+// storage folder would each run an instance of the same object (docs/bindings.md "Durable
+// Objects"). Requests meanwhile wait as they do while a deployment starts.
+func (f *Follower) stopAllBefore(label string) {
+	previous := f.active.Swap(nil)
+	f.mu.Lock()
+	draining := make([]*Instance, 0, len(f.draining))
+	for in := range f.draining {
+		draining = append(draining, in)
+	}
+	f.mu.Unlock()
+	if previous != nil {
+		f.setStatus(statusStarting, "")
+		f.log(fmt.Sprintf("cell: stopping %s before %s starts: one workerd at a time opens the Durable Objects", previous.Label, label))
+		previous.Drain(ms(min(f.cfg.DrainMs, f.cfg.StopDrainMs)))
+		previous.Stop(false)
+	}
+	for _, in := range draining {
+		in.Stop(false)
+	}
 }
 
 // failed keeps a selection that failed to start from being tried again before a growing wait,

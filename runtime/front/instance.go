@@ -43,6 +43,9 @@ type Prepared struct {
 	CronSocket    *string  `json:"cronSocket"`
 	Command       []string `json:"command"`
 	Crons         []string `json:"crons"`
+	// Exclusive: the deployment opens storage one workerd at a time may hold (its Durable
+	// Objects), so every other workerd of the process stops before it starts.
+	Exclusive bool `json:"exclusive,omitempty"`
 }
 
 // Instance is one workerd process and the requests in flight to it.

@@ -136,6 +136,8 @@ export async function look(context: LookContext, request: LookRequest): Promise<
       cronSocket: paths.cronSocketPath,
       command: [workerdBinary(context.env), ...workerdArgs(paths)],
       crons: manifest.crons ?? [],
+      // One workerd at a time may open the Durable Objects' storage (docs/bindings.md "Durable Objects").
+      ...((manifest.durable_objects?.classes.length ?? 0) > 0 ? { exclusive: true } : {}),
     };
   } catch (err) {
     if (dir) await rm(dir, { recursive: true, force: true });
