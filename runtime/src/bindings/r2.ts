@@ -231,8 +231,8 @@ export async function handleR2Streamed(
     }
     throw invalidMetadata();
   } catch (err) {
-    // A value not read (a refused put) is drained, so that the socket can answer.
-    request.value?.stream.resume();
+    // A value not read (a refused put, a write that failed) is drained, so that the socket can answer.
+    request.value?.stream.unpipe().resume();
     if (err instanceof R2Refusal) return refusalAnswer(err);
     throw err;
   }
