@@ -5,7 +5,8 @@
 //     none      no call (the request's own cost: client, front, workerd)
 //     own-rpc   JS RPC to its own WorkerEntrypoint (workerd's RPC in one process)
 //     own-fetch fetch to its own default export, alike
-//     fetch     env.B.fetch() to B
+//     fetch     env.B.fetch() to B, a GET
+//     fetch-post  the same with a small body (as an RPC call has), a POST
 //     rpc       env.B.add(1, 2) to B, JS RPC (svc's wrapped binding, the services socket, B's entry)
 //   Same node: B's copy on node a answers (the services socket takes this node's first). Across
 //   nodes: B is then moved to node b only (node selector), and the same calls repeat.
@@ -44,6 +45,7 @@ export default {
       case '/own-rpc': return new Response(String(await env.OWN.add(1, 2)));
       case '/own-fetch': return new Response(await (await env.SELF.fetch('http://self/none')).text());
       case '/fetch': return new Response(await (await env.B.fetch('http://b/')).text());
+      case '/fetch-post': return new Response(await (await env.B.fetch('http://b/', { method: 'POST', body: '[1,2]' })).text());
       case '/rpc': return new Response(String(await env.B.add(1, 2)));
     }
     return new Response('3');
@@ -51,7 +53,7 @@ export default {
 };
 `;
 
-const MODES = ['none', 'own-rpc', 'own-fetch', 'fetch', 'rpc'] as const;
+const MODES = ['none', 'own-rpc', 'own-fetch', 'fetch', 'fetch-post', 'rpc'] as const;
 
 function project(config: Record<string, unknown>, source: string): string {
   const dir = tempDir('services-bench-');
@@ -74,7 +76,7 @@ async function once(a: string, mode: string): Promise<number> {
   const answer = await fetch(`${a}/${mode}`);
   const body = await answer.text();
   const elapsed = performance.now() - t;
-  const expected = mode === 'fetch' ? 'b' : '3';
+  const expected = mode.startsWith('fetch') ? 'b' : '3';
   if (answer.status !== 200 || body !== expected)
     throw new Error(`${mode} answered ${answer.status} ${body}`);
   return elapsed;
@@ -86,10 +88,11 @@ async function measureAll(a: string, label: string): Promise<void> {
   for (const mode of MODES) for (let i = 0; i < WARM_UP; i++) await once(a, mode);
   for (let done = 0; done < count; done += ROUND)
     for (const mode of MODES) for (let i = 0; i < ROUND; i++) times.get(mode)!.push(await once(a, mode));
+  for (const sorted of times.values()) sorted.sort((x, y) => x - y);
   const p50 = (mode: string) => percentile(times.get(mode)!, 50);
   console.log(`\n${label}: mode\tp50 ms\tp99 ms\tcall's own p50 ms\tp50 / own-rpc p50`);
   for (const mode of MODES) {
-    const sorted = times.get(mode)!.sort((x, y) => x - y);
+    const sorted = times.get(mode)!;
     console.log(
       [
         mode,
