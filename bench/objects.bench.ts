@@ -1,4 +1,4 @@
-// Durable Objects on the fleet (docs/bindings.md "Durable Objects", "On the fleet"): what shipping
+// Durable Objects on the fleet (docs/bindings.md "Durable Objects on the fleet"): what shipping
 // the objects' storage to the bucket costs a busy object, the loss bound it gives, and how fast
 // the objects move when their node is lost.
 //   Throughput: wrk against one counter object (each request a write) in real workerd with local

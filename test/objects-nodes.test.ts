@@ -1,4 +1,4 @@
-// Durable Objects moving between nodes (docs/bindings.md "Durable Objects", "On the fleet"): two
+// Durable Objects moving between nodes (docs/bindings.md "Durable Objects on the fleet"): two
 // and three node processes (test/helpers/objects-node.ts: the objects' lease and shipping of
 // runtime/src/bindings/objects-*.ts, each serving real workerd while it holds the objects) on one
 // real MinIO bucket. A counter incremented under load through the holder; the holder killed with

@@ -1,6 +1,6 @@
-// Which node runs an application's Durable Objects (docs/bindings.md "Durable Objects", "One
-// node at a time"): the holder of `fleets/<app>/objects/lease.json` (owner-lease.ts). Every node
-// the application is placed on runs one of these: a standby checks the lease every few seconds
+// Which node runs an application's Durable Objects (docs/bindings.md "Durable Objects on the fleet"):
+// the holder of `fleets/<app>/objects/lease.json` (owner-lease.ts). Each node that may run them
+// runs one of these: a standby checks the lease every few seconds
 // (one GET) and takes it once it is free or expired; the taker restores every object file into a
 // fresh folder (objects-storage.ts), and only then is told to serve. The holder renews the lease,
 // ships the folder every second, and is told to stop serving at once when it cannot renew before

@@ -1,5 +1,5 @@
-// Durable Objects' storage kept in the bucket (docs/bindings.md "Durable Objects", "Storage in the
-// bucket"): workerd keeps each object in `<storage dir>/<namespace>/<id>.sqlite` (WAL mode) and a
+// Durable Objects' storage kept in the bucket (docs/bindings.md "Durable Objects on the fleet"):
+// workerd keeps each object in `<storage dir>/<namespace>/<id>.sqlite` (WAL mode) and a
 // namespace's alarms in `<namespace>/metadata.sqlite`. Each file has a history in D1's layout
 // (d1-log.ts) under `fleets/<app>/objects/namespaces/<namespace>/<file>/`: every pass, each file
 // whose WAL index moved since the last pass is copied consistently from a read connection of its

@@ -1,5 +1,4 @@
-// Durable Objects' storage and lease on the fleet (docs/bindings.md "Durable Objects", "On the
-// fleet"): real workerd writes the objects' SQLite files; the shipper copies them to the bucket
+// Durable Objects' storage and lease (docs/bindings.md "Durable Objects on the fleet"): real workerd writes the objects' SQLite files; the shipper copies them to the bucket
 // while workerd runs, a take restores them (objects and pending alarms) into a fresh folder that
 // another workerd serves on from, and the lease moves the objects between two holders. The bucket
 // is the in-memory store double at the Store seam.
