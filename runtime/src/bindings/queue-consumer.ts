@@ -139,6 +139,9 @@ export async function deliverBatch(
   for (const key of mine) listing.settling.add(key);
   const forget = () => {
     for (const key of mine) listing.settling.delete(key);
+    // Settled means deleted (a retry is written under a new key): a listing taken meanwhile that
+    // still names them would only send the next batch to read objects that are gone.
+    listing.keys = listing.keys.filter((k) => !mine.has(k));
   };
   taken();
   let report: BatchReport | null;
