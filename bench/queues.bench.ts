@@ -5,11 +5,15 @@
 //             through the queue trigger worker); the handler records when it ran. Idle: one
 //             message every 500 ms (the consumer waits between them); loaded: 100 messages/s for
 //             10 s. p50/p99 from the client's send to the handler's start.
+//   Drain:    a backlog of 1,000 messages written straight to the bucket, then consumed with
+//             max_concurrency 1 and as configured: messages/s from the loop's start to the last
+//             handler, so the consumer's rate is seen apart from the producers'.
 //   Cost:     bucket requests on the queue's keys (messages and lease), counted by a proxy in
 //             front of MinIO, per 1,000 messages of the loaded run.
 //   Idle:     100 consumed queues with nothing in them, after their backoff reached its most:
 //             bucket requests over a measured window, scaled to an hour.
-// Run: scripts/with-node node bench/queues.bench.ts [idle seconds] [max_batch_size]   (default 120, 10)
+// Run: scripts/with-node node bench/queues.bench.ts [idle seconds] [max_batch_size] [max_concurrency]
+//      (default 120, 10, unset: up to 10 batches at once)
 // Real parts: MinIO behind a counting proxy (test/helpers/s3-proxy.ts), workerd, the runtime
 // host's bindings socket and consumer loop.
 
@@ -18,6 +22,7 @@ import { existsSync, writeFileSync } from 'node:fs';
 import { request } from 'node:http';
 import { join } from 'node:path';
 import { listenKvSocket } from '../runtime/src/bindings/kv-socket.ts';
+import { newMessageId, putMessage } from '../runtime/src/bindings/queue.ts';
 import { FrontQueues, QUEUE_POLL_MAX_MS, QueueWakers } from '../runtime/src/bindings/queue-runner.ts';
 import { renderWorkerdConfig, workerdBinary } from '../runtime/src/workerd.ts';
 import { keys } from '../src/registry/keys.ts';
@@ -30,6 +35,7 @@ import { tempDir, waitFor } from '../test/helpers/svc.ts';
 
 const idleSeconds = Number(process.argv[2] ?? 120);
 const batchSize = Number(process.argv[3] ?? 10);
+const concurrency = process.argv[4] === undefined ? null : Number(process.argv[4]);
 
 const WORKER = `export default {
   async fetch(request, env) {
@@ -52,7 +58,7 @@ const consumer = (queue: string): QueueConsumer => ({
   max_retries: 3,
   dead_letter_queue: null,
   retry_delay: 0,
-  max_concurrency: null,
+  max_concurrency: concurrency,
 });
 
 function percentile(sorted: number[], p: number): number {
@@ -213,8 +219,57 @@ async function main(): Promise<void> {
       kinds.set(kind, (kinds.get(kind) ?? 0) + 1);
     }
 
-    // Idle cost: 100 consumed queues with nothing in them, once their backoff reached its most.
+    // Drain: 1,000 messages waiting, consumed one batch at a time and then as configured.
     await front.stop();
+    const drains: string[] = [];
+    for (const [n, limit] of [
+      [1, 1],
+      [2, concurrency],
+    ] as const) {
+      const queue = `drain-${n}`;
+      const base = n * 100_000;
+      const now = Date.now();
+      for (let k = 0; k < 1000; k += 50)
+        await Promise.all(
+          Array.from({ length: 50 }, (_, j) =>
+            putMessage(store, 'bench', queue, now, {
+              id: newMessageId(),
+              timestamp_ms: now,
+              content_type: 'json',
+              attempts: 0,
+              body: Buffer.from(JSON.stringify({ i: base + k + j })),
+            }),
+          ),
+        );
+      const drainFront = new FrontQueues({
+        store,
+        application: 'bench',
+        node: 'bench',
+        log: () => {},
+        wakers,
+      });
+      drainFront.prepared(`drain-${n}`, [{ ...consumer(queue), max_concurrency: limit }], trigger);
+      const startMs = Date.now();
+      drainFront.serving(`drain-${n}`);
+      let found = new Map<number, number>();
+      await waitFor(
+        async () => {
+          found = await deliveries(store);
+          for (let i = base; i < base + 1000; i++) if (!found.has(i)) return false;
+          return true;
+        },
+        'the backlog drained',
+        300_000,
+      );
+      await drainFront.stop();
+      let last = 0;
+      for (let i = base; i < base + 1000; i++) last = Math.max(last, found.get(i)!);
+      drains.push(
+        `drain of 1,000 waiting messages, max_concurrency ${limit ?? 'unset'}: last handler ${last - startMs} ms after the loop started = ${((1000 / (last - startMs)) * 1000).toFixed(0)} messages/s`,
+      );
+    }
+
+    // Idle cost: 100 consumed queues with nothing in them, once their backoff reached its most.
     const idleFront = new FrontQueues({ store, application: 'bench', node: 'bench', log: () => {}, wakers });
     idleFront.prepared(
       'd2',
@@ -232,7 +287,7 @@ async function main(): Promise<void> {
     const perHour = (idleCount / ((Date.now() - idleStart) / 1000)) * 3600;
 
     console.log(
-      `Queues: send to handler, MinIO behind a counting proxy, max_batch_size ${batchSize}, max_batch_timeout 0`,
+      `Queues: send to handler, MinIO behind a counting proxy, max_batch_size ${batchSize}, max_batch_timeout 0, max_concurrency ${concurrency ?? 'unset'}`,
     );
     console.log(
       `idle (1 message / 500 ms, ${IDLE_MESSAGES}): p50 ${percentile(idle, 50)} ms  p99 ${percentile(idle, 99)} ms`,
@@ -249,6 +304,7 @@ async function main(): Promise<void> {
     console.log(
       `idle: 100 queues, ${idleCount} requests in ${idleSeconds} s = ${perHour.toFixed(0)} per hour`,
     );
+    for (const line of drains) console.log(line);
     if (log.length > 0) console.log(`consumer log:\n${log.join('\n')}`);
   } finally {
     workerd?.kill('SIGTERM');
