@@ -17,6 +17,7 @@ import {
   type QueueConsumer,
 } from '../../src/runtime-tools/layout.ts';
 import type { Store } from '../../src/store/store.ts';
+import { ObjectsStandby } from './bindings/objects-host.ts';
 import { CellError } from './errors.ts';
 import { instancePaths, materialize, workerdArgs } from './instance.ts';
 import type { SecretsFile } from './secrets.ts';
@@ -141,7 +142,9 @@ export async function look(context: LookContext, request: LookRequest): Promise<
     };
   } catch (err) {
     if (dir) await rm(dir, { recursive: true, force: true });
-    const bucketDown = isProblem(err) && err.code === 'store-unavailable';
+    // Like a bucket that did not answer, standing by for another node's Durable Objects is no
+    // fault of the deployment: the front looks again soon, and takes over once this node may.
+    const bucketDown = (isProblem(err) && err.code === 'store-unavailable') || err instanceof ObjectsStandby;
     return { result: 'failed', selection: bucketDown ? null : selection, message: (err as Error).message };
   }
 }

@@ -25,24 +25,30 @@ export function sweepOrphans(base: string, log: (line: string) => void): void {
     const dir = join(base, name);
     const owner = readNumber(join(dir, 'owner'));
     if (owner === null || isAlive(owner)) continue;
-    let pids: number[] = [];
-    try {
-      pids = readFileSync(join(dir, 'workerd.pids'), 'utf8')
-        .split('\n')
-        .map(Number)
-        .filter((n) => Number.isSafeInteger(n) && n > 0);
-    } catch {
-      // no workerd was started
-    }
-    for (const pid of pids) {
-      // A pid may have been reused since: only a process that is still a workerd is killed.
-      if (isAlive(pid) && commandOf(pid).includes('workerd')) {
-        process.kill(pid, 'SIGKILL');
-        log(`cell: stopped workerd ${pid} left behind by cell ${owner}`);
-      }
-    }
+    for (const pid of killRecordedWorkerds(dir))
+      log(`cell: stopped workerd ${pid} left behind by cell ${owner}`);
     rmSync(dir, { recursive: true, force: true });
   }
+}
+
+/**
+ * Kills (SIGKILL) the workerd processes a `cell serve` recorded in its folder `dir` that still run;
+ * answers their pids. Also how a node that lost its Durable Objects stops their workerd at once.
+ */
+export function killRecordedWorkerds(dir: string): number[] {
+  let pids: number[] = [];
+  try {
+    pids = readFileSync(join(dir, 'workerd.pids'), 'utf8')
+      .split('\n')
+      .map(Number)
+      .filter((n) => Number.isSafeInteger(n) && n > 0);
+  } catch {
+    return []; // no workerd was started
+  }
+  // A pid may have been reused since: only a process that is still a workerd is killed.
+  const killed = pids.filter((pid) => isAlive(pid) && commandOf(pid).includes('workerd'));
+  for (const pid of killed) process.kill(pid, 'SIGKILL');
+  return killed;
 }
 
 function readNumber(path: string): number | null {

@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import { D1Service } from '../../runtime/src/bindings/d1.ts';
 import { type D1Socket, listenD1Socket } from '../../runtime/src/bindings/d1-socket.ts';
 import { type KvSocket, listenKvSocket } from '../../runtime/src/bindings/kv-socket.ts';
+import { HostObjects } from '../../runtime/src/bindings/objects-host.ts';
 import { QueueWakers } from '../../runtime/src/bindings/queue-runner.ts';
 import { D1_SOCKET } from '../../runtime/src/bindings/r2-headers.ts';
 import { listenServiceSocket, type ServiceSocket } from '../../runtime/src/bindings/service.ts';
@@ -34,6 +35,7 @@ export function bindingsSocketPath(stateDir: string): string {
 
 export function runtimeHostService(): DaemonService {
   let socket: HostSocket | null = null;
+  let objects: HostObjects | null = null;
   let bindings: KvSocket | null = null;
   let services: ServiceSocket | null = null;
   let d1: { service: D1Service; socket: D1Socket } | null = null;
@@ -83,16 +85,22 @@ export function runtimeHostService(): DaemonService {
         ),
       };
       ctx.d1 = d1Service;
+      objects = new HostObjects(ctx.store);
       socket = await listenHostSocket(runtimeHostSocketPath(ctx.settings.node.stateDir), {
         store: ctx.store,
         name: `svc ${ctx.version}`,
         log: (line) => log.warn(line),
         bindingsSocket: async () => kv.path,
         queueWakers,
+        objects,
       });
     },
     // On a restart (SIGUSR2) too: the runtimes keep serving, and connect to the next daemon.
     async stop() {
+      // The runtimes serve on (a restart) or were stopped already (a drain): the objects' holders
+      // let go without stopping anything, and the next daemon takes their leases back.
+      await objects?.detach();
+      objects = null;
       await socket?.close();
       socket = null;
       await bindings?.close();

@@ -7,11 +7,12 @@
 // its lease's validity ends on its monotonic clock, or when the bucket shows another node wrote on.
 
 import { randomBytes } from 'node:crypto';
+import { existsSync } from 'node:fs';
 import { mkdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { keys } from '../../../src/registry/keys.ts';
 import type { Store } from '../../../src/store/store.ts';
-import { ObjectsMoved, ObjectsShipper, restoreObjects } from './objects-storage.ts';
+import { ObjectsMoved, ObjectsShipper, restoreObjects, resumeStates } from './objects-storage.ts';
 import { OWNER_LEASE_TTL_MS, OwnerLease, type OwnerLeaseRecord } from './owner-lease.ts';
 
 /** How often a standby looks at the lease. */
@@ -23,8 +24,14 @@ export interface ObjectsHolderOptions {
   store: Store;
   application: string;
   node: string;
-  /** A folder of this node's own: each take gets a fresh folder in it. */
+  /** A folder of this node's own: each take gets a fresh folder in it (unless `storageDir`). */
   dataDir: string;
+  /**
+   * The one folder the objects are kept in on this node (the runtime's storage folder): a take
+   * empties it and restores into it, except when the lease still named this node (a restart),
+   * whose folder is then newer than the bucket and is served on as it is.
+   */
+  storageDir?: string;
   /** Start serving the objects from this storage folder (the application's workerd). */
   serve: (storageDir: string) => Promise<void>;
   /** Stop serving them now: the lease is no longer this node's. */
@@ -109,6 +116,18 @@ export class ObjectsHolder {
     await this.#dropTakeDir();
   }
 
+  /**
+   * Stops looking after the objects without stopping them or giving the lease up: a runtime host
+   * restarting while its workerd serves on; the next host takes the lease back as this node's
+   * (same fence) and serves on from the same folder.
+   */
+  async detach(): Promise<void> {
+    this.#state = 'stopped';
+    if (this.#timer) clearTimeout(this.#timer);
+    if (this.#fenceTimer) clearTimeout(this.#fenceTimer);
+    await this.#step.catch(() => {});
+  }
+
   #schedule(delayMs: number): void {
     if (this.#state === 'stopped') return;
     this.#timer = setTimeout(() => {
@@ -143,11 +162,21 @@ export class ObjectsHolder {
       return;
     }
     this.#state = 'taking';
-    const dir = join(this.#options.dataDir, `take-${acquired.fence}-${randomBytes(4).toString('hex')}`);
+    const fixed = this.#options.storageDir;
+    const dir =
+      fixed ?? join(this.#options.dataDir, `take-${acquired.fence}-${randomBytes(4).toString('hex')}`);
     try {
       this.#takeDir = dir;
+      const resume = fixed !== undefined && acquired.resumed && existsSync(dir);
+      if (fixed && !resume) {
+        // Whatever ran on this folder before is older than the bucket: stopped, then replaced.
+        await this.#options.stopServing('the objects are restored from the bucket');
+        await rm(dir, { recursive: true, force: true });
+      }
       await mkdir(dir, { recursive: true });
-      const states = await restoreObjects(this.#options, dir, this.#options.node);
+      const states = resume
+        ? await resumeStates(this.#options)
+        : await restoreObjects(this.#options, dir, this.#options.node);
       if (!this.#lease.valid()) throw new ObjectsMoved('the lease ran out while the objects were restored');
       this.#shipper = new ObjectsShipper({
         ref: this.#options,
@@ -219,8 +248,10 @@ export class ObjectsHolder {
     await this.#dropTakeDir();
   }
 
+  /** Removes a take's own folder; the one storage folder stays (its next take empties it). */
   async #dropTakeDir(): Promise<void> {
-    if (this.#takeDir) await rm(this.#takeDir, { recursive: true, force: true });
+    if (this.#takeDir && this.#takeDir !== this.#options.storageDir)
+      await rm(this.#takeDir, { recursive: true, force: true });
     this.#takeDir = null;
   }
 }

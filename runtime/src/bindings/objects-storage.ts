@@ -17,7 +17,14 @@ import { join } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
 import { keys, logKeys } from '../../../src/registry/keys.ts';
 import { isCasConflict, type Store } from '../../../src/store/store.ts';
-import { type DatabaseRef, decodeObject, encodeObject, restore, writeSnapshot } from './d1-log.ts';
+import {
+  type DatabaseRef,
+  decodeObject,
+  encodeObject,
+  listGenerations,
+  restore,
+  writeSnapshot,
+} from './d1-log.ts';
 
 export interface ObjectsRef {
   store: Store;
@@ -125,6 +132,20 @@ export async function restoreObjects(
       states.set(fileKey(f), { generation: take, takeGeneration: take, stamp: await walStamp(path) });
       return;
     }
+  });
+  return states;
+}
+
+/**
+ * The state to ship on from when this node resumes the objects with its own folder (the lease
+ * still named it: nobody wrote since): each stored file's newest generation, kept as a fence.
+ */
+export async function resumeStates(ref: ObjectsRef): Promise<Map<string, FileState>> {
+  const states = new Map<string, FileState>();
+  await eachLimited(await listStoredFiles(ref), async (f) => {
+    const newest = (await listGenerations(fileLog(ref, f))).at(-1);
+    if (newest !== undefined)
+      states.set(fileKey(f), { generation: newest, takeGeneration: newest, stamp: '' });
   });
   return states;
 }

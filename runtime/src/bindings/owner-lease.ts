@@ -28,7 +28,10 @@ export const OWNER_LEASE_TTL_MS = 10_000;
 /** The part of the lifetime a holder gives up early, for clock rate differences and slow writes. */
 const safetyMarginMs = (ttlMs: number) => Math.min(2_000, ttlMs / 5);
 
-export type Acquired = { held: true; fence: number } | { held: false; holder: OwnerLeaseRecord };
+/** `resumed`: the lease named this node already (a restart of the holder): nobody held it since. */
+export type Acquired =
+  | { held: true; fence: number; resumed: boolean }
+  | { held: false; holder: OwnerLeaseRecord };
 
 /** `expiry`: another node's lease is free once its expiry is past on this node's wall clock;
  * `observed`: once released, or seen unchanged for `ttlMs` on this node's monotonic clock. */
@@ -92,7 +95,7 @@ export class OwnerLease {
       if (now) return { held: false, holder: now.value };
       throw err;
     }
-    return { held: true, fence };
+    return { held: true, fence, resumed: record?.node === this.#node };
   }
 
   /** Extends the lease; false when someone else changed it (this node must stop serving). */

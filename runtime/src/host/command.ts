@@ -13,6 +13,7 @@ import type { Store } from '../../../src/store/store.ts';
 import { D1Service } from '../bindings/d1.ts';
 import { type D1Socket, listenD1Socket } from '../bindings/d1-socket.ts';
 import { type KvSocket, listenKvSocket } from '../bindings/kv-socket.ts';
+import { HostObjects } from '../bindings/objects-host.ts';
 import { QueueWakers } from '../bindings/queue-runner.ts';
 import { D1_SOCKET } from '../bindings/r2-headers.ts';
 import { listenServiceSocket, type ServiceSocket } from '../bindings/service.ts';
@@ -38,6 +39,8 @@ export async function hostOnStdio(env: NodeJS.ProcessEnv, log: (line: string) =>
   const d1 = new PrivateD1(store, env, hostLog);
   // A producer's message wakes this host's consumer of its queue (docs/bindings.md "Queues").
   const queueWakers = new QueueWakers();
+  // Which node runs the application's Durable Objects (docs/bindings.md "Durable Objects on the fleet").
+  const objects = new HostObjects(store);
   const bindingsSocket = async (stateDir: string) => {
     bindings.socket ??= listenKvSocket(
       join(stateDir, 'bindings.sock'),
@@ -65,7 +68,7 @@ export async function hostOnStdio(env: NodeJS.ProcessEnv, log: (line: string) =>
           process.stdin.destroy();
         },
       },
-      { store, name: CELL_VERSION_LINE, log: hostLog, bindingsSocket, queueWakers },
+      { store, name: CELL_VERSION_LINE, log: hostLog, bindingsSocket, queueWakers, objects },
     );
   } finally {
     await (await bindings.socket?.catch(() => null))?.close();

@@ -7,11 +7,14 @@
 // the order they finish. Log lines about the application go back to the front, which writes them
 // on its stderr with its own, so they land in the application's output.
 
+import { existsSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import type { Store } from '../../../src/store/store.ts';
+import type { HostObjects } from '../bindings/objects-host.ts';
 import { FrontQueues, QueueWakers } from '../bindings/queue-runner.ts';
 import { fireCron, nextCronTimes, postScheduled } from '../cron.ts';
 import { type LookContext, type LookRequest, look } from '../follower.ts';
+import { objectsDir } from '../instance.ts';
 import { type LeaseHolder, leaseKey, releaseLease, writeLease } from '../lease.ts';
 import { SecretsFile } from '../secrets.ts';
 import {
@@ -47,6 +50,11 @@ export interface HostOptions {
    * here takes it at once (docs/bindings.md "Queues"); absent: consumers only poll.
    */
   queueWakers?: QueueWakers;
+  /**
+   * Which node runs each application's Durable Objects (bindings/objects-host.ts); absent: every
+   * front runs its objects from its own storage folder.
+   */
+  objects?: HostObjects;
 }
 
 /** One front's connection, as two streams (a socket is both). */
@@ -65,6 +73,8 @@ interface Front {
   leaseChain: Promise<unknown>;
   /** The queue consumers of the deployment the front serves. */
   queues: FrontQueues;
+  /** Whether a look of this front asked for the Durable Objects' folder. */
+  usesObjects: boolean;
 }
 
 /** Serves one front until its connection ends and what it asked is answered. */
@@ -105,6 +115,7 @@ export async function serveFront(connection: Connection, options: HostOptions): 
   }
   await Promise.all(underWay);
   await front?.queues.stop();
+  if (front?.usesObjects) await options.objects?.release(front.look.application);
 }
 
 /** Answers the hello: the front to serve, or null once it was refused and the connection ended. */
@@ -138,8 +149,9 @@ function greet(
     log,
     wakers: options.queueWakers ?? new QueueWakers(),
   });
-  return {
+  const front: Front = {
     queues,
+    usesObjects: false,
     look: {
       application,
       store: options.store,
@@ -156,6 +168,27 @@ function greet(
     lease: { store: options.store, application, node, log },
     leaseChain: Promise.resolve(),
   };
+  const objects = options.objects;
+  if (objects) {
+    const objectsLook = {
+      application,
+      node,
+      storageDir: objectsDir(front.look.env, application),
+      frontStateDir: stateDir,
+      log,
+      ttlMs: Number(front.look.env.CELL_OBJECTS_LEASE_TTL_MS) || undefined,
+    };
+    front.look.durableObjectsDir = () => {
+      front.usesObjects = true;
+      return objects.storageDir(objectsLook);
+    };
+    // A front that may be serving objects already (its previous host restarted) is checked at once.
+    if (existsSync(objectsLook.storageDir)) {
+      front.usesObjects = true;
+      objects.adopt(objectsLook);
+    }
+  }
+  return front;
 }
 
 async function answer(
