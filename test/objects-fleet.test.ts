@@ -1,0 +1,136 @@
+// Durable Objects on two real nodes (docs/bindings.md "Durable Objects on the fleet"):
+// examples/durable-objects deployed with `--replicas all` to two `svc sail` daemons on one
+// bucket. One node holds the application's objects and serves it; the other's runtime stands by,
+// not ready, so both nodes' routing documents send the application's host to the holder alone. A
+// counter incremented there; the holder's node lost whole (its daemon and every process under it
+// killed with SIGKILL): the other node takes the objects over and serves every acknowledged
+// increment, and the routing sends the host to it.
+
+import assert from 'node:assert/strict';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { keys } from '../src/registry/keys.ts';
+import { type Bucket, call, keyArg, openBucket, type Signer } from './helpers/applications.ts';
+import { EXAMPLES, fetchText, processTree } from './helpers/cell.ts';
+import { CELL_REAL } from './helpers/deploys.ts';
+import { runSvc, type SailProcess, waitFor } from './helpers/svc.ts';
+
+const APP = 'counter';
+const TOKEN = 'objects-fleet-ingress-0123456789';
+const DEADLINE_MS = 90_000;
+
+describe('Durable Objects on two nodes', () => {
+  let bucket: Bucket;
+  let admin: Signer;
+  let nodes: SailProcess[];
+  before(async () => {
+    bucket = await openBucket();
+    admin = await bucket.operator('op-objects', 'admin', ['*']);
+    const flags = ['--cell-bin', CELL_REAL, '--ingress-token', TOKEN, '--platform-domains', 'svc.test'];
+    nodes = [await bucket.sail(flags), await bucket.sail(flags)];
+    const run = await runSvc(
+      [
+        'deploy',
+        join(EXAMPLES, 'durable-objects'),
+        '--name',
+        APP,
+        '--replicas',
+        'all',
+        '--node',
+        nodes[0]!.url,
+        '--key',
+        keyArg(admin),
+      ],
+      { timeoutMs: 120_000 },
+    );
+    assert.equal(run.code, 0, run.stderr);
+  });
+  after(async () => {
+    await bucket.close();
+  });
+
+  /** The application's process on each node: its port and whether it is ready. */
+  async function processes(node: SailProcess): Promise<{ port: number; ready: boolean } | undefined> {
+    const state = (await call(node.url, 'GET', '/v1/state', { signer: admin })).body as {
+      processes?: { application: string; port: number; ready: boolean }[];
+    };
+    return state.processes?.find((p) => p.application === APP);
+  }
+
+  /** The nodes the routing document of `node` sends the application's host to. */
+  async function routedTo(node: SailProcess): Promise<string[]> {
+    const answer = await fetch(`${node.url}/v1/ingress/routes`, {
+      headers: { authorization: `Bearer ${TOKEN}` },
+    });
+    if (answer.status !== 200) return [];
+    const doc = (await answer.json()) as { routes: { host: string; upstreams: { node: string }[] }[] };
+    return (doc.routes.find((r) => r.host === `${APP}.svc.test`)?.upstreams ?? []).map((u) => u.node);
+  }
+
+  async function increment(port: number): Promise<number> {
+    const answer = await fetchText(`http://127.0.0.1:${port}/shared`, { method: 'POST' });
+    assert.equal(answer?.status, 200, answer?.body);
+    return JSON.parse(answer?.body ?? '{}').count;
+  }
+
+  it('one node serves the objects and the routing names it alone; the node lost, the other serves every acknowledged increment', async () => {
+    const holderIndex = await waitFor(
+      async () => {
+        const found = await Promise.all(nodes.map(processes));
+        const ready = found.flatMap((p, i) => (p?.ready ? [i] : []));
+        assert.ok(ready.length <= 1, 'two nodes serve the objects at once');
+        return ready.length === 1 && found.every((p) => p) ? (ready[0] as number) + 1 : 0;
+      },
+      "one node serving, the other's runtime running",
+      DEADLINE_MS,
+    );
+    const holder = nodes[holderIndex - 1] as SailProcess;
+    const other = nodes[2 - holderIndex] as SailProcess;
+    for (const node of nodes)
+      await waitFor(
+        async () => JSON.stringify(await routedTo(node)) === JSON.stringify([holder.nodeId]),
+        `${node.nodeId}'s routing to name ${holder.nodeId} alone`,
+        DEADLINE_MS,
+      );
+    const standby = await processes(other);
+    assert.equal(standby?.ready, false, 'the standby is not ready');
+    assert.equal((await fetchText(`http://127.0.0.1:${standby?.port}/shared`))?.status, 503);
+
+    const port = (await processes(holder))?.port as number;
+    let acknowledged = 0;
+    for (let i = 0; i < 20; i++) acknowledged = await increment(port);
+    // Two ship passes after the last increment: the second began after the first one's PUT.
+    const newest = async () =>
+      (await bucket.store.list(keys.runtimeObjectsNamespacesPrefix(APP), { recursive: true })).objects
+        .map((o) => o.key)
+        .filter((key) => key.endsWith('/snapshot') && !key.includes('/metadata/'))
+        .sort()
+        .at(-1);
+    const first = await waitFor(newest, 'a snapshot');
+    await waitFor(async () => (await newest()) !== first, 'the next pass');
+    const second = await newest();
+    await waitFor(async () => (await newest()) !== second, 'one more pass');
+
+    for (const pid of processTree(holder.child.pid as number)) {
+      try {
+        process.kill(pid, 'SIGKILL');
+      } catch {}
+    }
+    const takenPort = await waitFor(
+      async () => {
+        const p = await processes(other);
+        return p?.ready ? p.port : undefined;
+      },
+      `${other.nodeId} to take the objects over\n${other.log()}`,
+      DEADLINE_MS,
+    );
+    const read = await fetchText(`http://127.0.0.1:${takenPort}/shared`);
+    assert.equal(JSON.parse(read?.body ?? '{}').count, acknowledged, 'every acknowledged increment');
+    assert.equal(await increment(takenPort as number), acknowledged + 1);
+    await waitFor(
+      async () => JSON.stringify(await routedTo(other)) === JSON.stringify([other.nodeId]),
+      `the routing to name ${other.nodeId}`,
+      DEADLINE_MS,
+    );
+  });
+});
