@@ -5,7 +5,7 @@
 // the stand-in, except in the last test, which publishes examples/hello with the real runtime.
 
 import assert from 'node:assert/strict';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, readFileSync, realpathSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { signToken } from '../src/auth/token.ts';
@@ -129,6 +129,49 @@ describe('svc deploy', () => {
     );
     assert.equal(app?.value.replicas, 3);
     assert.deepEqual(app?.value.selector, { zone: 'eu' });
+  });
+
+  test("build.command runs before packing, in build.cwd, with the project's node_modules/.bin on PATH; a failing one stops the deploy", async () => {
+    // The pattern of Cloudflare's Durable Objects templates: a bare `esbuild ...` writing the client
+    // bundle into the assets folder, which `wrangler deploy` runs first (docs/deploys.md "Custom builds").
+    const config = (command: string, cwd?: string) =>
+      JSON.stringify({
+        name: 'shop-built',
+        main: 'src/index.js',
+        compatibility_date: '2025-06-01',
+        build: { command, ...(cwd ? { cwd } : {}) },
+      });
+    const dir = projectDir({
+      'cell.json': config('make-bundle dist/app.js', 'web'),
+      'src/index.js': 'export default {}',
+      'web/.keep': '',
+      'node_modules/.bin/make-bundle':
+        '#!/bin/sh\nmkdir -p "$(dirname "$1")" && echo "$WRANGLER_COMMAND from $(pwd)" > "$1"\n',
+    });
+    chmodSync(join(dir, 'node_modules/.bin/make-bundle'), 0o755);
+    const { code, stdout, stderr } = await svcDeploy([dir, '--node', node.url, '--key', keyArg(admin)]);
+    assert.equal(code, 0, stderr);
+    assert.match(stderr, /svc: running the custom build: make-bundle dist\/app\.js\n[\s\S]*svc: packed/);
+    assert.equal(
+      readFileSync(join(dir, 'web/dist/app.js'), 'utf8'),
+      `deploy from ${realpathSync(join(dir, 'web'))}\n`,
+    );
+    const deployment = /^deployed shop-built ([0-9a-f]{16})/.exec(stdout)?.[1];
+    assert.ok(deployment, stdout);
+    assert.ok(standinRecord(bucket.endpoint, 'shop-built', deployment).files.includes('web/dist/app.js'));
+
+    const failing = projectDir({
+      'cell.json': JSON.stringify({ ...JSON.parse(config('echo half-built; exit 3')), name: 'shop-unbuilt' }),
+      'src/index.js': 'export default {}',
+    });
+    const failed = await svcDeploy([failing, '--node', node.url, '--key', keyArg(admin)]);
+    assert.equal(failed.code, 1, failed.stdout);
+    assert.equal(failed.stdout, '');
+    assert.match(
+      failed.stderr,
+      /half-built\nsvc: Custom build failed: `echo half-built; exit 3` \(build\.command of the worker config\) exited with status 3; its output is above\. Nothing was uploaded\. \[urn:svc:invalid-input\]\n$/,
+    );
+    assert.equal(await bucket.store.stat(keys.application('shop-unbuilt')), null);
   });
 
   test('a failed deploy exits 1 with the record code', async () => {

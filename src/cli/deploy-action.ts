@@ -1,7 +1,8 @@
 // `svc deploy [dir]` (docs/cli.md "svc deploy"): refuses what the command line alone can refuse
-// (deploy-flags.ts), reads and checks the worker config with the runtime's own parser, packs the
-// project (pack.ts), uploads it (deploy-upload.ts), then watches the deploy finish and the new
-// deployment turn ready (deploy-watch.ts). The command itself is declared in deploy.ts.
+// (deploy-flags.ts), reads and checks the worker config with the runtime's own parser, runs its
+// custom build (custom-build.ts), packs the project (pack.ts), uploads it (deploy-upload.ts), then
+// watches the deploy finish and the new deployment turn ready (deploy-watch.ts). The command
+// itself is declared in deploy.ts.
 
 import { join, resolve } from 'node:path';
 import { encodeDeployMetadata } from '../node/deploys/metadata.ts';
@@ -15,6 +16,7 @@ import {
 } from '../runtime-tools/worker-config.ts';
 import { buildDependencies } from './build-inputs.ts';
 import { hasNode, resolveTarget } from './client.ts';
+import { runCustomBuild } from './custom-build.ts';
 import {
   checkWorkerConfigFlag,
   type DeployFlags,
@@ -82,6 +84,8 @@ export async function deployAction(dirArg: string | undefined, flags: DeployFlag
   // user's file and stand for them.
   const converted = config.locate !== undefined;
   if (converted) for (const warning of checked?.warnings ?? []) warn(warning);
+  // wrangler deploy runs the config's custom build before it bundles: so does svc, before packing.
+  if (checked?.custom_build) await runCustomBuild(dir, checked.custom_build);
   const configBytes = editConfig(config, { vars, noBundle });
   const dependencies = await buildDependencies(dir, configBytes);
   const packed = await packProject(dir, config, configBytes, dependencies);

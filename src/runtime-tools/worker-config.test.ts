@@ -54,6 +54,35 @@ describe('the shared worker config parser', () => {
     ]);
   });
 
+  it('reads wrangler\'s custom build (docs/deploys.md "Custom builds") without a warning, refuses a malformed one at its key', () => {
+    const text = (build: string) =>
+      `{\n "main": "a.js",\n "compatibility_date": "2025-01-01",\n "build": ${build}\n}`;
+    const built = parseWorkerConfig(
+      text(
+        '{ "command": "esbuild app.tsx --outdir=public/dist", "cwd": "web", "watch_dir": ["src", "web"] }',
+      ),
+      'cell.jsonc',
+    );
+    assert.deepEqual(built.custom_build, { command: 'esbuild app.tsx --outdir=public/dist', cwd: 'web' });
+    assert.deepEqual(built.warnings, []);
+    assert.deepEqual(built.ignored, []);
+    assert.equal(parseWorkerConfig(text('{ "watch_dir": "src" }'), 'cell.jsonc').custom_build, null);
+    assert.equal(parseWorkerConfig(text('{}'), 'cell.jsonc').custom_build, null);
+    assert.match(refusal(text('"npm run build"')).message, /^cell\.jsonc:4:2: "build" must be an object/);
+    assert.match(
+      refusal(text('{ "command": "" }')).message,
+      /^cell\.jsonc:4:13: "build\.command" must be a non-empty string/,
+    );
+    assert.match(
+      refusal(text('{ "command": "x", "cwd": 1 }')).message,
+      /^cell\.jsonc:4:29: "build\.cwd" must be/,
+    );
+    assert.match(
+      refusal(text('{ "watch_dir": [1] }')).message,
+      /^cell\.jsonc:4:13: "build\.watch_dir" must be/,
+    );
+  });
+
   it('treats __proto__ as an ordinary key', () => {
     const config = parseWorkerConfig(
       '{"main":"a.js","compatibility_date":"2025-01-01","__proto__":{"env":1}}',

@@ -65,6 +65,11 @@ export interface WorkerConfig {
     jsx_fragment: string | null;
     tsconfig: string | null;
   };
+  /**
+   * wrangler's custom build (`build.command`, `build.cwd`): the command `svc deploy` runs before it
+   * packs the project; null when the config names none. `build.watch_dir` is for `wrangler dev`.
+   */
+  custom_build: CustomBuild | null;
   /** `kv_namespaces`: each binding name and the namespace id its data is kept under. */
   kv_namespaces: KvNamespaceBinding[];
   /** `r2_buckets`: each binding name and the bucket name its objects are kept under. */
@@ -84,6 +89,12 @@ export interface WorkerConfig {
   ignored: string[];
   /** One sentence per thing the user should know but that does not stop the deploy. */
   warnings: string[];
+}
+
+/** wrangler's custom build: a shell command, run in `cwd` (relative to the project) or the project. */
+export interface CustomBuild {
+  command: string;
+  cwd: string | null;
 }
 
 /** A Durable Object class as the migrations leave it: named now `class_name`, created as `first_name`. */
@@ -225,6 +236,7 @@ const KNOWN_KEYS = [
   'queues',
   'durable_objects',
   'migrations',
+  'build',
 ];
 
 const VAR_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
@@ -509,6 +521,7 @@ export function parseWorkerConfig(text: string, file: string, options: ParseOpti
     base_dir: typeof doc.base_dir === 'string' ? doc.base_dir : null,
     preserve_file_names: doc.preserve_file_names === true,
     build: parseBuildOptions(doc, bad),
+    custom_build: parseCustomBuild(doc, bad),
     kv_namespaces: kvNamespaces,
     r2_buckets: r2Buckets,
     services,
@@ -1097,6 +1110,29 @@ function parseBuildOptions(
     jsx_fragment: text('jsx_fragment'),
     tsconfig: text('tsconfig'),
   };
+}
+
+/**
+ * wrangler's `build` table, as wrangler types it: `command` and `cwd` strings, `watch_dir` a
+ * string or strings (only `wrangler dev` watches it). `{}` or no `command` builds nothing.
+ */
+function parseCustomBuild(
+  doc: Record<string, unknown>,
+  bad: (path: KeyPath, why: string) => WorkerConfigError,
+): CustomBuild | null {
+  const build = doc.build;
+  if (build === undefined) return null;
+  if (!isObject(build)) throw bad(['build'], 'must be an object, such as { "command": "npm run build" }');
+  const { command, cwd, watch_dir: watch } = build;
+  if (command !== undefined && (typeof command !== 'string' || command.trim() === ''))
+    throw bad(['build', 'command'], 'must be a non-empty string: the shell command to run before the deploy');
+  if (cwd !== undefined && (typeof cwd !== 'string' || cwd.trim() === ''))
+    throw bad(['build', 'cwd'], 'must be a non-empty string: a directory relative to the project');
+  const paths = Array.isArray(watch) ? watch : [watch];
+  if (watch !== undefined && !paths.every((path) => typeof path === 'string'))
+    throw bad(['build', 'watch_dir'], 'must be a directory or a list of directories');
+  if (command === undefined) return null;
+  return { command, cwd: (cwd as string | undefined) ?? null };
 }
 
 /** The types whose defaults wrangler adds after the config's rules while bundling. */
