@@ -7,7 +7,8 @@
 //             10 s. p50/p99 from the client's send to the handler's start.
 //   Drain:    a backlog of 1,000 messages written straight to the bucket, then consumed with
 //             max_concurrency 1 and as configured: messages/s from the loop's start to the last
-//             handler, so the consumer's rate is seen apart from the producers'.
+//             handler, so the consumer's rate is seen apart from the producers'; then the same
+//             with a handler that takes 200 ms a batch (queues `slow-*`).
 //   Cost:     bucket requests on the queue's keys (messages and lease), counted by a proxy in
 //             front of MinIO, per 1,000 messages of the loaded run.
 //   Idle:     100 consumed queues with nothing in them, after their backoff reached its most:
@@ -46,6 +47,8 @@ const WORKER = `export default {
   async queue(batch, env) {
     // One KV write per batch records it, so the observer costs the bucket one PUT a batch.
     const delivered = Date.now();
+    // The slow drains' handler waits 200 ms, as one calling another service would.
+    if (batch.queue.startsWith('slow-')) await new Promise((resolve) => setTimeout(resolve, 200));
     await env.SEEN.put(crypto.randomUUID(), JSON.stringify(batch.messages.map((m) => ({ i: m.body.i, delivered }))));
   },
 };
@@ -222,11 +225,12 @@ async function main(): Promise<void> {
     // Drain: 1,000 messages waiting, consumed one batch at a time and then as configured.
     await front.stop();
     const drains: string[] = [];
-    for (const [n, limit] of [
-      [1, 1],
-      [2, concurrency],
+    for (const [n, limit, queue] of [
+      [1, 1, 'drain-1'],
+      [2, concurrency, 'drain-2'],
+      [3, 1, 'slow-1'],
+      [4, concurrency, 'slow-2'],
     ] as const) {
-      const queue = `drain-${n}`;
       const base = n * 100_000;
       const now = Date.now();
       for (let k = 0; k < 1000; k += 50)
@@ -265,7 +269,7 @@ async function main(): Promise<void> {
       let last = 0;
       for (let i = base; i < base + 1000; i++) last = Math.max(last, found.get(i)!);
       drains.push(
-        `drain of 1,000 waiting messages, max_concurrency ${limit ?? 'unset'}: last handler ${last - startMs} ms after the loop started = ${((1000 / (last - startMs)) * 1000).toFixed(0)} messages/s`,
+        `drain of 1,000 waiting messages${queue.startsWith('slow') ? ', handler 200 ms a batch' : ''}, max_concurrency ${limit ?? 'unset'}: last handler ${last - startMs} ms after the loop started = ${((1000 / (last - startMs)) * 1000).toFixed(0)} messages/s`,
       );
     }
 
