@@ -15,7 +15,7 @@ import { durableObjectStorageKey } from '../src/runtime-tools/layout.ts';
 import { type Bucket, keyArg, openBucket, type Signer } from './helpers/applications.ts';
 import { assertRefused, deployThroughNode, readyPort } from './helpers/binding-data.ts';
 import { CELL_BIN } from './helpers/cell.ts';
-import { runSvc, type SailProcess, tempDir } from './helpers/svc.ts';
+import { runSvc, type SailProcess, tempDir, waitFor } from './helpers/svc.ts';
 
 const APP = 'shop-web';
 
@@ -39,13 +39,9 @@ async function stored(namespace: string, file: string): Promise<void> {
   await writeSnapshot(log, 1, { time_ms: Date.now(), index: 0 }, new Uint8Array([1, 2, 3]));
 }
 
-before(async () => {
-  bucket = await openBucket();
-  const admin = await bucket.operator('op-admin', 'admin', ['*']);
-  shop = await bucket.operator('op-shop', 'operator', ['shop-*']);
-  other = await bucket.operator('op-other', 'operator', ['other-*']);
-  node = await bucket.sail(['--cell-bin', CELL_BIN, '--cell-env', 'CELL_DRAIN_MS=2000']);
-  await deployThroughNode(node, shop, {
+/** The project: a live class Counter and a class Old that a deleted_classes migration removed. */
+function project(text: string): Record<string, string> {
+  return {
     'cell.jsonc': JSON.stringify({
       name: APP,
       main: 'index.js',
@@ -58,11 +54,20 @@ before(async () => {
     }),
     'index.js': `import { DurableObject } from 'cloudflare:workers';
 export class Counter extends DurableObject {
-  fetch() { return new Response('counter'); }
+  fetch() { return new Response('counter${text}'); }
 }
 export default { fetch: () => new Response('ok') };
 `,
-  });
+  };
+}
+
+before(async () => {
+  bucket = await openBucket();
+  const admin = await bucket.operator('op-admin', 'admin', ['*']);
+  shop = await bucket.operator('op-shop', 'operator', ['shop-*']);
+  other = await bucket.operator('op-other', 'operator', ['other-*']);
+  node = await bucket.sail(['--cell-bin', CELL_BIN, '--cell-env', 'CELL_DRAIN_MS=2000']);
+  await deployThroughNode(node, shop, project(''));
   await readyPort(node, admin, APP);
   await bucket.application('shop-empty');
 });
@@ -93,6 +98,13 @@ describe('svc objects through a node', () => {
     const counterKey = before.classes[0]?.storage_key as string;
     assert.equal(counterKey, durableObjectStorageKey(APP, 'Counter'));
     const oldKey = durableObjectStorageKey(APP, 'Old');
+    // The holder's first pass (it removes a deleted class's stored objects first) is done once the
+    // namespace's alarms file is shipped: objects stored before it would be removed with the class.
+    const alarms = keys.runtimeObjectLog(APP, counterKey, keys.runtimeObjectsAlarmsFile);
+    await waitFor(
+      async () => (await bucket.store.list(alarms, { recursive: true })).objects.length > 0,
+      'the first pass',
+    );
     await stored(counterKey, 'a'.repeat(64));
     await stored(counterKey, 'b'.repeat(64));
     await stored(oldKey, 'c'.repeat(64));
@@ -174,6 +186,24 @@ describe('svc objects through a node', () => {
     assertRefused(
       await svc(['objects', 'list', '--name', 'shop-web', '--key', keyArg(shop)]),
       /^svc: No node to ask: pass --node <url>, or add a remote with svc remote add \[urn:svc:invalid-input\]\n$/,
+    );
+  });
+});
+
+describe('a deleted_classes migration', () => {
+  test("a deployment started with it removes the deleted class's stored objects from the bucket", async () => {
+    const oldKey = durableObjectStorageKey(APP, 'Old');
+    await stored(oldKey, 'e'.repeat(64));
+    assert.equal((await listed()).classes.find((c) => c.class_name === 'Old')?.objects, 1);
+    await deployThroughNode(node, shop, project(' v2'));
+    const prefix = keys.runtimeObjectsNamespacePrefix(APP, oldKey);
+    await waitFor(
+      async () => (await bucket.store.list(prefix, { recursive: true })).objects.length === 0,
+      "the deleted class's objects removed",
+    );
+    assert.deepEqual(
+      (await listed()).classes.map((c) => c.class_name),
+      ['Counter'],
     );
   });
 });

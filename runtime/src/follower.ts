@@ -41,7 +41,7 @@ export interface LookContext {
   /** The runtime host's bindings socket, for a deployment with KV bindings (instance.ts). */
   bindingsSocket?: () => Promise<string>;
   /** Where the deployment's Durable Objects are kept (instance.ts `MaterializeContext`). */
-  durableObjectsDir?: () => Promise<string>;
+  durableObjectsDir?: (deletedStorageKeys: string[]) => Promise<string>;
   /**
    * Told of a deployment laid out to start that consumes queues: what it consumes and where its
    * queue trigger will listen (bindings/queue-runner.ts runs them once the front serves it).

@@ -88,7 +88,7 @@ export interface MaterializeContext {
    * `durableObjects` says what it writes there), asked only of a deployment with Durable Objects;
    * absent: `objectsDir(env, application)`. The publish load check names a throwaway one.
    */
-  durableObjectsDir?: () => Promise<string>;
+  durableObjectsDir?: (deletedStorageKeys: string[]) => Promise<string>;
 }
 
 /**
@@ -263,7 +263,7 @@ export async function materialize(
   const objects = m.durable_objects;
   if (objects) {
     const storageDir = context.durableObjectsDir
-      ? await context.durableObjectsDir()
+      ? await context.durableObjectsDir(objects.deleted.map((d) => d.storage_key))
       : objectsDir(context.env, application);
     await mkdir(storageDir, { recursive: true, mode: 0o700 });
     // A deleted_classes migration drops the class's objects (storage keys name no path but a folder).

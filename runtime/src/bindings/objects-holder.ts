@@ -116,6 +116,11 @@ export class ObjectsHolder {
     await this.#dropTakeDir();
   }
 
+  /** Deletes the stored objects of these namespaces (deleted classes) at the next pass, and ships them no more. */
+  dropNamespaces(namespaces: string[]): void {
+    this.#shipper?.drop(namespaces);
+  }
+
   /**
    * Stops looking after the objects without stopping them or giving the lease up: a runtime host
    * restarting while its workerd serves on; the next host takes the lease back as this node's

@@ -26,6 +26,8 @@ export interface ObjectsLook {
   log: (line: string) => void;
   /** The lease's lifetime (`CELL_OBJECTS_LEASE_TTL_MS`; tests shorten it). */
   ttlMs?: number;
+  /** Storage keys of the classes the deployment's `deleted_classes` migrations removed. */
+  deleted?: string[];
 }
 
 interface Held {
@@ -52,7 +54,11 @@ export class HostObjects {
     while (held.holder.state !== 'holding' && held.holder.holder === null && Date.now() < deadline)
       await new Promise((resolve) => setTimeout(resolve, 50));
     const dir = held.holder.storageDir;
-    if (dir) return dir;
+    if (dir) {
+      // The deleted classes' objects go from the bucket too, by the holder alone.
+      if (look.deleted?.length) held.holder.dropNamespaces(look.deleted);
+      return dir;
+    }
     const by = held.holder.holder?.node;
     throw new ObjectsStandby(
       by

@@ -220,9 +220,23 @@ export class ObjectsShipper {
   readonly #options: ShipperOptions;
   #moved = false;
   #copies = 0;
+  /** Namespaces of deleted classes: removed from the bucket at the next pass, never shipped again. */
+  readonly #dropped = new Set<string>();
+  #toDelete = new Set<string>();
 
   constructor(options: ShipperOptions) {
     this.#options = options;
+  }
+
+  /**
+   * A `deleted_classes` migration removed these namespaces: their stored objects go at the next
+   * pass (each deployment that starts with the migration asks again: one LIST per class).
+   */
+  drop(namespaces: string[]): void {
+    for (const namespace of namespaces) {
+      this.#dropped.add(namespace);
+      this.#toDelete.add(namespace);
+    }
   }
 
   /** One pass over every file; throws ObjectsMoved once another node wrote a history on. */
@@ -231,11 +245,24 @@ export class ObjectsShipper {
     const { dir, scratchDir } = this.#options;
     await mkdir(scratchDir, { recursive: true });
     const startedMs = Date.now();
+    await this.#deleteDropped();
     let shipped = 0;
-    await eachLimited(await listLocalFiles(dir), async (f) => {
+    const files = (await listLocalFiles(dir)).filter((f) => !this.#dropped.has(f.namespace));
+    await eachLimited(files, async (f) => {
       if (await this.#shipFile(f)) shipped++;
     });
     return { shipped, startedMs };
+  }
+
+  async #deleteDropped(): Promise<void> {
+    const { ref, mayShip } = this.#options;
+    for (const namespace of this.#toDelete) {
+      if (!mayShip()) throw new ObjectsMoved('the objects lease ran out');
+      const prefix = keys.runtimeObjectsNamespacePrefix(ref.application, namespace);
+      for (const o of (await ref.store.list(prefix, { recursive: true })).objects)
+        await ref.store.delete(o.key);
+      this.#toDelete.delete(namespace);
+    }
   }
 
   async #shipFile(f: ObjectFile): Promise<boolean> {

@@ -109,6 +109,28 @@ test('a former holder whose files another node took over finds its next write re
   await w.stop();
 });
 
+test("a deleted class's namespace: its stored objects go from the bucket at the next pass, and are shipped no more", async () => {
+  const store = new MemoryStore();
+  const dir = await tempDir('objects-a-');
+  const w = await startCounterWorkerd(dir);
+  await call(w, '/inc?o=a');
+  const shipper = new ObjectsShipper({
+    ref: ref(store),
+    dir,
+    scratchDir: await tempDir('objects-copies-'),
+    mayShip: () => true,
+    states: new Map(),
+  });
+  assert.equal((await shipper.pass()).shipped, 2);
+  const prefix = keys.runtimeObjectsNamespacePrefix('app', 'app-Counter');
+  assert.ok((await store.list(prefix, { recursive: true })).objects.length > 0);
+  shipper.drop(['app-Counter']);
+  await call(w, '/inc?o=a');
+  assert.equal((await shipper.pass()).shipped, 0);
+  assert.deepEqual((await store.list(prefix, { recursive: true })).objects, []);
+  await w.stop();
+});
+
 /** One node's holder, serving through a workerd of its own while it holds the objects. */
 function holderOn(store: Store, node: string, dataDir: string, ttlMs: number) {
   const events: string[] = [];

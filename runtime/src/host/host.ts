@@ -178,9 +178,9 @@ function greet(
       log,
       ttlMs: Number(front.look.env.CELL_OBJECTS_LEASE_TTL_MS) || undefined,
     };
-    front.look.durableObjectsDir = () => {
+    front.look.durableObjectsDir = (deleted) => {
       front.usesObjects = true;
-      return objects.storageDir(objectsLook);
+      return objects.storageDir({ ...objectsLook, deleted });
     };
     // A front that may be serving objects already (its previous host restarted) is checked at once.
     if (existsSync(objectsLook.storageDir)) {
