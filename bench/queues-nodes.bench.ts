@@ -1,4 +1,4 @@
-// Queues across nodes (docs/bindings.md "Queues", "A message sent on another node"): how long a
+// Queues across nodes (docs/bindings.md "Queues", the part on a message sent on another node): how long a
 // message takes from `send()` to the consumer's handler when it is sent on one node and the queue
 // is delivered by another. Two `svc sail` daemons on one bucket serve a worker with
 // `--replicas all`; a first message's handler runs for the whole run on one node, so that node

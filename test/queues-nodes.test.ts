@@ -1,4 +1,4 @@
-// Queues on two real nodes (docs/bindings.md "Queues", "A message sent on another node"): a worker
+// Queues on two real nodes (docs/bindings.md "Queues", the part on a message sent on another node): a worker
 // deployed with `--replicas all` to two `svc sail` daemons on one bucket. A message whose handler
 // runs for 45 s keeps the queue's lease on the node delivering it; once that node's consumer loop is
 // deep in its listing backoff (its next listing more than 15 s away), a message sent on the other

@@ -1,5 +1,5 @@
-// Queue consumers kept running (docs/bindings.md "Queues", "Several batches at once" and "One
-// node delivers a queue"): in real workerd, a backlog is delivered in batches that run at once, up
+// Queue consumers kept running (docs/bindings.md "Queues", the parts on batches at once
+// and on one node delivering a queue): in real workerd, a backlog is delivered in batches that run at once, up
 // to `max_concurrency` and no more, each message in one batch only; two nodes consuming one queue
 // on one bucket never run batches of it at the same time; and a node that finds the queue held by
 // the other tells it (`QueueWakers.nudge`, here wired straight to the other node's wakers instead

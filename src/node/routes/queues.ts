@@ -7,7 +7,7 @@
 // Tier `operator-or-workload`, as the KV routes: the guard has authenticated the caller, checked
 // `:name` and enforced scope on it before any handler runs.
 //
-// And the wake (docs/bindings.md "Queues", "A message sent on another node"): a node whose
+// And the wake (docs/bindings.md "Queues", the part on a message sent on another node): a node whose
 // consumer finds a queue held by another node tells that node, which wakes its consumer loops of
 // the queue at once instead of at their next listing. Tier `node-or-operator`: nodes send it under
 // a node token; it only makes a loop look at the bucket, so an operator may send it too.
