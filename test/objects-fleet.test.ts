@@ -94,7 +94,14 @@ describe('Durable Objects on two nodes', () => {
       );
     const standby = await processes(other);
     assert.equal(standby?.ready, false, 'the standby is not ready');
-    assert.equal((await fetchText(`http://127.0.0.1:${standby?.port}/shared`))?.status, 503);
+    // Its front answers once it listens (it may have just been started).
+    const statuses = new Set<number | undefined>();
+    await waitFor(async () => {
+      const status = (await fetchText(`http://127.0.0.1:${standby?.port}/shared`))?.status;
+      statuses.add(status);
+      return status === 503;
+    }, "the standby's port to answer 503");
+    assert.ok(!statuses.has(200), 'the standby never served the application');
 
     const port = (await processes(holder))?.port as number;
     let acknowledged = 0;
