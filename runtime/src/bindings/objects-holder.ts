@@ -243,6 +243,7 @@ export class ObjectsHolder {
     const wasServing = this.#serving;
     this.#serving = false;
     if (this.#state !== 'stopped') this.#state = 'standby';
+    this.#holder = null; // known again at the next look at the lease
     this.#shipper = null;
     this.#lastShip = null;
     if (this.#fenceTimer) clearTimeout(this.#fenceTimer);

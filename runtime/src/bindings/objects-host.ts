@@ -67,6 +67,17 @@ export class HostObjects {
     );
   }
 
+  /**
+   * Why a look of the application's front need not be made, while another node holds its objects
+   * (the holder here checks the lease meanwhile); null when this node holds or may take them.
+   */
+  standingBy(application: string): string | null {
+    const holder = this.#held.get(application)?.holder;
+    const record = holder?.state === 'standby' ? holder.holder : null;
+    if (!record || record.expires_ms <= Date.now()) return null;
+    return `node ${record.node} holds the Durable Objects of ${application}: this node stands by`;
+  }
+
   /** Stops serving an application's objects here (its front went away) and gives the lease up. */
   async release(application: string): Promise<void> {
     const held = this.#held.get(application);

@@ -75,6 +75,7 @@ interface Front {
   queues: FrontQueues;
   /** Whether a look of this front asked for the Durable Objects' folder. */
   usesObjects: boolean;
+  objects: HostObjects | null;
 }
 
 /** Serves one front until its connection ends and what it asked is answered. */
@@ -152,6 +153,7 @@ function greet(
   const front: Front = {
     queues,
     usesObjects: false,
+    objects: options.objects ?? null,
     look: {
       application,
       store: options.store,
@@ -201,6 +203,9 @@ async function answer(
       const request = lookRequest(f);
       // The front names the deployment it serves: its queue consumers run, any others stop.
       front.queues.serving(request.active?.deployment ?? null);
+      // A front standing by for another node's Durable Objects looks at nothing until they move.
+      const standby = front.usesObjects ? front.objects?.standingBy(front.look.application) : null;
+      if (standby) return { result: 'failed', selection: null, message: standby };
       return { ...(await look(front.look, request)) };
     }
     case 'lease': {
