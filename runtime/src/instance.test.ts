@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import type { Manifest } from '../../src/runtime-tools/layout.ts';
-import { instancePaths, materialize } from './instance.ts';
+import { instancePaths, materialize, objectsDir } from './instance.ts';
 
 const CODE = new TextEncoder().encode('export default { fetch: () => new Response("hi") };');
 
@@ -86,5 +86,12 @@ describe('materialize with R2 bindings', () => {
       ),
       /FILES is both an R2 bucket binding of shop\/v1 and a secret; remove the secret \(svc app secret remove\) or rename the binding/,
     );
+  });
+});
+
+describe('objectsDir', () => {
+  it("takes the node's CELL_OBJECTS_DIR first, else a folder of CELL_STATE_DIR", () => {
+    assert.equal(objectsDir({ CELL_OBJECTS_DIR: '/srv/o', CELL_STATE_DIR: '/s' }, 'shop'), '/srv/o/shop');
+    assert.equal(objectsDir({ CELL_STATE_DIR: '/s' }, 'shop'), '/s/objects/shop');
   });
 });

@@ -11,6 +11,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { keys } from '../../src/registry/keys.ts';
 import { egressEntriesFor } from '../../src/runtime-contract/egress.ts';
+import { OBJECTS_DIR_VARIABLE } from '../../src/runtime-contract/environment.ts';
 import {
   isModulePath,
   type Manifest,
@@ -93,10 +94,12 @@ export interface MaterializeContext {
 
 /**
  * Where `cell serve` keeps an application's Durable Objects unless told otherwise:
- * `<CELL_STATE_DIR>/objects/<application>/` (else under the system temp), beside the private
- * folders, so a restarted process finds them (docs/bindings.md "Durable Objects").
+ * `<CELL_OBJECTS_DIR>/<application>/` (a node daemon names a folder of its state directory), else
+ * `<CELL_STATE_DIR>/objects/<application>/` (else under the system temp), so a restarted process
+ * finds them (docs/bindings.md "Durable Objects").
  */
 export function objectsDir(env: NodeJS.ProcessEnv, application: string): string {
+  if (env[OBJECTS_DIR_VARIABLE]) return join(env[OBJECTS_DIR_VARIABLE], application);
   return join(env.CELL_STATE_DIR || tmpdir(), 'objects', application);
 }
 

@@ -106,11 +106,19 @@ export function readServeIdentity(env: NodeJS.ProcessEnv): ServeIdentity | strin
  * An operator's `--cell-env` value for a variable wins over what the node would set.
  */
 export function serveOptionsEnvironment(
-  options: { otel: boolean; secretsFile?: string; unsupervisedExitMs: number; hostSocket?: string },
+  options: {
+    otel: boolean;
+    secretsFile?: string;
+    unsupervisedExitMs: number;
+    hostSocket?: string;
+    objectsDir?: string;
+  },
   cellEnv: Record<string, string>,
 ): Record<string, string> {
   const env: Record<string, string> = {};
   if (options.hostSocket) env[HOST_SOCKET_VARIABLE] = options.hostSocket;
+  if (options.objectsDir && !Object.hasOwn(cellEnv, OBJECTS_DIR_VARIABLE))
+    env[OBJECTS_DIR_VARIABLE] = options.objectsDir;
   if (options.otel && !Object.hasOwn(cellEnv, 'CELL_OTEL')) env.CELL_OTEL = '1';
   if (!Object.hasOwn(cellEnv, UNSUPERVISED_EXIT_VARIABLE))
     env[UNSUPERVISED_EXIT_VARIABLE] = String(options.unsupervisedExitMs);
@@ -126,6 +134,13 @@ export const UNSUPERVISED_EXIT_VARIABLE = 'CELL_UNSUPERVISED_EXIT_MS';
  * what a runtime needs from the bucket. Without it, `cell serve` starts a private host.
  */
 export const HOST_SOCKET_VARIABLE = 'CELL_HOST_SOCKET';
+
+/**
+ * The folder under which a runtime keeps each application's Durable Objects
+ * (`<folder>/<application>/`, docs/bindings.md "Durable Objects"): a node daemon names one in its
+ * state directory, which outlives the process and the machine's temp folder.
+ */
+export const OBJECTS_DIR_VARIABLE = 'CELL_OBJECTS_DIR';
 
 /** Reads `serveOptionsEnvironment` back (the unsupervised bound apart). */
 export function readServeOptions(env: NodeJS.ProcessEnv): {

@@ -344,6 +344,7 @@ function defaultSupervisor(
     processFile: join(ctx.settings.node.stateDir, 'processes.json'),
     portFile: join(ctx.settings.node.stateDir, 'ports.json'),
     hostSocket: runtimeHostSocketPath(ctx.settings.node.stateDir),
+    objectsDir: join(ctx.settings.node.stateDir, 'objects'),
     onReadinessChange,
     secretsFile,
     limits: new ApplicationLimits({

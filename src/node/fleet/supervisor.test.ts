@@ -200,6 +200,16 @@ test('runtimeEnv: cell-env may not override the contract or the bucket; CELL_OTE
     cellEnv: { CELL_UNSUPERVISED_EXIT_MS: '5000' },
   });
   assert.equal(bounded.CELL_UNSUPERVISED_EXIT_MS, '5000');
+  // Durable Objects live in the node's state directory, which outlives the machine's temp folder.
+  const node = { bucketEnv: {}, application: 'a', nodeId: 'n', port: 1, bindHost: 'h', base: {} };
+  assert.equal(
+    runtimeEnv({ ...node, cellEnv: {}, objectsDir: '/var/lib/svc/objects' }).CELL_OBJECTS_DIR,
+    '/var/lib/svc/objects',
+  );
+  assert.equal(
+    runtimeEnv({ ...node, cellEnv: { CELL_OBJECTS_DIR: '/srv/o' }, objectsDir: '/x' }).CELL_OBJECTS_DIR,
+    '/srv/o',
+  );
 });
 
 test('healthUrl probes a wildcard bind on loopback and brackets IPv6', () => {

@@ -82,6 +82,8 @@ export interface SupervisorOptions {
   bucketEnv: Record<string, string>;
   /** The node's runtime host socket (CELL_HOST_SOCKET); without it each runtime starts its own host. */
   hostSocket?: string;
+  /** Where runtimes keep Durable Objects (CELL_OBJECTS_DIR), unless `cellEnv` names it. */
+  objectsDir?: string;
   log: Pick<Logger, 'info' | 'warn' | 'error'>;
   /** Gives each process `CELL_OTEL=1` unless `cellEnv` states `CELL_OTEL`. */
   observability?: boolean;
@@ -522,6 +524,7 @@ export class Supervisor {
           port,
           secretsFile: this.#options.secretsFile?.(m.application),
           hostSocket: this.#options.hostSocket,
+          objectsDir: this.#options.objectsDir,
         }),
         stdio: ['ignore', 'pipe', 'pipe'],
         // Its own process group, so a kill reaches the workerd processes it starts.
@@ -761,6 +764,7 @@ export function runtimeEnv(input: {
   bindHost: string;
   secretsFile?: string;
   hostSocket?: string;
+  objectsDir?: string;
   base?: NodeJS.ProcessEnv;
 }): Record<string, string> {
   const env = runtimeBaseEnvironment(input.base ?? process.env, input.cellEnv);
@@ -772,6 +776,7 @@ export function runtimeEnv(input: {
         secretsFile: input.secretsFile,
         unsupervisedExitMs: UNSUPERVISED_EXIT_MS,
         hostSocket: input.hostSocket,
+        objectsDir: input.objectsDir,
       },
       input.cellEnv,
     ),
