@@ -4,22 +4,9 @@
 // (docs/api.md "Durable Objects").
 
 import type { Command } from 'commander';
+import type { ObjectsAnswer } from '../node/routes/objects.ts';
 import { callApplication, type DataFlags, dataCommand, dataTarget } from './binding-data.ts';
 import { say, table } from './output.ts';
-
-interface ObjectsAnswer {
-  application: string;
-  deployment: string | null;
-  holder: { node: string; until_ms: number } | null;
-  classes: {
-    class_name: string;
-    storage_key: string;
-    state: 'live' | 'deleted';
-    sql: boolean;
-    bindings: string[];
-    objects: number;
-  }[];
-}
 
 type ListFlags = DataFlags & { json?: boolean };
 

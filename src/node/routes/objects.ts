@@ -39,6 +39,16 @@ export interface ObjectClassView {
   objects: number;
 }
 
+/** The answer of `GET /v1/applications/:name/objects`. */
+export interface ObjectsAnswer {
+  application: string;
+  /** The serving deployment, whose manifest names the classes; null before the first. */
+  deployment: string | null;
+  /** The node holding the application's objects lease now, and until when (its clock). */
+  holder: { node: string; until_ms: number } | null;
+  classes: ObjectClassView[];
+}
+
 export async function objectRoutes(app: FastifyInstance, ctx: NodeContext): Promise<void> {
   app.get<NameParams>('/v1/applications/:name/objects', scoped, async (request) => {
     const { name } = request.params;
@@ -58,7 +68,13 @@ export async function objectRoutes(app: FastifyInstance, ctx: NodeContext): Prom
       const count = await storedObjects(ctx.store, name, c.storage_key);
       if (count > 0) views.push({ ...c, state: 'deleted', sql: false, bindings: [], objects: count });
     }
-    return { application: name, deployment, holder: await holderOf(ctx.store, name), classes: views };
+    const answer: ObjectsAnswer = {
+      application: name,
+      deployment,
+      holder: await holderOf(ctx.store, name),
+      classes: views,
+    };
+    return answer;
   });
 
   app.delete<ClassParams>('/v1/applications/:name/objects/classes/:class', scoped, async (request) => {
