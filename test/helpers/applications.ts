@@ -43,7 +43,8 @@ export async function openBucket(): Promise<Bucket> {
   const dir = tempDir('svc-apps-');
   const endpoint = `file://${join(dir, 'bucket')}`;
   const store = await openStore({ endpoint, stateDir: join(dir, 'tool-state') });
-  const nodes: SailProcess[] = [];
+  // Starts, not only started daemons: one still starting when a test gives up is stopped too.
+  const starts: Promise<SailProcess>[] = [];
   return {
     endpoint,
     store,
@@ -57,12 +58,13 @@ export async function openBucket(): Promise<Bucket> {
       await ensureApplicationForDeploy(store, name, {}, 'test');
     },
     async sail(flags = [], env = {}) {
-      const node = await startSail(['--endpoint', endpoint, ...ownPortRange(flags), ...flags], { env });
-      nodes.push(node);
-      return node;
+      const start = startSail(['--endpoint', endpoint, ...ownPortRange(flags), ...flags], { env });
+      starts.push(start);
+      return start;
     },
     async close() {
-      await Promise.all(nodes.map((node) => node.stop()));
+      const started = await Promise.allSettled(starts);
+      await Promise.all(started.map((s) => (s.status === 'fulfilled' ? s.value.stop() : null)));
       await store.close();
     },
   };

@@ -128,10 +128,11 @@ export async function startSail(
   const exited = new Promise<number | null>((resolveExit) => child.on('exit', (code) => resolveExit(code)));
   const line = await new Promise<string>((resolveLine, reject) => {
     let stdout = '';
-    const timer = setTimeout(
-      () => reject(new Error(`svc sail did not start in time:\n${stderr}`)),
-      options.timeoutMs ?? START_DEADLINE_MS,
-    );
+    const timer = setTimeout(() => {
+      // Never left running: a daemon nobody holds keeps the test process alive.
+      child.kill('SIGKILL');
+      reject(new Error(`svc sail did not start in time:\n${stderr}`));
+    }, options.timeoutMs ?? START_DEADLINE_MS);
     child.stdout!.on('data', (chunk) => {
       stdout += chunk;
       const match = /svc \S+ listening on \S+ as node "[^"]+"/.exec(stdout);
