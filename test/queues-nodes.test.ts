@@ -21,6 +21,10 @@ const WAKE_DEADLINE_MS = 10_000;
 const WORKER = `export default {
   async fetch(request, env) {
     const url = new URL(request.url);
+    if (url.pathname === '/release') {
+      await env.SEEN.put('release', String(Date.now()));
+      return new Response('released');
+    }
     if (url.pathname === '/send') {
       await env.SLOW.send({ key: url.searchParams.get('key') });
       return new Response('sent');
@@ -32,7 +36,10 @@ const WORKER = `export default {
   async queue(batch, env) {
     for (const m of batch.messages) {
       await env.SEEN.put(m.body.key, String(Date.now()));
-      if (m.body.key === 'hold') await new Promise((resolve) => setTimeout(resolve, 45000));
+      // Holds its batch, and so the queue's lease, until the test releases it (45 s at most).
+      const until = Date.now() + 45000;
+      if (m.body.key === 'hold')
+        while (!(await env.SEEN.get('release')) && Date.now() < until) await scheduler.wait(100);
     }
   },
 };
@@ -108,5 +115,6 @@ describe('Queues on two nodes', () => {
     );
     assert.ok(delivered! - sentMs < WAKE_DEADLINE_MS);
     assert.ok((await seen(sender)).hold === holdStarted, 'the holding batch was delivered once');
+    assert.equal((await fetchText(`${urls[holderIndex]}/release`))?.status, 200);
   });
 });
