@@ -59,7 +59,7 @@ unit: setup
 	$(WITH_NODE) node --test --test-concurrency=2 $(UNIT_TESTS)
 
 integration: tools
-	$(WITH_NODE) node --test --test-concurrency=1 $(INTEGRATION_TESTS)
+	$(WITH_NODE) node --test --test-concurrency=2 $(INTEGRATION_TESTS)
 
 # adapter/svc/acme_test.go starts Knot DNS (knotd): scripts/install-knot.sh installs it when missing.
 go-test:

@@ -23,7 +23,7 @@ import {
 import { standinArtifact } from './helpers/artifacts.ts';
 import { CELL_STANDIN, postDeploy, settledDeploy, stagingEmpty } from './helpers/deploys.ts';
 import { mountSmallDisk, type SmallDisk } from './helpers/small-disk.ts';
-import { type SailProcess, startSail, waitFor } from './helpers/svc.ts';
+import { ownRuntimePorts, type SailProcess, startSail, waitFor } from './helpers/svc.ts';
 
 const PASS_DEADLINE_MS = 30_000;
 
@@ -41,7 +41,7 @@ before(async () => {
     ...['--endpoint', bucket.endpoint, '--cell-bin', CELL_STANDIN],
     // Its processes outlive a daemon crash, to be adopted, as the real runtime's do.
     ...['--cell-env', 'STANDIN_SERVE_STAY_ORPHANED=1'],
-    ...['--port-range-start', '36500', '--port-range-end', '36599'],
+    ...ownRuntimePorts(),
   ];
   node = await startSail(sailFlags, { stateDir: disk.dir });
 });

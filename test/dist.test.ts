@@ -21,7 +21,7 @@ import { keyArg } from './helpers/applications.ts';
 import { copyProject, dirBucketEnv, EXAMPLES, fetchText } from './helpers/cell.ts';
 import { startConsoleProcess } from './helpers/console.ts';
 import { signerFor } from './helpers/in-process-node.ts';
-import { freePort, runToEnd, tempDir, waitFor } from './helpers/svc.ts';
+import { freePort, ownRuntimePorts, runToEnd, tempDir, waitFor } from './helpers/svc.ts';
 
 test('dist/svc.mjs runs the CLI and the daemon', async () => {
   await buildDist();
@@ -31,7 +31,7 @@ test('dist/svc.mjs runs the CLI and the daemon', async () => {
 
   const listen = `127.0.0.1:${await freePort()}`;
   const stateDir = tempDir('svc-dist-');
-  const node = spawn(DIST_SVC, ['sail', '--listen', listen, '--state-dir', stateDir], {
+  const node = spawn(DIST_SVC, ['sail', '--listen', listen, '--state-dir', stateDir, ...ownRuntimePorts()], {
     env: { ...process.env, SVC_LOG_LEVEL: 'warn' },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

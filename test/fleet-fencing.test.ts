@@ -32,7 +32,7 @@ before(async () => {
   store = await openStore({ ...options, stateDir: tempDir() });
   admin = await trustOperator(store, signerFor('op-admin'));
   await ensureDeployedApplication(store, 'steady', { replicas: 1 });
-  for (const [index, id] of ['node-a', 'node-b'].entries()) {
+  for (const id of ['node-a', 'node-b']) {
     nodes.push(
       await startSail(
         [
@@ -50,10 +50,6 @@ before(async () => {
           id,
           '--cell-bin',
           CELL_STANDIN,
-          '--port-range-start',
-          String(32000 + index * 100),
-          '--port-range-end',
-          String(32099 + index * 100),
           '--coordinator-lease-ttl-ms',
           String(TTL_MS),
           '--registry-resync-ms',

@@ -29,7 +29,7 @@ import { type Signer, signerFor, trustOperator } from './helpers/in-process-node
 import { IngressClient } from './helpers/ingress-client.ts';
 import { type Minio, startMinio } from './helpers/minio.ts';
 import { type S3Proxy, startS3Proxy } from './helpers/s3-proxy.ts';
-import { type SailProcess, startSail, tempDir, waitFor } from './helpers/svc.ts';
+import { ownRuntimePorts, type SailProcess, startSail, tempDir, waitFor } from './helpers/svc.ts';
 
 const TTL_MS = 3_000;
 const LOST_MS = 12_000;
@@ -59,15 +59,14 @@ before(async () => {
   admin = await trustOperator(store, signerFor('op-admin'));
   for (const [name, replicas] of Object.entries(APPS))
     await ensureDeployedApplication(store, name, { replicas });
-  for (const [index, id] of ids.entries()) {
+  for (const id of ids) {
     flagsOf.set(id, [
       ...['--endpoint', proxy.endpoint, '--region', options.region, '--bucket', options.bucket],
       ...['--access-key', options.accessKey, '--secret-key', options.secretKey],
       ...['--node-id', id, '--cell-bin', CELL_STANDIN],
       // Its processes outlive a daemon restart, to be adopted, as the real runtime's do.
       ...['--cell-env', 'STANDIN_SERVE_STAY_ORPHANED=1'],
-      ...['--port-range-start', String(33000 + index * 100)],
-      ...['--port-range-end', String(33099 + index * 100)],
+      ...ownRuntimePorts(),
       ...['--platform-domains', DOMAIN, '--ingress-token', TOKEN],
       ...['--coordinator-lease-ttl-ms', String(TTL_MS), '--node-lost-after-ms', String(LOST_MS)],
       ...['--registry-resync-ms', '1000', '--registry-node-refresh-ms', '1000'],

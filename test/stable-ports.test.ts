@@ -17,7 +17,15 @@ import { copyProject, EXAMPLES, fetchText, isRunning } from './helpers/cell.ts';
 import { CELL_REAL } from './helpers/deploys.ts';
 import { DEMO_CADDYFILE } from './helpers/front-restart.ts';
 import { signerFor, trustOperator } from './helpers/in-process-node.ts';
-import { freePort, runSvc, type SailProcess, startSail, tempDir, waitFor } from './helpers/svc.ts';
+import {
+  freePort,
+  ownRuntimePorts,
+  runSvc,
+  type SailProcess,
+  startSail,
+  tempDir,
+  waitFor,
+} from './helpers/svc.ts';
 
 const SERVE_DEADLINE_MS = 60_000;
 const TOKEN = 'stable-ports-ingress-token-0123456789';
@@ -36,7 +44,7 @@ const admin = signerFor('op-stable-ports');
 const stateDir = tempDir('svc-node-ports-');
 let bucket: Bucket;
 let listenPort: number;
-let portStart: number;
+let runtimePorts: string[];
 let node: SailProcess | undefined;
 let caddy: CaddyProcess | undefined;
 const runtimePids = new Set<number>();
@@ -46,7 +54,7 @@ function startNode(): Promise<SailProcess> {
     [
       ...['--endpoint', bucket.endpoint, '--cell-bin', CELL_REAL],
       ...['--platform-domains', 'svc.localhost', '--ingress-token', TOKEN],
-      ...['--port-range-start', String(portStart), '--port-range-end', String(portStart + 20)],
+      ...runtimePorts,
     ],
     { stateDir, port: listenPort },
   );
@@ -56,7 +64,7 @@ before(async () => {
   bucket = await openBucket();
   await trustOperator(bucket.store, admin);
   listenPort = await freePort();
-  portStart = await freePort();
+  runtimePorts = ownRuntimePorts();
   node = await startNode();
 });
 

@@ -13,7 +13,15 @@ import { getJson } from '../src/store/store.ts';
 import { assertProblem, type Bucket, call, keyArg, openBucket, type Signer } from './helpers/applications.ts';
 import { projectDir } from './helpers/artifacts.ts';
 import { CELL_REAL } from './helpers/deploys.ts';
-import { runSvc, type SailProcess, SVC_BIN, startSail, tempDir, waitFor } from './helpers/svc.ts';
+import {
+  ownRuntimePorts,
+  runSvc,
+  type SailProcess,
+  SVC_BIN,
+  startSail,
+  tempDir,
+  waitFor,
+} from './helpers/svc.ts';
 
 const APP = 'tailed';
 const SERVE_DEADLINE_MS = 90_000;
@@ -96,8 +104,8 @@ async function stopTail(tail: Tail): Promise<void> {
 
 // Each node its own runtime ports, kept when b restarts: two daemons on one machine would both
 // hand out the first port of the default range.
-const A_PORTS = ['--port-range-start', '25000', '--port-range-end', '25199'];
-const B_PORTS = ['--port-range-start', '25200', '--port-range-end', '25399'];
+const A_PORTS = ownRuntimePorts();
+const B_PORTS = ownRuntimePorts();
 
 describe('svc tail on two nodes', () => {
   let bucket: Bucket;

@@ -58,7 +58,7 @@ export async function openBucket(): Promise<Bucket> {
       await ensureApplicationForDeploy(store, name, {}, 'test');
     },
     async sail(flags = [], env = {}) {
-      const start = startSail(['--endpoint', endpoint, ...ownPortRange(flags), ...flags], { env });
+      const start = startSail(['--endpoint', endpoint, ...flags], { env });
       starts.push(start);
       return start;
     },
@@ -68,21 +68,6 @@ export async function openBucket(): Promise<Bucket> {
       await store.close();
     },
   };
-}
-
-/** How many daemons this test process started through `sail()`: each gets its own port range. */
-let sails = 0;
-
-/**
- * Runtime ports for a daemon of its own on this machine, unless the flags choose them. Nodes are
- * machines of their own in a fleet; two on one machine would both hand out the first port of the
- * default range, and one of the two runtimes would lose the race for it and be restarted.
- */
-function ownPortRange(flags: string[]): string[] {
-  if (flags.includes('--port-range-start')) return [];
-  // Below Linux's ephemeral ports (32768 on), which clients' connections take.
-  const start = 25_000 + (sails++ % 35) * 200;
-  return ['--port-range-start', String(start), '--port-range-end', String(start + 199)];
 }
 
 /** One signed call (a fresh token each time: tokens are single use). */

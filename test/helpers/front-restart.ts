@@ -40,10 +40,8 @@ export async function startRestartFleet(caddyfile: string, pollInterval?: string
   const started: { node?: SailProcess; caddy?: CaddyProcess } = {};
   try {
     const signer = await bucket.operator('restart-admin', 'admin', ['*']);
-    const portStart = await freePort();
     started.node = await startSail([
       ...['--endpoint', bucket.endpoint, '--platform-domains', 'svc.localhost', '--ingress-token', TOKEN],
-      ...['--port-range-start', String(portStart), '--port-range-end', String(portStart + 20)],
     ]);
     const node = started.node;
     const deployed = await runSvc(

@@ -2,7 +2,7 @@
 // one-shot CLI runs. No sleeps: readiness is the daemon's own "listening on" line.
 
 import { type ChildProcess, spawn } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, unlinkSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -78,6 +78,62 @@ export function runSvc(
   return runToEnd(process.execPath, [SVC_BIN, ...args], options);
 }
 
+/**
+ * Runtime ports of a daemon's own: `--port-range-start` and `--port-range-end` flags for a range no
+ * other daemon started by the tests uses. Nodes are machines of their own in a fleet; two on one
+ * machine would both hand out the first port of the default range, and one runtime would lose the
+ * race for it and be restarted. Test files run in parallel processes, so each process first claims
+ * a block of ports (a lock file naming its pid), then hands out ranges of it in turn.
+ */
+export function ownRuntimePorts(): string[] {
+  const block = claimedPortBlock ?? claimPortBlock();
+  claimedPortBlock = block;
+  const start =
+    PORT_BLOCKS_START + block * PORT_BLOCK_SIZE + (rangesHandedOut++ % RANGES_PER_BLOCK) * PORT_RANGE_SIZE;
+  return ['--port-range-start', String(start), '--port-range-end', String(start + PORT_RANGE_SIZE - 1)];
+}
+
+// Below Linux's ephemeral ports (32768 on), which clients' connections and freePort() take.
+const PORT_BLOCKS_START = 25_000;
+const PORT_RANGE_SIZE = 200;
+const RANGES_PER_BLOCK = 9;
+const PORT_BLOCK_SIZE = PORT_RANGE_SIZE * RANGES_PER_BLOCK;
+const PORT_BLOCKS = 4;
+const PORT_LOCKS = join(tmpdir(), 'svc-test-runtime-ports');
+let claimedPortBlock: number | undefined;
+let rangesHandedOut = 0;
+
+/** The first block no live process holds; a lock left by a process that died is taken over. */
+function claimPortBlock(): number {
+  mkdirSync(PORT_LOCKS, { recursive: true });
+  for (let block = 0; block < PORT_BLOCKS; block++) {
+    const lock = join(PORT_LOCKS, `block-${block}`);
+    for (let attempt = 0; attempt < 2; attempt++) {
+      try {
+        writeFileSync(lock, String(process.pid), { flag: 'wx' });
+        process.on('exit', () => unlinkSync(lock));
+        return block;
+      } catch (error) {
+        if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+        if (processAlive(Number(readFileSync(lock, 'utf8')))) break;
+        unlinkSync(lock);
+      }
+    }
+  }
+  throw new Error(
+    `every runtime port block in ${PORT_LOCKS} is held by a live process: run at most ${PORT_BLOCKS} test files at once`,
+  );
+}
+
+function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
 /** A running `svc sail`. */
 export interface SailProcess {
   url: string;
@@ -92,8 +148,9 @@ export interface SailProcess {
 }
 
 /**
- * Starts `svc sail` with the given extra flags on a free loopback port and a fresh state
- * directory (unless given), and resolves once it prints its listening line.
+ * Starts `svc sail` with the given extra flags on a free loopback port, a fresh state directory
+ * (unless given) and runtime ports of its own (unless the flags name them), and resolves once it
+ * prints its listening line.
  */
 export async function startSail(
   flags: string[] = [],
@@ -113,9 +170,10 @@ export async function startSail(
   const stateDir = options.stateDir ?? tempDir('svc-node-');
   const [command, ...prefix] = [...(options.under ?? []), process.execPath];
   const listenFlags = listen === null ? [] : ['--listen', listen];
+  const portFlags = flags.includes('--port-range-start') ? [] : ownRuntimePorts();
   const child = spawn(
     command as string,
-    [...prefix, SVC_BIN, 'sail', ...listenFlags, '--state-dir', stateDir, ...flags],
+    [...prefix, SVC_BIN, 'sail', ...listenFlags, '--state-dir', stateDir, ...portFlags, ...flags],
     {
       env: { ...process.env, SVC_LOG_LEVEL: process.env.SVC_LOG_LEVEL ?? 'warn', ...options.env },
       stdio: ['ignore', 'pipe', 'pipe'],
