@@ -3,16 +3,20 @@
 // the objects move when their node is lost.
 //   Throughput: wrk against one counter object (each request a write) in real workerd with local
 //               storage alone, then the same with the holder shipping the folder every second to
-//               MinIO, in one run: requests/s and the ratio.
+//               MinIO, in one run: requests/s and the ratio. Then the same over many objects (each
+//               request a write to one of `objects` counters chosen at random), where every pass
+//               copies each object written since the last one.
 //   Loss bound: during the shipping run, every pass's duration (copy and PUTs): an acknowledged
 //               write is in the bucket at most one interval plus one pass after it was answered.
 //   Takeover:   two holders (each a node's ObjectsHolder with its own workerd) on one bucket; the
 //               holder's bucket is cut off and its workerd killed with SIGKILL while a client
 //               increments; the time until the other node's workerd answers, and how many
 //               acknowledged increments it has (the loss, in writes and in time before the kill).
-// Run: scripts/with-node node bench/objects.bench.ts [seconds]   (default 10 per wrk run)
+// Run: scripts/with-node node bench/objects.bench.ts [seconds] [objects]   (default 10 per wrk run, 1000 objects)
 // Real parts: MinIO, workerd, node:sqlite, wrk.
 
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { ObjectsHolder } from '../runtime/src/bindings/objects-holder.ts';
 import { openStore } from '../src/store/open.ts';
 import type { Store } from '../src/store/store.ts';
@@ -22,7 +26,18 @@ import { tempDir } from '../test/helpers/svc.ts';
 import { wrkRequestsPerSecond } from './wrk.ts';
 
 const seconds = Number(process.argv[2] ?? 10);
+const objects = Number(process.argv[3] ?? 1000);
 const CONNECTIONS = 8;
+
+/** A wrk script that sends each request to one of `count` counters, chosen at random. */
+function manyObjectsScript(count: number): string {
+  const path = join(tempDir('objects-bench-wrk-'), 'many.lua');
+  writeFileSync(
+    path,
+    `request = function() return wrk.format("GET", "/inc?o=many-" .. math.random(1, ${count})) end\n`,
+  );
+  return path;
+}
 
 function percentile(sorted: number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? Number.NaN;
@@ -102,10 +117,15 @@ async function main(): Promise<void> {
       connections: CONNECTIONS,
     });
     const sorted = [...passes].sort((x, y) => x - y);
+    const many = { seconds, connections: CONNECTIONS, script: manyObjectsScript(objects) };
+    const manyFrom = passes.length;
+    const manyShippedRps = await wrkRequestsPerSecond(`${served.url}/`, many);
+    const manySorted = passes.slice(manyFrom).sort((x, y) => x - y);
     const aloneAfterRps = await wrkRequestsPerSecond(`${alone.url}/inc?o=hot`, {
       seconds,
       connections: CONNECTIONS,
     });
+    const manyAloneRps = await wrkRequestsPerSecond(`${alone.url}/`, many);
     await alone.stop();
 
     // Takeover: b stands by; a's bucket is cut off and its workerd killed while a client increments.
@@ -155,6 +175,9 @@ async function main(): Promise<void> {
     );
     console.log(
       `  loss bound (interval + slowest pass): ${1000 + (sorted.at(-1) ?? 0)} ms of acknowledged writes`,
+    );
+    console.log(
+      `  ${objects} objects, each request a write to one at random: alone ${manyAloneRps.toFixed(0)} requests/s (after the shipped run), shipped ${manyShippedRps.toFixed(0)} (ratio ${(manyShippedRps / manyAloneRps).toFixed(2)}); passes ${manySorted.length}, p50 ${percentile(manySorted, 50)} ms, p99 ${percentile(manySorted, 99)} ms, max ${manySorted.at(-1)} ms: loss bound ${1000 + (manySorted.at(-1) ?? 0)} ms`,
     );
     console.log(`  takeover after the holder was cut off and its workerd killed: ${takeoverS.toFixed(1)} s`);
     console.log(

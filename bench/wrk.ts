@@ -6,17 +6,22 @@ import { promisify } from 'node:util';
 
 const run = promisify(execFile);
 
-/** Requests per second wrk measured against `url` for `seconds`. */
+/**
+ * Requests per second wrk measured against `url` for `seconds`. `script` is a wrk Lua script
+ * (`-s`), for requests that vary (a path each time).
+ */
 export async function wrkRequestsPerSecond(
   url: string,
-  options: { seconds: number; connections: number; headers?: string[] },
+  options: { seconds: number; connections: number; headers?: string[]; script?: string },
 ): Promise<number> {
   const headers = (options.headers ?? []).flatMap((h) => ['-H', h]);
+  const script = options.script ? ['-s', options.script] : [];
   const { stdout } = await run('wrk', [
     '-t1',
     `-c${options.connections}`,
     `-d${options.seconds}s`,
     ...headers,
+    ...script,
     url,
   ]);
   const errors = /Non-2xx or 3xx responses: (\d+)|Socket errors: .*/.exec(stdout);
