@@ -67,6 +67,9 @@ type Follower struct {
 
 	active   atomic.Pointer[Instance]
 	stopping atomic.Bool
+	// objects keeps the deadline of a deployment with Durable Objects (objects.go).
+	objects *objectsGuard
+	lapsed  chan struct{}
 
 	mu        sync.Mutex
 	takenOver chan struct{} // closed, and replaced, when a deployment takes over
@@ -95,23 +98,32 @@ type Follower struct {
 
 // NewFollower prepares the loop; Run starts it.
 func NewFollower(cfg *Config, host *Host, log func(string), onServing func(*Instance), onPoll func()) *Follower {
-	return &Follower{
+	f := &Follower{
 		cfg: cfg, host: host, log: log, onServing: onServing, onPoll: onPoll,
 		status:    statusStarting, // until a look says whether anything was published
 		draining:  map[*Instance]struct{}{},
 		takenOver: make(chan struct{}),
 		wake:      make(chan struct{}, 1),
+		lapsed:    make(chan struct{}, 1),
 		lost:      make(chan *Instance, 4),
 		quit:      make(chan struct{}),
 		done:      make(chan struct{}),
 	}
+	f.objects = newObjectsGuard(host, log, f.objectsLapsed)
+	return f
 }
 
 // Stopping is true once Stop was called: the replica is on its way out.
 func (f *Follower) Stopping() bool { return f.stopping.Load() }
 
-// Active is the instance new requests go to; nil before the first deployment is ready.
-func (f *Follower) Active() *Instance { return f.active.Load() }
+// Active is the instance new requests go to; nil before the first deployment is ready, and
+// while one with Durable Objects is past its deadline (objects.go).
+func (f *Follower) Active() *Instance {
+	if in := f.active.Load(); f.mayServe(in) {
+		return in
+	}
+	return nil
+}
 
 // TakenOver answers a channel closed when a deployment next takes over. Asked for before
 // Active, it cannot miss a takeover between the two.
@@ -125,6 +137,9 @@ func (f *Follower) TakenOver() <-chan struct{} {
 func (f *Follower) Status() (string, string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.status == statusReady && !f.mayServe(f.active.Load()) {
+		return statusStarting, "the Durable Objects' lease is past its deadline"
+	}
 	return f.status, f.lastError
 }
 
@@ -150,6 +165,8 @@ func (f *Follower) Run() {
 			return
 		case in := <-f.lost:
 			f.forget(in)
+		case <-f.lapsed:
+			f.standBy()
 		case <-f.wake:
 			f.asked = true
 		case <-timer.C:
@@ -184,6 +201,7 @@ func (f *Follower) nextLookIn() time.Duration {
 // instance still running.
 func (f *Follower) Stop() []*Instance {
 	f.stopping.Store(true)
+	f.objects.Stop()
 	close(f.quit)
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -256,6 +274,7 @@ func (f *Follower) start(answer lookAnswer) {
 	}
 	if answer.Exclusive {
 		f.stopAllBefore(answer.Label)
+		f.objects.Begin()
 	}
 	if f.active.Load() == nil {
 		f.setStatus(statusStarting, "")
@@ -267,6 +286,12 @@ func (f *Follower) start(answer lookAnswer) {
 	}
 	if f.stopping.Load() {
 		next.Stop(true)
+		return
+	}
+	if !f.mayServe(next) {
+		next.Stop(true)
+		f.standBy()
+		f.unreadable("this node's right to serve the Durable Objects ran out while the deployment started")
 		return
 	}
 	etag := answer.SeenEtag

@@ -68,6 +68,7 @@ func TestTheFrontsRequestsAreTheProtocolsExamples(t *testing.T) {
 		"lease":     func() any { return &leaseRequest{} },
 		"cron-next": func() any { return &cronNextRequest{} },
 		"cron-fire": func() any { return &cronFireRequest{} },
+		"objects":   func() any { return &objectsRequest{} },
 	}
 	seen := map[string]bool{}
 	for _, m := range readVectors(t).Messages {
@@ -116,6 +117,7 @@ func TestTheFrontReadsEveryAnswerOfTheProtocol(t *testing.T) {
 		"lease":     func() any { return &leaseAnswer{} },
 		"cron-next": func() any { return &cronNextAnswer{} },
 		"cron-fire": func() any { return &cronFireAnswer{} },
+		"objects":   func() any { return &objectsAnswer{} },
 	}
 	for _, m := range readVectors(t).Messages {
 		if m.From != "host" {

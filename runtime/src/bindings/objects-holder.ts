@@ -60,6 +60,10 @@ export class ObjectsHolder {
   #lastShip: { startedMs: number; endedMs: number } | null = null;
   /** The step under way (a take, a renewal, a pass), so stop() waits for it. */
   #step: Promise<void> = Promise.resolve();
+  /** Counts the takes and renewals: each extends this node's right to serve. */
+  #renewal = 0;
+  /** Told when the right to serve moved (a take, a renewal, a loss, a stop). */
+  readonly #moved = new Set<() => void>();
 
   constructor(options: ObjectsHolderOptions) {
     this.#options = options;
@@ -90,6 +94,49 @@ export class ObjectsHolder {
     return this.#lastShip;
   }
 
+  /** The number of the last take or renewal (0: none yet). */
+  get renewal(): number {
+    return this.#renewal;
+  }
+
+  /**
+   * How long this node's right to serve the objects holds from the monotonic time `fromMs`
+   * (`performance.now()`): the lease's validity, on this process's monotonic clock; 0 unless holding.
+   */
+  validFrom(fromMs: number): number {
+    if (this.#state !== 'holding' || !this.#lease.valid()) return 0;
+    return Math.max(0, Math.floor(performance.now() + this.#lease.remainingMs() - fromMs));
+  }
+
+  /**
+   * Resolves once the right to serve moved past `renewal` (a renewal, a take, a loss or a stop),
+   * at once when it already has or this node is known to stand by, or after `waitMs`, or when
+   * `signal` aborts. A holder still deciding (its first look at the lease, or a take under way,
+   * as after the host restarted) is waited for.
+   */
+  async changed(renewal: number, waitMs: number, signal?: AbortSignal): Promise<void> {
+    const waiting =
+      this.#state === 'holding'
+        ? this.#renewal === renewal
+        : this.#state === 'taking' || (this.#state === 'standby' && this.#holder === null);
+    if (!waiting || signal?.aborted) return;
+    await new Promise<void>((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        this.#moved.delete(done);
+        signal?.removeEventListener('abort', done);
+        resolve();
+      };
+      const timer = setTimeout(done, waitMs);
+      this.#moved.add(done);
+      signal?.addEventListener('abort', done, { once: true });
+    });
+  }
+
+  #tellMoved(): void {
+    for (const done of [...this.#moved]) done();
+  }
+
   start(): void {
     this.#schedule(0);
   }
@@ -101,6 +148,7 @@ export class ObjectsHolder {
   async stop(): Promise<void> {
     const wasHolding = this.#state === 'holding';
     this.#state = 'stopped';
+    this.#tellMoved();
     if (this.#timer) clearTimeout(this.#timer);
     if (this.#fenceTimer) clearTimeout(this.#fenceTimer);
     await this.#step.catch(() => {});
@@ -128,6 +176,7 @@ export class ObjectsHolder {
    */
   async detach(): Promise<void> {
     this.#state = 'stopped';
+    this.#tellMoved();
     if (this.#timer) clearTimeout(this.#timer);
     if (this.#fenceTimer) clearTimeout(this.#fenceTimer);
     await this.#step.catch(() => {});
@@ -164,6 +213,7 @@ export class ObjectsHolder {
     const acquired = await this.#lease.acquire();
     if (!acquired.held) {
       this.#holder = acquired.holder;
+      this.#tellMoved();
       return;
     }
     this.#state = 'taking';
@@ -198,6 +248,8 @@ export class ObjectsHolder {
       this.#lastRenewMs = performance.now();
       this.#armFence();
       this.#state = 'holding';
+      this.#renewal++;
+      this.#tellMoved();
       this.#options.log(
         `objects: this node holds the objects (fence ${acquired.fence}), restored into ${dir}`,
       );
@@ -217,6 +269,8 @@ export class ObjectsHolder {
       if (renewed) {
         this.#lastRenewMs = performance.now();
         this.#armFence();
+        this.#renewal++;
+        this.#tellMoved();
       }
     }
     if (!this.#lease.valid()) return this.#lose('the lease ran out before it could be renewed');
@@ -247,6 +301,7 @@ export class ObjectsHolder {
     this.#shipper = null;
     this.#lastShip = null;
     if (this.#fenceTimer) clearTimeout(this.#fenceTimer);
+    this.#tellMoved();
     if (wasServing) {
       this.#options.log(`objects: this node stops serving the objects: ${reason}`);
       await this.#options.stopServing(reason);

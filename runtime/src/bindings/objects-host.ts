@@ -6,6 +6,7 @@
 // out for the application. When the lease is lost the front's workerd processes are killed at
 // once (their pids are in the front's private folder): the front's next look stands by.
 
+import { performance } from 'node:perf_hooks';
 import type { Store } from '../../../src/store/store.ts';
 import { killRecordedWorkerds } from '../orphans.ts';
 import { ObjectsHolder } from './objects-holder.ts';
@@ -15,6 +16,15 @@ export class ObjectsStandby extends Error {}
 
 /** How long a first look waits for the holder's first decision (take, or who holds them). */
 const FIRST_DECISION_MS = 5_000;
+
+/** The longest a front's `objects` question is held. */
+const MAX_VALIDITY_WAIT_MS = 60_000;
+
+/** The answer to a front's `objects` question (docs/runtime.md "The runtime host"). */
+export type ObjectsValidity =
+  | { result: 'holding'; validMs: number; renewal: number }
+  | { result: 'standby' }
+  | { result: 'unleased' };
 
 export interface ObjectsLook {
   application: string;
@@ -76,6 +86,27 @@ export class HostObjects {
     const record = holder?.state === 'standby' ? holder.holder : null;
     if (!record || record.expires_ms <= Date.now()) return null;
     return `node ${record.node} holds the Durable Objects of ${application}: this node stands by`;
+  }
+
+  /**
+   * The front's question (op `objects`): how long this node's right to serve the application's
+   * objects holds. Held until the holder's renewal is another than `renewal` (the last one the
+   * front heard of), or `waitMs`; answered with the validity left as of when the question arrived
+   * (`askedMs`, monotonic), so the front, counting it from when it asked, never ends later than
+   * the holder does (runtime/front/objects.go).
+   */
+  async validity(
+    application: string,
+    renewal: number,
+    waitMs: number,
+    signal?: AbortSignal,
+  ): Promise<ObjectsValidity> {
+    const askedMs = performance.now();
+    const holder = this.#held.get(application)?.holder;
+    if (!holder) return { result: 'standby' };
+    await holder.changed(renewal, Math.min(Math.max(waitMs, 0), MAX_VALIDITY_WAIT_MS), signal);
+    const validMs = holder.validFrom(askedMs);
+    return validMs > 0 ? { result: 'holding', validMs, renewal: holder.renewal } : { result: 'standby' };
   }
 
   /** Stops serving an application's objects here (its front went away) and gives the lease up. */

@@ -3,8 +3,9 @@
 // starts Node or opens the bucket itself. The node daemon serves each of its fronts over its
 // Unix socket; `cell serve` run by hand starts a private host (`cell host --stdio`) instead. Each
 // front is one connection: a `hello` first (protocol version, application, private folder), then
-// `look` (follower.ts), `lease` (lease.ts), `cron-next` and `cron-fire` (cron.ts), answered in
-// the order they finish. Log lines about the application go back to the front, which writes them
+// `look` (follower.ts), `lease` (lease.ts), `cron-next` and `cron-fire` (cron.ts), and `objects`
+// (how long this node's right to serve the Durable Objects holds, bindings/objects-host.ts),
+// answered in the order they finish. Log lines about the application go back to the front, which writes them
 // on its stderr with its own, so they land in the application's output.
 
 import { existsSync } from 'node:fs';
@@ -76,6 +77,8 @@ interface Front {
   /** Whether a look of this front asked for the Durable Objects' folder. */
   usesObjects: boolean;
   objects: HostObjects | null;
+  /** Aborted when the connection ends: a question held open (`objects`) is answered then. */
+  ended: AbortController;
 }
 
 /** Serves one front until its connection ends and what it asked is answered. */
@@ -114,6 +117,7 @@ export async function serveFront(connection: Connection, options: HostOptions): 
       .finally(() => underWay.delete(done));
     underWay.add(done);
   }
+  front?.ended.abort();
   await Promise.all(underWay);
   await front?.queues.stop();
   if (front?.usesObjects) await options.objects?.release(front.look.application);
@@ -154,6 +158,7 @@ function greet(
     queues,
     usesObjects: false,
     objects: options.objects ?? null,
+    ended: new AbortController(),
     look: {
       application,
       store: options.store,
@@ -212,6 +217,16 @@ async function answer(
       const run = front.leaseChain.then(() => lease(front.lease, f));
       front.leaseChain = run.catch(() => {});
       return run;
+    }
+    case 'objects': {
+      // How long this node's right to serve the Durable Objects holds, for the front's own
+      // deadline (runtime/front/objects.go); a host that keeps no lease leaves it none.
+      const renewal = number(f.renewal, 'renewal');
+      const waitMs = number(f.waitMs, 'waitMs');
+      if (!front.objects) return { result: 'unleased' };
+      return {
+        ...(await front.objects.validity(front.look.application, renewal, waitMs, front.ended.signal)),
+      };
     }
     case 'cron-next':
       return { next: nextCronTimes(stringList(f.crons, 'crons'), number(f.afterMs, 'afterMs')) };
