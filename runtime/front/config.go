@@ -41,6 +41,8 @@ type Config struct {
 	// HostContext goes to the host in the hello as it is (what the host must know of this
 	// process's environment); the front does not read it.
 	HostContext json.RawMessage `json:"hostContext"`
+	// GeoIPDB is the MaxMind DB request.cf is filled from (geoip.go); empty: none.
+	GeoIPDB string `json:"geoipDb"`
 }
 
 // ParseConfig reads and checks the shim's settings.

@@ -63,6 +63,12 @@ func run() int {
 		return 1
 	}
 	healthPath = cfg.HealthPath
+	geoip, err := OpenGeoIP(cfg.GeoIPDB)
+	if err != nil {
+		say("cell: " + err.Error())
+		_ = os.RemoveAll(cfg.StateDir)
+		return 1
+	}
 	listener, err := net.Listen("tcp", net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port)))
 	if err != nil {
 		say(fmt.Sprintf("cell: cannot listen on %s:%d: %s", cfg.Host, cfg.Port, errnoName(err)))
@@ -70,6 +76,7 @@ func run() int {
 		return 1
 	}
 	r := newRuntime(cfg, say)
+	r.proxy.geoip = geoip
 	server := &http.Server{
 		Handler:           r.proxy,
 		ReadHeaderTimeout: 60 * time.Second,

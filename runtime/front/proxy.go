@@ -30,6 +30,8 @@ type Proxy struct {
 	cfg      *Config
 	follower *Follower
 	log      func(string)
+	// geoip fills request.cf (geoip.go); nil: none, and a client's blob is still removed.
+	geoip *GeoIP
 	// supervisedAt is when a supervisor last probed the health (unix ms).
 	supervisedAt atomic.Int64
 
@@ -74,6 +76,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// The worker sees the request as the client sent it.
 		r.Header.Del(ApplicationHeader)
 	}
+	p.geoip.Stamp(r)
 	if isUpgrade(r) {
 		p.upgrade(w, r)
 		return
