@@ -101,6 +101,8 @@ const PORT_BLOCK_SIZE = PORT_RANGE_SIZE * RANGES_PER_BLOCK;
 const PORT_BLOCKS = 4;
 const PORT_LOCKS = join(tmpdir(), 'svc-test-runtime-ports');
 let claimedPortBlock: number | undefined;
+/** The ports startSail gave the daemon of each state directory. */
+const portsOfStateDir = new Map<string, string[]>();
 let rangesHandedOut = 0;
 
 /** The first block no live process holds; a lock left by a process that died is taken over. */
@@ -170,7 +172,12 @@ export async function startSail(
   const stateDir = options.stateDir ?? tempDir('svc-node-');
   const [command, ...prefix] = [...(options.under ?? []), process.execPath];
   const listenFlags = listen === null ? [] : ['--listen', listen];
-  const portFlags = flags.includes('--port-range-start') ? [] : ownRuntimePorts();
+  // A daemon started again on its state directory keeps its ports, so it adopts its runtimes.
+  let portFlags: string[] = [];
+  if (!flags.includes('--port-range-start')) {
+    portFlags = portsOfStateDir.get(stateDir) ?? ownRuntimePorts();
+    portsOfStateDir.set(stateDir, portFlags);
+  }
   const child = spawn(
     command as string,
     [...prefix, SVC_BIN, 'sail', ...listenFlags, '--state-dir', stateDir, ...portFlags, ...flags],
