@@ -1,6 +1,6 @@
 package main
 
-// request.cf from the operator's GeoIP database (docs/runtime.md "Differences from Cloudflare"):
+// request.cf from the operator's GeoIP database (docs/runtime.md "Geolocation"):
 // with `--geoip-db` (CELL_GEOIP_DB) the front opens a MaxMind DB once, memory-mapped read-only
 // and shared (so every front on the node shares its pages with the page cache), looks up each
 // request's client address, and hands workerd the fields as JSON in CfBlobHeader, which workerd

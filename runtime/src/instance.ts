@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { keys } from '../../src/registry/keys.ts';
 import { egressEntriesFor } from '../../src/runtime-contract/egress.ts';
-import { OBJECTS_DIR_VARIABLE } from '../../src/runtime-contract/environment.ts';
+import { GEOIP_DB_VARIABLE, OBJECTS_DIR_VARIABLE } from '../../src/runtime-contract/environment.ts';
 import {
   isModulePath,
   type Manifest,
@@ -285,6 +285,8 @@ export async function materialize(
       };
   }
   plan.egressAllow = await egressRanges(egressEntriesFor(context.env, application), context.log);
+  // The front fills request.cf from the GeoIP database, when there is one (front/geoip.go).
+  if (context.env[GEOIP_DB_VARIABLE]) plan.cfBlob = true;
   if (paths.cronSocketPath) {
     await writeFile(join(dir, CRON_MODULE), CRON_SOURCE);
     plan.cronAddress = `unix:${paths.cronSocketPath}`;

@@ -16,6 +16,7 @@ import {
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { readServeOptions } from '../../src/runtime-contract/environment.ts';
 import { CELL_BIN, dirBucketEnv, runCell } from '../../test/helpers/cell.ts';
 import { runToEnd } from '../../test/helpers/svc.ts';
 import { frontBinary, frontConfig, hostContext, privateHostCommand, tuningFromEnv } from './serve.ts';
@@ -85,7 +86,22 @@ describe("the front's configuration", () => {
       hostSocket: '/var/lib/svc/runtime.sock',
       privateHost,
       hostContext: context,
+      geoipDb: null,
     });
+  });
+
+  it('names the GeoIP database CELL_GEOIP_DB gives', () => {
+    const options = readServeOptions({ CELL_GEOIP_DB: '/var/lib/geoip/GeoLite2-City.mmdb' });
+    const config = frontConfig(
+      { application: 'a', node: 'n', host: '127.0.0.1', port: 1 },
+      tuningFromEnv({}),
+      options,
+      '/s',
+      [],
+      { workerd: workerdBinary(), secretsFile: null, env: {} },
+    );
+    assert.equal(config.geoipDb, '/var/lib/geoip/GeoLite2-City.mmdb');
+    assert.equal(readServeOptions({ CELL_GEOIP_DB: '' }).geoipDb, undefined);
   });
 
   it('has the fleet defaults when nothing is tuned, and no unsupervised bound by hand', () => {

@@ -109,13 +109,15 @@ export interface FrontConfig {
   privateHost: string[];
   /** What the front's hello tells its host, as is (host/protocol.ts `HelloRequest.context`). */
   hostContext: HelloRequest['context'];
+  /** The MaxMind DB request.cf is filled from (CELL_GEOIP_DB); null: none. */
+  geoipDb: string | null;
 }
 
 /** The front's configuration; pure, so what the front is told is checked without starting it. */
 export function frontConfig(
   identity: ServeIdentity,
   tuning: ServeTuning,
-  options: { otel: boolean; hostSocket?: string },
+  options: { otel: boolean; hostSocket?: string; geoipDb?: string },
   stateDir: string,
   privateHost: string[],
   hostContext: HelloRequest['context'],
@@ -141,6 +143,7 @@ export function frontConfig(
     hostSocket: options.hostSocket ?? null,
     privateHost,
     hostContext,
+    geoipDb: options.geoipDb ?? null,
   };
 }
 

@@ -160,7 +160,20 @@ export interface WorkerdPlan {
     classes: { className: string; uniqueKey: string; sql: boolean }[];
     bindings: { binding: string; className: string }[];
   } | null;
+  /**
+   * With a GeoIP database (CELL_GEOIP_DB): the front hands `request.cf` over in CF_BLOB_HEADER,
+   * which the http socket then reads (and drops from the headers the worker sees). Without one
+   * workerd's own `request.cf` stays (`{ clientPid, clientUid }` of the front's connection).
+   */
+  cfBlob?: boolean;
 }
+
+/**
+ * The header workerd's http socket reads `request.cf` from (HttpOptions.cfBlobHeader) when the
+ * plan says `cfBlob`; the front (runtime/front/geoip.go CfBlobHeader, the same name) sets it and
+ * always removes one a client sent.
+ */
+export const CF_BLOB_HEADER = 'cell-cf-blob';
 
 /**
  * The trigger worker: cell asks it over its own socket to run one scheduled event, and it calls
@@ -414,7 +427,8 @@ const assetsWorker :Workerd.Worker = (
   durableObjectNamespaces = [ ${namespaces.join(', ')} ],
   durableObjectStorage = (localDisk = "cell-objects"),`;
   }
-  const sockets = [`(name = "http", address = ${q(plan.address)}, http = (), service = ${q(entry)})`];
+  const http = plan.cfBlob ? `(cfBlobHeader = ${q(CF_BLOB_HEADER)})` : '()';
+  const sockets = [`(name = "http", address = ${q(plan.address)}, http = ${http}, service = ${q(entry)})`];
   const modules = plan.modules.map(
     (m) => `(name = ${q(m.name)}, ${MODULE_FIELD[m.type]} = embed ${q(m.file)})`,
   );

@@ -76,6 +76,40 @@ test('a malformed value is invalid-input naming the setting and its source', () 
   assertInvalid(() => resolveWith({ transport: 'carrier-pigeon' }, {}), 'network.transport', 'wireguard');
 });
 
+test('geoip-db names a MaxMind DB file, stored absolute; a missing or other file is refused naming the setting', () => {
+  assert.equal(resolveWith({}, {}).runtime.geoipDb, undefined);
+  const dir = mkdtempSync(join(tmpdir(), 'svc-geoip-'));
+  const db = join(dir, 'GeoLite2-City.mmdb');
+  // What matters to the check: the metadata marker near the end of the file.
+  writeFileSync(
+    db,
+    Buffer.concat([Buffer.alloc(64), Buffer.from([0xab, 0xcd, 0xef]), Buffer.from('MaxMind.com')]),
+  );
+  assert.equal(resolveWith({ geoipDb: db }, {}).runtime.geoipDb, db);
+  assert.equal(resolveWith({}, { SVC_GEOIP_DB: db }).runtime.geoipDb, db);
+  assert.equal(resolveWith({}, {}, { runtime: { geoipDb: db } }).runtime.geoipDb, db);
+  const cwd = process.cwd();
+  try {
+    process.chdir(dir);
+    assert.equal(resolveWith({ geoipDb: 'GeoLite2-City.mmdb' }, {}).runtime.geoipDb, db);
+  } finally {
+    process.chdir(cwd);
+  }
+  assertInvalid(
+    () => resolveWith({ geoipDb: join(dir, 'nope.mmdb') }, {}),
+    'runtime.geoipDb',
+    '--geoip-db: .*nope\\.mmdb does not exist',
+  );
+  const csv = join(dir, 'GeoLite2-City.csv');
+  writeFileSync(csv, 'network,geoname_id\n81.2.69.0/24,2643743\n');
+  assertInvalid(
+    () => resolveWith({}, { SVC_GEOIP_DB: csv }),
+    'runtime.geoipDb',
+    'SVC_GEOIP_DB: .* is not a MaxMind DB',
+  );
+  assertInvalid(() => resolveWith({ geoipDb: dir }, {}), 'runtime.geoipDb', 'is a directory');
+});
+
 test('egress-allow takes addresses, ranges and host names, for every application or app=… for one', () => {
   assert.deepEqual(resolveWith({}, {}).runtime.egressAllow, []);
   assert.deepEqual(resolveWith({ egressAllow: ['10.0.0.0/8', 'shop=db.lan'] }, {}).runtime.egressAllow, [

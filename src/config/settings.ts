@@ -4,6 +4,7 @@
 // The table is the single source: flags are declared from it (cli/flags.ts) and
 // docs/configuration.md lists it.
 
+import { closeSync, fstatSync, openSync, readSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { Problem } from '../problem.ts';
@@ -127,6 +128,13 @@ export const settingSpecs: readonly SettingSpec[] = [
     'list',
     'runtime',
     'Private address, CIDR range or host name workers may fetch; app=… for one application; repeatable',
+  ),
+  s(
+    'runtime.geoipDb',
+    'geoip-db',
+    'string',
+    'runtime',
+    'MaxMind DB file (.mmdb) request.cf geolocation is read from; unset: none',
   ),
   s(
     'registry.resyncMs',
@@ -291,6 +299,8 @@ export interface Settings {
     appCpuMs: number;
     appCpus: number;
     egressAllow: string[];
+    /** Absolute path of the MaxMind DB request.cf is filled from (docs/runtime.md). */
+    geoipDb?: string;
   };
   registry: { resyncMs: number; nodeRefreshMs: number };
   liveness: LivenessWindows;
@@ -497,6 +507,7 @@ export function resolveSettings(sources: SettingSources, only?: readonly Setting
   }
   validateSettings(settings);
   validateWireguard(settings, given);
+  validateGeoipDb(settings, given);
   applyTransport(settings, given);
   settings.node.stateDir = resolve(settings.node.stateDir);
   return settings;
@@ -529,6 +540,54 @@ function validateWireguard(settings: Settings, given: Map<string, string>): void
     network.wgEndpoint = endpoint.endpoint;
   }
 }
+
+/**
+ * `--geoip-db` must name a MaxMind DB: a file that ends with its metadata, which starts with this
+ * marker within the file's last 128 KiB (the format's own rule). Checked at start, so a wrong path
+ * is one line here rather than every runtime process failing; stored absolute, as the runtime
+ * processes start elsewhere.
+ */
+function validateGeoipDb(settings: Settings, given: Map<string, string>): void {
+  const path = settings.runtime.geoipDb;
+  if (path === undefined) return;
+  const bad = (why: string) =>
+    new Problem(
+      'invalid-input',
+      'Invalid setting runtime.geoipDb',
+      `${given.get('runtime.geoipDb') ?? '--geoip-db'}: ${why}`,
+    );
+  if (path === '') throw bad('expected the path of a MaxMind DB file (.mmdb)');
+  const absolute = resolve(path);
+  let tail: Buffer;
+  try {
+    const fd = openSync(absolute, 'r');
+    try {
+      const size = fstatSync(fd).size;
+      const length = Math.min(size, MMDB_METADATA_WINDOW);
+      tail = Buffer.alloc(length);
+      readSync(fd, tail, 0, length, size - length);
+    } finally {
+      closeSync(fd);
+    }
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    throw bad(
+      code === 'ENOENT'
+        ? `${absolute} does not exist`
+        : code === 'EISDIR'
+          ? `${absolute} is a directory, not a MaxMind DB file`
+          : `${absolute} cannot be read (${code ?? (err as Error).message})`,
+    );
+  }
+  if (!tail.includes(MMDB_METADATA_MARKER))
+    throw bad(
+      `${absolute} is not a MaxMind DB (.mmdb) file, such as GeoLite2-City.mmdb or dbip-city-lite.mmdb`,
+    );
+  settings.runtime.geoipDb = absolute;
+}
+
+const MMDB_METADATA_MARKER = Buffer.concat([Buffer.from([0xab, 0xcd, 0xef]), Buffer.from('MaxMind.com')]);
+const MMDB_METADATA_WINDOW = 128 * 1024;
 
 /**
  * Over WireGuard the node is reached at its tunnel address: unless given, the node API listens

@@ -142,16 +142,24 @@ export const HOST_SOCKET_VARIABLE = 'CELL_HOST_SOCKET';
  */
 export const OBJECTS_DIR_VARIABLE = 'CELL_OBJECTS_DIR';
 
+/**
+ * The MaxMind DB the runtime fills `request.cf` from (docs/runtime.md "The environment contract"):
+ * `svc sail --geoip-db`, or set by hand for `cell serve` run alone. Unset: no geolocation.
+ */
+export const GEOIP_DB_VARIABLE = 'CELL_GEOIP_DB';
+
 /** Reads `serveOptionsEnvironment` back (the unsupervised bound apart). */
 export function readServeOptions(env: NodeJS.ProcessEnv): {
   otel: boolean;
   secretsFile: string | undefined;
   hostSocket: string | undefined;
+  geoipDb: string | undefined;
 } {
   return {
     otel: env.CELL_OTEL === '1',
     secretsFile: env.CELL_SECRETS_FILE || undefined,
     hostSocket: env[HOST_SOCKET_VARIABLE] || undefined,
+    geoipDb: env[GEOIP_DB_VARIABLE] || undefined,
   };
 }
 

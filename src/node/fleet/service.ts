@@ -12,7 +12,7 @@ import { onFleetChanged } from '../../registry/changes.ts';
 import { isNodeLive, LivenessTracker, PROMPT_READ_MS } from '../../registry/liveness.ts';
 import type { NodeRecord } from '../../registry/records.ts';
 import { egressEnvironment } from '../../runtime-contract/egress.ts';
-import { bucketEnvironment } from '../../runtime-contract/environment.ts';
+import { bucketEnvironment, GEOIP_DB_VARIABLE } from '../../runtime-contract/environment.ts';
 import { SecretsKeeper } from '../../secrets/keeper.ts';
 import { ensureSealKey } from '../../secrets/node-key.ts';
 import { ensureKeypair } from '../../wireguard/keypair.ts';
@@ -331,7 +331,11 @@ function defaultSupervisor(
   const { runtime, deploy, bucket } = ctx.settings;
   return new Supervisor({
     cellBin: runtime.cellBin,
-    cellEnv: { ...egressEnvironment(runtime.egressAllow), ...runtime.cellEnv },
+    cellEnv: {
+      ...egressEnvironment(runtime.egressAllow),
+      ...(runtime.geoipDb ? { [GEOIP_DB_VARIABLE]: runtime.geoipDb } : {}),
+      ...runtime.cellEnv,
+    },
     bindHost: runtime.bindHost,
     portRange: [runtime.portRangeStart, runtime.portRangeEnd],
     portQuarantineMs: runtime.portQuarantineMs,
