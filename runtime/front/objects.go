@@ -211,14 +211,22 @@ func (f *Follower) objectsLapsed(reason string) {
 			stop = append(stop, in)
 		}
 	}
-	f.mu.Unlock()
 	if len(stop) == 0 {
+		// Nothing served the objects (a lapse already stopped it): the health says why it waits.
+		if f.active.Load() == nil && f.status == statusStarting {
+			f.lastError = reason
+		}
+		f.mu.Unlock()
 		return
 	}
+	f.mu.Unlock()
 	f.setStatus(statusStarting, reason)
+	// Killed before anything is logged: a log line can wait on a stopped daemon's full pipe.
 	for _, in := range stop {
-		f.log(fmt.Sprintf("cell: stopping %s: %s", in.Label, reason))
 		in.Stop(true)
+	}
+	for _, in := range stop {
+		f.log(fmt.Sprintf("cell: stopped %s: %s", in.Label, reason))
 	}
 	select {
 	case f.lapsed <- struct{}{}:
