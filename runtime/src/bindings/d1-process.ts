@@ -9,7 +9,7 @@
 import { statSync } from 'node:fs';
 import { DatabaseSync } from 'node:sqlite';
 import { D1QueryError, runQueries } from './d1-engine.ts';
-import type { D1Query, ResultsFormat } from './d1-sql.ts';
+import { D1_LIMITS, type D1Query, type ResultsFormat } from './d1-sql.ts';
 
 /** One request to the process. */
 export type ProcessRequest =
@@ -44,6 +44,7 @@ export async function main(argv: string[]): Promise<number> {
   db.exec('PRAGMA wal_autocheckpoint = 0');
   // The bucket, not the disk, keeps what was acknowledged: a node that restarts restores.
   db.exec('PRAGMA synchronous = OFF');
+  setD1Limits(db);
   process.on('message', (request: ProcessRequest) => {
     let answer: ProcessAnswer;
     try {
@@ -62,6 +63,21 @@ export async function main(argv: string[]): Promise<number> {
   await new Promise<void>((resolve) => process.once('disconnect', resolve));
   if (db.isOpen) db.close();
   return 0;
+}
+
+/**
+ * D1's limits in SQLite itself, as D1's SQLite has them: a string or BLOB a statement makes
+ * (`zeroblob(n)`, `||`, `replace()`) or a row past 2,000,000 bytes is refused as a bound one is,
+ * and so is a statement with more than 100 parameters whatever was bound. d1-sql.ts checks each
+ * request before it gets here; `limits` is in newer Node.js releases only, and without it those
+ * checks are all there is.
+ */
+export function setD1Limits(db: DatabaseSync): void {
+  const limits = (db as { limits?: DatabaseSync['limits'] }).limits;
+  if (!limits) return;
+  limits.length = D1_LIMITS.maxValueBytes;
+  limits.sqlLength = D1_LIMITS.maxStatementBytes;
+  limits.variableNumber = D1_LIMITS.maxParams;
 }
 
 function handle(db: DatabaseSync, file: string, request: ProcessRequest): unknown {
