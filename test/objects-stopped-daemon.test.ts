@@ -1,5 +1,5 @@
 // A former holder whose node daemon alone is stopped (docs/bindings.md "Durable Objects on the
-// fleet", "What is guaranteed, with numbers"): examples/durable-objects deployed with `--replicas
+// fleet", what is guaranteed): examples/durable-objects deployed with `--replicas
 // all` to two `svc sail` daemons on one bucket, the objects' lease shortened to 4 s. The holder's
 // daemon is stopped with SIGSTOP, and only it: its `cell serve` front and the objects' workerd run
 // on. The front's own deadline (runtime/front/objects.go) passes with no renewal heard, so by the

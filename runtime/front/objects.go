@@ -83,21 +83,36 @@ func (g *objectsGuard) Serving() bool {
 	return int64(time.Since(g.base)) < g.deadline.Load()
 }
 
-// Begin makes sure the host is asked for renewals, and waits (bounded) for its first answer.
+// Begin makes sure the host is asked for renewals, and waits (bounded) until the objects may be
+// served or the host said they may not.
 func (g *objectsGuard) Begin() {
 	g.mu.Lock()
-	if g.running || g.stopped {
+	if g.stopped {
 		g.mu.Unlock()
 		return
 	}
-	g.running = true
-	g.mu.Unlock()
 	first := make(chan struct{})
-	go g.watch(first)
+	if g.running {
+		close(first) // a watch already asks (after a lapse, a question may be on its way)
+	} else {
+		g.running = true
+		go g.watch(first)
+	}
+	g.mu.Unlock()
+	deadline := time.Now().Add(objectsFirstAnswer)
 	select {
 	case <-first:
 	case <-time.After(objectsFirstAnswer):
 	}
+	for !g.Serving() && g.isRunning() && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func (g *objectsGuard) isRunning() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.running
 }
 
 // Stop ends the questions (the front is stopping).

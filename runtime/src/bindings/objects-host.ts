@@ -4,7 +4,9 @@
 // application's objects; otherwise it fails with ObjectsStandby, which the front takes as a look
 // to make again soon, serving nothing meanwhile, so it is not ready and routing leaves this node
 // out for the application. When the lease is lost the front's workerd processes are killed at
-// once (their pids are in the front's private folder): the front's next look stands by.
+// once (their pids are in the front's private folder): the front's next look stands by. The
+// front also keeps a deadline of its own, from the validity this host tells it at each renewal
+// (`validity`, op `objects`), so the objects stop serving even while this host is stopped.
 
 import { performance } from 'node:perf_hooks';
 import type { Store } from '../../../src/store/store.ts';
