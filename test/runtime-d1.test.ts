@@ -5,7 +5,8 @@
 // (developers.cloudflare.com/d1/worker-api/prepared-statements/, .../d1-database/, .../return-object/)
 // and Miniflare's D1 tests (workers-sdk packages/miniflare/test/plugins/d1/suite.ts): the result
 // shapes, D1's types (booleans bound as 1 and 0, a BLOB read back as its bytes), `batch()` all or
-// nothing, `D1_ERROR: <SQLite's message>: SQLITE_<CODE>` and `D1_TYPE_ERROR`.
+// nothing, `D1_ERROR: <SQLite's message>: SQLITE_<CODE>` and `D1_TYPE_ERROR`, and D1's limits
+// (developers.cloudflare.com/d1/platform/limits/) at and one past each.
 //
 // Then the failures: the owner killed with SIGKILL while a client writes (every acknowledged row
 // is served by the node that takes over), and the owner stopped with SIGSTOP past its lease (its
@@ -51,7 +52,15 @@ type Outcome = { ok?: unknown; error?: string };
 function checkConformance(r: Record<string, Outcome>): void {
   assert.deepEqual(r.exec, { ok: { count: 4, hasDuration: true } });
   assert.deepEqual(r.run, {
-    ok: { success: true, changes: 1, last_row_id: 1, changed_db: true, rows_written: 1, sizeAfter: true },
+    ok: {
+      success: true,
+      changes: 1,
+      last_row_id: 1,
+      changed_db: true,
+      rows_written: 1,
+      sizeAfter: true,
+      hasDuration: true,
+    },
   });
   assert.deepEqual(r.nullAndFloat, { ok: 2 });
   assert.deepEqual(r.all, {
@@ -62,6 +71,7 @@ function checkConformance(r: Record<string, Outcome>): void {
         { id: 2, n: null, nt: 'null', t: 1.5, b: null, f: null },
       ],
       rowsRead: 2,
+      hasDuration: true,
     },
   });
   assert.deepEqual(r.first, { ok: { id: 1, t: 'héllo' } });
@@ -90,6 +100,17 @@ function checkConformance(r: Record<string, Outcome>): void {
   assert.match(r.transaction?.error ?? '', /^D1_ERROR: cannot start a transaction within a transaction/);
   assert.deepEqual(r.session, { ok: { bookmark: true, count: 3 } });
   assert.deepEqual(r.multiStatement, { ok: 4 });
+  // D1's limits (developers.cloudflare.com/d1/platform/limits/), failing in D1's words: SQLite's
+  // message, then D1's `: SQLITE_<CODE>`.
+  assert.deepEqual(r.params100, { ok: 100 });
+  assert.match(r.params101?.error ?? '', /^D1_ERROR: too many SQL variables\b.*: SQLITE_ERROR$/);
+  assert.deepEqual(r.statement100k, { ok: 1 });
+  assert.match(r.statementTooLong?.error ?? '', /^D1_ERROR: statement too long\b.*: SQLITE_TOOBIG$/);
+  assert.deepEqual(r.string2m, { ok: 2_000_000 });
+  assert.deepEqual(r.stringTooBig, { error: 'D1_ERROR: string or blob too big: SQLITE_TOOBIG' });
+  assert.deepEqual(r.blobTooBig, { error: 'D1_ERROR: string or blob too big: SQLITE_TOOBIG' });
+  assert.deepEqual(r.madeTooBig, { error: 'D1_ERROR: string or blob too big: SQLITE_TOOBIG' });
+  assert.deepEqual(r.afterTooBig, { ok: 2 }, 'no refused value reached the table');
 }
 
 describe('D1 in real workerd', () => {
