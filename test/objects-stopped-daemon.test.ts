@@ -5,7 +5,9 @@
 // on. The front's own deadline (runtime/front/objects.go) passes with no renewal heard, so by the
 // time the other node has taken the objects over and serves them, the former holder's port answers
 // 503 and its objects' workerd is gone: never two live instances of one object. The daemon
-// continued, the former holder stands by and never serves the objects again.
+// continued, the former holder stands by and never serves the objects again. Then the new
+// holder's daemon restarted (SIGUSR2, started again on its state directory) finds the lease still
+// its own and serves on from the same folder, with every increment.
 
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
@@ -14,7 +16,7 @@ import { keys } from '../src/registry/keys.ts';
 import { type Bucket, call, keyArg, openBucket, type Signer } from './helpers/applications.ts';
 import { EXAMPLES, fetchText, isRunning, processTree } from './helpers/cell.ts';
 import { CELL_REAL } from './helpers/deploys.ts';
-import { runSvc, type SailProcess, waitFor } from './helpers/svc.ts';
+import { runSvc, type SailProcess, startSail, waitFor } from './helpers/svc.ts';
 
 const APP = 'counter';
 const TTL_MS = 4_000;
@@ -31,13 +33,18 @@ describe('Durable Objects when the holder daemon alone is stopped', () => {
   let bucket: Bucket;
   let admin: Signer;
   let nodes: SailProcess[];
+  let flags: string[];
+  /** What the first test leaves: the node that took the objects over, its port, the count. */
+  let taker: SailProcess | undefined;
+  let takerPort = 0;
+  let count = 0;
   /** Daemons stopped by the test (continued at the end whatever happens) and the fronts seen. */
   const stopped = new Set<number>();
   const fronts = new Set<number>();
   before(async () => {
     bucket = await openBucket();
     admin = await bucket.operator('op-objects-stop', 'admin', ['*']);
-    const flags = ['--cell-bin', CELL_REAL, '--cell-env', `CELL_OBJECTS_LEASE_TTL_MS=${TTL_MS}`];
+    flags = ['--cell-bin', CELL_REAL, '--cell-env', `CELL_OBJECTS_LEASE_TTL_MS=${TTL_MS}`];
     nodes = [await bucket.sail(flags), await bucket.sail(flags)];
     const run = await runSvc(
       [
@@ -56,12 +63,14 @@ describe('Durable Objects when the holder daemon alone is stopped', () => {
     );
     assert.equal(run.code, 0, run.stderr);
   });
+  const restarted: SailProcess[] = [];
   after(async () => {
     for (const pid of stopped) {
       try {
         process.kill(pid, 'SIGCONT');
       } catch {}
     }
+    await Promise.all(restarted.map((node) => node.stop()));
     await bucket.close();
     // A front its daemon did not stop (the daemon died first) is not left behind.
     for (const front of fronts)
@@ -180,5 +189,31 @@ describe('Durable Objects when the holder daemon alone is stopped', () => {
     // The objects stay with the node that took them.
     assert.equal(await increment(takenPort), acknowledged + 2);
     assert.equal((await processes(other))?.ready, true);
+    taker = other;
+    takerPort = takenPort;
+    count = acknowledged + 2;
+  });
+
+  it('a holder whose daemon restarts (SIGUSR2, started again) finds the lease its own and serves on from the same folder', async () => {
+    assert.ok(taker, 'the first test left a holder');
+    // Alone on the fleet, so that nobody takes the objects over while the daemon is away.
+    for (const node of nodes) if (node !== taker) await node.stop();
+    const front = (await processes(taker))?.pid as number;
+    fronts.add(front);
+    assert.equal(await taker.stop('SIGUSR2'), 0, 'SIGUSR2 restarts keeping the applications');
+    const again = await startSail(['--endpoint', bucket.endpoint, ...flags], {
+      stateDir: taker.stateDir,
+      listen: taker.listen,
+    });
+    restarted.push(again);
+    await waitFor(
+      async () => {
+        const p = await processes(again);
+        return p?.ready && p.pid === front;
+      },
+      `the same runtime, adopted and serving\n${again.log()}`,
+      DEADLINE_MS,
+    );
+    assert.equal(await increment(takerPort), count + 1, 'every increment, from the same folder');
   });
 });
