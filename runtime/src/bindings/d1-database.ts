@@ -8,13 +8,16 @@
 import { closeSync, openSync, readSync } from 'node:fs';
 import { mkdir, readFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
+import { logKeys } from '../../../src/registry/keys.ts';
 import { isCasConflict } from '../../../src/store/store.ts';
 import { QueryTimedOut, type RunResult, SqliteConnection } from './d1-connection.ts';
 import { D1QueryError, type D1Success } from './d1-engine.ts';
 import {
   D1_RETENTION_MS,
   type DatabaseRef,
+  decodeObject,
   listSegments,
+  logBase,
   pruneGenerations,
   restore,
   writeSegment,
@@ -240,6 +243,9 @@ export class OwnedDatabase {
           bytes,
         );
       } catch (err) {
+        // The segment is there already: this node's own earlier write, which the bucket took
+        // although it answered a failure (its deadline passed), or another node's seal.
+        if (isCasConflict(err) && (await this.#adoptLanded(bytes))) return this.#shipOnce();
         if (isCasConflict(err)) {
           this.#moved = true;
           throw new NotDurable('another node took the database over');
@@ -251,6 +257,28 @@ export class OwnedDatabase {
       this.#index = index;
     }
     if (this.#shipped >= (this.#options.compactWalBytes ?? COMPACT_WAL_BYTES)) await this.#compact();
+  }
+
+  /**
+   * Whether the segment in the way of the next write is one this node wrote and took for failed:
+   * no seal, starting where shipping stands, its bytes the start of `unshipped` (the WAL from
+   * there). It is then counted as shipped, as it is in the bucket; a new owner only ever writes a
+   * seal in this generation.
+   */
+  async #adoptLanded(unshipped: Uint8Array): Promise<boolean> {
+    const { ref } = this.#options;
+    const object = await ref.store
+      .get(logKeys.segment(logBase(ref), this.#generation, this.#nextSegment))
+      .catch(() => null);
+    if (!object) return false;
+    const { header, bytes } = decodeObject(object.body);
+    if (header.sealed_by !== undefined || header.offset !== this.#shipped) return false;
+    if (bytes.byteLength === 0 || bytes.byteLength > unshipped.byteLength) return false;
+    if (!Buffer.from(unshipped.subarray(0, bytes.byteLength)).equals(bytes)) return false;
+    this.#nextSegment++;
+    this.#shipped += bytes.byteLength;
+    this.#index = header.index;
+    return true;
   }
 
   /** Folds the WAL into the database file and starts the next generation with it. */

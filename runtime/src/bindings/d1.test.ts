@@ -250,6 +250,47 @@ test('the bucket frozen: a write fails with D1 failure, reads on the holder go o
   }
 });
 
+/** The store double whose next segment write lands but answers a failure, as one answered past its deadline. */
+class LateAnswerStore extends MemoryStore {
+  landThenFail = false;
+  override async put(key: string, body: Uint8Array | string, condition?: Parameters<MemoryStore['put']>[2]) {
+    const put = await super.put(key, body, condition);
+    if (this.landThenFail && key.includes('/wal/')) {
+      this.landThenFail = false;
+      throw new Error('the bucket did not answer in time');
+    }
+    return put;
+  }
+}
+
+test('a write the bucket took but answered as failed: the holder finds its own segment there and goes on writing', async () => {
+  const store = new LateAnswerStore();
+  const d1 = await node(store, 'n1');
+  try {
+    await send(d1, { sql: 'CREATE TABLE t (v)' });
+    await send(d1, { sql: 'INSERT INTO t VALUES (1)' });
+    store.landThenFail = true;
+    const late = await send(d1, { sql: 'INSERT INTO t VALUES (2)' });
+    assert.match(late.json.error, /^the bucket did not take the write: the bucket did not answer in time/);
+    const next = await send(d1, { sql: 'INSERT INTO t VALUES (3)' });
+    assert.equal(next.json.success, true, `the next write is taken, not refused as a takeover: ${next.body}`);
+    assert.deepEqual((await send(d1, { sql: 'SELECT v FROM t ORDER BY v' })).json.results, [
+      { v: 1 },
+      { v: 2 },
+      { v: 3 },
+    ]);
+  } finally {
+    await d1.close();
+  }
+  const other = await node(store, 'n2');
+  try {
+    const rows = await send(other, { sql: 'SELECT v FROM t ORDER BY v' });
+    assert.deepEqual(rows.json.results, [{ v: 1 }, { v: 2 }, { v: 3 }], 'each byte of the WAL once');
+  } finally {
+    await other.close();
+  }
+});
+
 test('closing leaves no copy of a database on the node', async () => {
   const store = new MemoryStore();
   const d1 = await node(store, 'n1');
