@@ -27,8 +27,11 @@ const WARM_UP = 200;
 const ROUND = 100;
 const OBJECT = 'bench';
 
+// Only /inc calls: the runtime's readiness probe (GET /.well-known/cell/health) reaches the
+// worker too, and must not count.
 const CALLER = `export default {
   async fetch(request, env) {
+    if (new URL(request.url).pathname !== '/inc') return new Response('POST /inc', { status: 404 });
     return env.COUNTER_APP.fetch('http://counter/${OBJECT}', { method: 'POST' });
   },
 };
@@ -84,8 +87,8 @@ async function main(): Promise<void> {
 
     const urls: Record<(typeof MODES)[number], string> = {
       direct: `${await readyAppUrl(nodeA, admin, 'durable-objects')}/${OBJECT}`,
-      'same-node': await readyAppUrl(nodeA, admin, 'objects-caller'),
-      'other-node': await readyAppUrl(nodeB, admin, 'objects-caller'),
+      'same-node': `${await readyAppUrl(nodeA, admin, 'objects-caller')}/inc`,
+      'other-node': `${await readyAppUrl(nodeB, admin, 'objects-caller')}/inc`,
     };
     const times = new Map<string, number[]>(MODES.map((m) => [m, []]));
     let made = 0;
