@@ -13,8 +13,8 @@ package main
 // front counts it from when it sent the question. The deadline is thus never later than the
 // host's own, whatever the delays between them (an answer read late, a process stopped in
 // between). The host holds each question until its next renewal, so a holding front hears of each
-// renewal once: one question and one answer per renewal (10 s lease, renewed every 3.3 s: 0.6
-// messages a second per front of an application with Durable Objects; none otherwise).
+// renewal once: one question and one answer per renewal (10 s lease, renewed every 3.3 to 4 s:
+// at most 0.6 messages a second per front of an application with Durable Objects; none otherwise).
 
 import (
 	"errors"
