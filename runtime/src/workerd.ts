@@ -245,6 +245,27 @@ const CTX_EXPORTS_DEFAULT_DATE = '2025-11-17';
 /** The router's own compatibility date: fixed, since its code is ours. */
 const ROUTER_COMPATIBILITY_DATE = '2024-09-23';
 
+/**
+ * The Cache API's service (`caches.default`, `caches.open()`): an always-empty cache. Without one
+ * workerd throws "No Cache was configured" on every call, which breaks workers that only use the
+ * cache opportunistically (SvelteKit's Cloudflare adapter calls `caches.default.match` on every
+ * request). workerd's protocol: `match` is a GET answered `Cf-Cache-Status: MISS`; `put` a PUT
+ * whose body is the response to keep, answered 204; `delete` a PURGE answered 404 (nothing was
+ * there). See docs/runtime.md "Cache API".
+ */
+const CACHE_MODULE = 'cell-cache.js';
+const CACHE_SOURCE = `export default {
+  async fetch(request) {
+    if (request.method === 'PUT') {
+      await request.arrayBuffer();
+      return new Response(null, { status: 204 });
+    }
+    if (request.method === 'PURGE') return new Response(null, { status: 404 });
+    return new Response(null, { status: 504, headers: { 'cf-cache-status': 'MISS' } });
+  },
+};
+`;
+
 /** A Cap'n Proto text literal: quotes, backslashes and control characters escaped. */
 export function capnpString(text: string): string {
   let out = '"';
@@ -260,7 +281,10 @@ export function capnpString(text: string): string {
 export function renderWorkerdConfig(plan: WorkerdPlan): string {
   const q = capnpString;
   const userBindings = plan.vars.map((v) => `(name = ${q(v.name)}, ${v.kind} = embed ${q(v.file)})`);
-  const services = ['(name = "cell-user", worker = .userWorker)'];
+  const services = [
+    '(name = "cell-user", worker = .userWorker)',
+    '(name = "cell-cache", worker = .cacheWorker)',
+  ];
   const extensions: string[] = [];
   let entry = 'cell-user';
   let routerWorkers = '';
@@ -475,7 +499,8 @@ const assetsWorker :Workerd.Worker = (
   const userWorkerFields = `modules = [ ${modules.join(', ')} ],
   compatibilityDate = ${q(plan.compatibilityDate)},
   compatibilityFlags = [ ${compatibilityFlags.map(q).join(', ')} ],
-  bindings = [ ${userBindings.join(', ')} ]`;
+  bindings = [ ${userBindings.join(', ')} ],
+  cacheApiOutbound = "cell-cache"`;
   let cronWorker = '';
   if (plan.cronAddress) {
     // The scheduled events run in a copy of the user worker whose tail is the trigger: a tail on
@@ -524,6 +549,11 @@ const config :Workerd.Config = (
 
 const userWorker :Workerd.Worker = (
   ${userWorkerFields},${objectsFields}
+);
+
+const cacheWorker :Workerd.Worker = (
+  modules = [ (name = ${q(CACHE_MODULE)}, esModule = ${q(CACHE_SOURCE)}) ],
+  compatibilityDate = ${q(ROUTER_COMPATIBILITY_DATE)},
 );
 ${routerWorkers}${cronWorker}${queueTriggerWorker}`;
 }
