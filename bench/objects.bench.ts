@@ -43,12 +43,12 @@ function percentile(sorted: number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? Number.NaN;
 }
 
-/** A node: its holder and the workerd it runs while it holds the objects. */
-function node(store: Store, name: string, passes: number[]) {
+/** A node: its holder of `application`'s objects and the workerd it runs while it holds them. */
+function node(store: Store, application: string, name: string, passes: number[]) {
   let workerd: Workerd | null = null;
   const holder = new ObjectsHolder({
     store,
-    application: 'bench',
+    application,
     node: name,
     dataDir: tempDir(`objects-bench-${name}-`),
     log: () => {},
@@ -79,6 +79,7 @@ function node(store: Store, name: string, passes: number[]) {
     },
   };
 }
+type BenchNode = ReturnType<typeof node>;
 
 async function waitUntil<T>(check: () => T | Promise<T>, timeoutMs: number): Promise<NonNullable<T>> {
   const deadline = Date.now() + timeoutMs;
@@ -90,103 +91,108 @@ async function waitUntil<T>(check: () => T | Promise<T>, timeoutMs: number): Pro
   }
 }
 
+/**
+ * `standby` waits while a client increments one object through `holder`'s workerd; then the holder
+ * is cut off from the bucket and its workerd killed. Answers how long until the standby's workerd
+ * answers, and what it lost.
+ */
+async function takeover(holder: BenchNode, holderStore: Store, standby: BenchNode): Promise<string> {
+  const served = holder.workerd()!;
+  await waitUntil(() => standby.holder.holder?.node === holder.holder.holder?.node, 30_000);
+  /** When each acknowledged increment was answered, by its count. */
+  const answeredAt = new Map<number, number>();
+  for (let i = 0; i < 50; i++)
+    answeredAt.set(Number(await call(served, '/inc?o=takeover')), performance.now());
+  let acknowledged = 50;
+  let killed = false;
+  const client = (async () => {
+    while (!killed) {
+      try {
+        const n = Number(await call(served, '/inc?o=takeover'));
+        acknowledged = n;
+        answeredAt.set(n, performance.now());
+      } catch {
+        return;
+      }
+    }
+  })();
+  await new Promise((r) => setTimeout(r, 2_500));
+  cutOff(holderStore);
+  killed = true;
+  const killedAt = performance.now();
+  served.process.kill('SIGKILL');
+  await client;
+  const taken = await waitUntil(() => standby.workerd(), 180_000);
+  const count = Number(await call(taken, '/get?o=takeover'));
+  const takeoverS = (performance.now() - killedAt) / 1000;
+  const lost =
+    acknowledged > count
+      ? `, the first lost one answered ${(killedAt - (answeredAt.get(count + 1) ?? killedAt)).toFixed(0)} ms before the holder was cut off`
+      : '';
+  return `${takeoverS.toFixed(1)} s; acknowledged ${acknowledged}, present after takeover ${count}: lost ${acknowledged - count}${lost}`;
+}
+
 async function main(): Promise<void> {
   const minio = await startMinio();
   const stopping: (() => Promise<unknown>)[] = [];
   try {
     const options = minio.bucketOptions(await minio.createBucket());
     const open = () => openStore({ ...options, stateDir: tempDir('objects-bench-store-') });
+    const start = async (store: Store, application: string, name: string, passes: number[]) => {
+      const n = node(store, application, name, passes);
+      stopping.push(() => n.close());
+      n.holder.start();
+      return n;
+    };
 
-    // Throughput: alone, then shipped.
+    // One object: alone, then shipped, then alone again.
     const alone = await startCounterWorkerd(tempDir('objects-bench-alone-'));
+    stopping.push(() => alone.stop());
     await call(alone, '/inc?o=hot');
-    const aloneRps = await wrkRequestsPerSecond(`${alone.url}/inc?o=hot`, {
-      seconds,
-      connections: CONNECTIONS,
-    });
-
+    const wrkHot = { seconds, connections: CONNECTIONS };
+    const aloneRps = await wrkRequestsPerSecond(`${alone.url}/inc?o=hot`, wrkHot);
     const storeA = await open();
     const passes: number[] = [];
-    const a = node(storeA, 'a', passes);
-    stopping.push(() => a.close());
-    a.holder.start();
+    const a = await start(storeA, 'bench', 'a', passes);
     const served = await waitUntil(() => a.workerd(), 30_000);
     await call(served, '/inc?o=hot');
-    const shippedRps = await wrkRequestsPerSecond(`${served.url}/inc?o=hot`, {
-      seconds,
-      connections: CONNECTIONS,
-    });
+    const shippedRps = await wrkRequestsPerSecond(`${served.url}/inc?o=hot`, wrkHot);
     const sorted = [...passes].sort((x, y) => x - y);
+    const aloneAfterRps = await wrkRequestsPerSecond(`${alone.url}/inc?o=hot`, wrkHot);
+    const b = await start(await open(), 'bench', 'b', []);
+    const hotTakeover = await takeover(a, storeA, b);
+
+    // Many objects, another application: alone, then shipped, then its takeover.
     const many = { seconds, connections: CONNECTIONS, script: manyObjectsScript(objects) };
-    const manyFrom = passes.length;
-    const manyShippedRps = await wrkRequestsPerSecond(`${served.url}/`, many);
-    const manySorted = passes.slice(manyFrom).sort((x, y) => x - y);
-    const aloneAfterRps = await wrkRequestsPerSecond(`${alone.url}/inc?o=hot`, {
-      seconds,
-      connections: CONNECTIONS,
-    });
     const manyAloneRps = await wrkRequestsPerSecond(`${alone.url}/`, many);
-    await alone.stop();
+    const storeC = await open();
+    const manyPasses: number[] = [];
+    const c = await start(storeC, 'bench-many', 'c', manyPasses);
+    const servedMany = await waitUntil(() => c.workerd(), 30_000);
+    const manyShippedRps = await wrkRequestsPerSecond(`${servedMany.url}/`, many);
+    const manySorted = [...manyPasses].sort((x, y) => x - y);
+    const d = await start(await open(), 'bench-many', 'd', []);
+    const manyTakeover = await takeover(c, storeC, d);
 
-    // Takeover: b stands by; a's bucket is cut off and its workerd killed while a client increments.
-    const storeB = await open();
-    const b = node(storeB, 'b', []);
-    stopping.push(() => b.close());
-    b.holder.start();
-    await waitUntil(() => b.holder.holder?.node === 'a', 30_000);
-    for (let i = 0; i < 50; i++) await call(served, '/inc?o=takeover');
-    let acknowledged = 50;
-    /** When each acknowledged increment was answered, by its count. */
-    const answeredAt = new Map<number, number>();
-    let killed = false;
-    const client = (async () => {
-      while (!killed) {
-        try {
-          const n = Number(await call(served, '/inc?o=takeover'));
-          acknowledged = n;
-          answeredAt.set(n, performance.now());
-        } catch {
-          return;
-        }
-      }
-    })();
-    await new Promise((r) => setTimeout(r, 2_500));
-    cutOff(storeA);
-    killed = true;
-    const killedAt = performance.now();
-    served.process.kill('SIGKILL');
-    await client;
-    const taken = await waitUntil(() => b.workerd(), 60_000);
-    const count = Number(await call(taken, '/get?o=takeover'));
-    const takeoverS = (performance.now() - killedAt) / 1000;
-
-    console.log(
-      `objects bench: wrk ${seconds} s, ${CONNECTIONS} connections, one object, every request a write`,
-    );
+    console.log(`objects bench: wrk ${seconds} s, ${CONNECTIONS} connections, every request a write`);
     const aloneMean = (aloneRps + aloneAfterRps) / 2;
     console.log(
-      `  workerd alone, local storage: ${aloneRps.toFixed(0)} requests/s before, ${aloneAfterRps.toFixed(0)} after the shipped run`,
+      `  one object, workerd alone with local storage: ${aloneRps.toFixed(0)} requests/s before, ${aloneAfterRps.toFixed(0)} after the shipped run`,
     );
     console.log(
-      `  shipped every second to MinIO: ${shippedRps.toFixed(0)} requests/s (ratio ${(shippedRps / aloneMean).toFixed(2)} of alone's mean)`,
+      `  one object shipped every second to MinIO: ${shippedRps.toFixed(0)} requests/s (ratio ${(shippedRps / aloneMean).toFixed(2)} of alone's mean)`,
     );
     console.log(
-      `  ship passes under that load: ${passes.length}, duration p50 ${percentile(sorted, 50)} ms, p99 ${percentile(sorted, 99)} ms, max ${sorted.at(-1)} ms`,
+      `  its ship passes: ${passes.length}, duration p50 ${percentile(sorted, 50)} ms, p99 ${percentile(sorted, 99)} ms, max ${sorted.at(-1)} ms; loss bound (interval + slowest pass) ${1000 + (sorted.at(-1) ?? 0)} ms`,
+    );
+    console.log(`  its takeover after the holder was cut off and its workerd killed: ${hotTakeover}`);
+    console.log(
+      `  ${objects} objects, each request a write to one at random: alone ${manyAloneRps.toFixed(0)} requests/s, shipped ${manyShippedRps.toFixed(0)} (ratio ${(manyShippedRps / manyAloneRps).toFixed(2)})`,
     );
     console.log(
-      `  loss bound (interval + slowest pass): ${1000 + (sorted.at(-1) ?? 0)} ms of acknowledged writes`,
+      `  their ship passes: ${manySorted.length}, p50 ${percentile(manySorted, 50)} ms, p99 ${percentile(manySorted, 99)} ms, max ${manySorted.at(-1)} ms; loss bound ${1000 + (manySorted.at(-1) ?? 0)} ms`,
     );
-    console.log(
-      `  ${objects} objects, each request a write to one at random: alone ${manyAloneRps.toFixed(0)} requests/s (after the shipped run), shipped ${manyShippedRps.toFixed(0)} (ratio ${(manyShippedRps / manyAloneRps).toFixed(2)}); passes ${manySorted.length}, p50 ${percentile(manySorted, 50)} ms, p99 ${percentile(manySorted, 99)} ms, max ${manySorted.at(-1)} ms: loss bound ${1000 + (manySorted.at(-1) ?? 0)} ms`,
-    );
-    console.log(`  takeover after the holder was cut off and its workerd killed: ${takeoverS.toFixed(1)} s`);
-    console.log(
-      `  acknowledged ${acknowledged}, present after takeover ${count}: lost ${acknowledged - count}${
-        acknowledged > count
-          ? `, the first lost one answered ${(killedAt - (answeredAt.get(count + 1) ?? killedAt)).toFixed(0)} ms before the holder was cut off`
-          : ''
-      }`,
-    );
+    console.log(`  their takeover (every object restored): ${manyTakeover}`);
   } finally {
     for (const stop of stopping.reverse()) await stop().catch(() => {});
     await minio.stop();

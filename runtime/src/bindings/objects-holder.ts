@@ -54,6 +54,16 @@ export class ObjectsHolder {
   #timer: NodeJS.Timeout | null = null;
   /** Fires when the lease's validity ends, so serving stops then even while a step hangs. */
   #fenceTimer: NodeJS.Timeout | null = null;
+  /**
+   * Renews the lease while taking and holding, apart from the restore and the ship passes: a
+   * restore or a pass over many objects can outlast the lease, and the holder must not lose its
+   * own objects to its own work on them.
+   */
+  #renewTimer: NodeJS.Timeout | null = null;
+  /** The renewal under way, so stop() waits for it. */
+  #renewing: Promise<void> = Promise.resolve();
+  /** Whether the last renewal failed (the bucket did not answer): the next is tried sooner. */
+  #renewFailed = false;
   /** Whether `serve` was called and `stopServing` not since. */
   #serving = false;
   #lastRenewMs = 0;
@@ -151,7 +161,8 @@ export class ObjectsHolder {
     this.#tellMoved();
     if (this.#timer) clearTimeout(this.#timer);
     if (this.#fenceTimer) clearTimeout(this.#fenceTimer);
-    await this.#step.catch(() => {});
+    if (this.#renewTimer) clearTimeout(this.#renewTimer);
+    await Promise.all([this.#step.catch(() => {}), this.#renewing.catch(() => {})]);
     if (!wasHolding) return;
     this.#serving = false;
     await this.#options.stopServing('the runtime is stopping');
@@ -179,7 +190,8 @@ export class ObjectsHolder {
     this.#tellMoved();
     if (this.#timer) clearTimeout(this.#timer);
     if (this.#fenceTimer) clearTimeout(this.#fenceTimer);
-    await this.#step.catch(() => {});
+    if (this.#renewTimer) clearTimeout(this.#renewTimer);
+    await Promise.all([this.#step.catch(() => {}), this.#renewing.catch(() => {})]);
   }
 
   #schedule(delayMs: number): void {
@@ -217,6 +229,10 @@ export class ObjectsHolder {
       return;
     }
     this.#state = 'taking';
+    // Renewed while the objects are restored too: a restore of many objects outlasts the lease.
+    this.#lastRenewMs = performance.now();
+    this.#renewFailed = false;
+    this.#scheduleRenewal();
     const fixed = this.#options.storageDir;
     const dir =
       fixed ?? join(this.#options.dataDir, `take-${acquired.fence}-${randomBytes(4).toString('hex')}`);
@@ -245,7 +261,6 @@ export class ObjectsHolder {
         expires_ms: Date.now() + this.#lease.ttlMs,
         fence: acquired.fence,
       };
-      this.#lastRenewMs = performance.now();
       this.#armFence();
       this.#state = 'holding';
       this.#renewal++;
@@ -261,18 +276,40 @@ export class ObjectsHolder {
     }
   }
 
-  async #hold(): Promise<void> {
+  /** The next renewal: a third of the lease after the last one, or a pass's interval after a failed one. */
+  #scheduleRenewal(): void {
+    if (this.#renewTimer) clearTimeout(this.#renewTimer);
+    const delay = this.#renewFailed
+      ? (this.#options.shipEveryMs ?? OBJECTS_SHIP_EVERY_MS)
+      : this.#lastRenewMs + this.#lease.ttlMs / 3 - performance.now();
+    this.#renewTimer = setTimeout(
+      () => {
+        this.#renewing = this.#renew().finally(() => {
+          if (this.#state === 'holding' || this.#state === 'taking') this.#scheduleRenewal();
+        });
+      },
+      Math.max(0, delay),
+    );
+    this.#renewTimer.unref?.();
+  }
+
+  async #renew(): Promise<void> {
+    const renewing = () => this.#state === 'holding' || this.#state === 'taking';
+    if (!renewing()) return;
     if (!this.#lease.valid()) return this.#lose('the lease ran out before it could be renewed');
-    if (performance.now() - this.#lastRenewMs >= this.#lease.ttlMs / 3) {
-      const renewed = await this.#lease.renew().catch(() => null);
-      if (renewed === false) return this.#lose('another node took the objects lease');
-      if (renewed) {
-        this.#lastRenewMs = performance.now();
-        this.#armFence();
-        this.#renewal++;
-        this.#tellMoved();
-      }
+    const renewed = await this.#lease.renew().catch(() => null);
+    if (!renewing()) return;
+    this.#renewFailed = renewed === null;
+    if (renewed === false) return this.#lose('another node took the objects lease');
+    if (renewed) {
+      this.#lastRenewMs = performance.now();
+      this.#armFence();
+      this.#renewal++;
+      this.#tellMoved();
     }
+  }
+
+  async #hold(): Promise<void> {
     if (!this.#lease.valid()) return this.#lose('the lease ran out before it could be renewed');
     try {
       const pass = await this.#shipper?.pass();
@@ -301,6 +338,7 @@ export class ObjectsHolder {
     this.#shipper = null;
     this.#lastShip = null;
     if (this.#fenceTimer) clearTimeout(this.#fenceTimer);
+    if (this.#renewTimer) clearTimeout(this.#renewTimer);
     this.#tellMoved();
     if (wasServing) {
       this.#options.log(`objects: this node stops serving the objects: ${reason}`);

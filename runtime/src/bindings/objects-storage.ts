@@ -41,7 +41,7 @@ export interface ObjectFile {
 export const METADATA_FILE = keys.runtimeObjectsAlarmsFile;
 const SQLITE = '.sqlite';
 /** How many files a pass or a take copies at once. */
-const PARALLEL = 8;
+const PARALLEL = 32;
 
 /** Another node took the objects over: this node must not serve them again. */
 export class ObjectsMoved extends Error {}

@@ -213,3 +213,56 @@ test('a holder that cannot renew stops serving before its lease may be taken by 
   bucketDown = false;
   await a.holder.stop();
 });
+
+test('a ship pass or a take that outlasts the lease does not cost the holder its objects: the lease is renewed meanwhile', async () => {
+  const memory = new MemoryStore();
+  const lease = keys.runtimeObjectsLease('app');
+  const namespaces = keys.runtimeObjectsNamespacesPrefix('app');
+  let leaseWrites = 0;
+  // While `held` is set, the reads (and, with `holdWrites`, the writes) of the objects' files wait
+  // for it to be released, as a pass or a take over many objects keeps the bucket busy longer than
+  // the lease lasts.
+  let held: PromiseWithResolvers<void> | null = null;
+  let holdWrites = true;
+  const store: Store = new Proxy(memory, {
+    get(target, name, receiver) {
+      const value = Reflect.get(target, name, receiver);
+      if ((name !== 'put' && name !== 'get') || typeof value !== 'function') return value;
+      return async (key: string, ...rest: unknown[]) => {
+        if (name === 'put' && key === lease) leaseWrites++;
+        if (held && key.startsWith(namespaces) && (name === 'get' || holdWrites)) await held.promise;
+        return value.call(target, key, ...rest);
+      };
+    },
+  });
+  const heldForRenewals = async (what: string) => {
+    const from = leaseWrites;
+    // Four renewals, a third of the lease apart: longer than the lease.
+    await waitFor(() => leaseWrites >= from + 4, `the lease renewed while ${what}`, 20_000);
+    held?.resolve();
+    held = null;
+  };
+
+  const a = holderOn(store, 'a', await tempDir('objects-node-a-'), 3_000);
+  a.holder.start();
+  await waitFor(() => a.holder.state === 'holding' && a.workerd(), 'a to hold the objects');
+  for (let i = 0; i < 5; i++) await call(a.workerd() as Workerd, '/inc?o=slow');
+  held = Promise.withResolvers();
+  await heldForRenewals('a pass waits on the bucket');
+  assert.deepEqual(a.events, ['serve'], 'a never stopped serving');
+  assert.equal(await call(a.workerd() as Workerd, '/inc?o=slow'), '6');
+
+  const b = holderOn(store, 'b', await tempDir('objects-node-b-'), 3_000);
+  b.holder.start();
+  await waitFor(() => b.holder.holder?.node === 'a', 'b to see a holding');
+  // a's last pass writes; b's take, which reads every file, is what waits now.
+  holdWrites = false;
+  held = Promise.withResolvers();
+  await a.holder.stop();
+  await waitFor(() => b.holder.state === 'taking', 'b to start taking the objects over');
+  await heldForRenewals("b's take restores the objects");
+  const served = (await waitFor(() => b.workerd(), 'b to serve the objects')) as Workerd;
+  assert.equal(await call(served, '/get?o=slow'), '6');
+  assert.deepEqual(b.events, ['serve'], 'b served from its first take on');
+  await b.holder.stop();
+});
