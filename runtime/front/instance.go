@@ -52,6 +52,9 @@ type Prepared struct {
 type Instance struct {
 	Prepared
 	transport *workerdLink
+	// cache answers the instance's Cache API calls (cache.go): opened before workerd starts,
+	// closed and removed once it has exited.
+	cache *cacheServer
 
 	cmd      *exec.Cmd
 	exited   chan struct{}
@@ -86,6 +89,12 @@ func StartInstance(p Prepared, stateDir string, timeout time.Duration, log func(
 		var d net.Dialer
 		return d.DialContext(ctx, "unix", socket)
 	})
+	cache, err := listenCache(p.Dir)
+	if err != nil {
+		in.Stop(false)
+		return nil, fmt.Errorf("%s failed to start: %v", p.Label, err)
+	}
+	in.cache = cache
 	if err := in.spawn(stateDir, log, lost); err != nil {
 		in.Stop(false)
 		return nil, err
@@ -123,6 +132,7 @@ func (in *Instance) spawn(stateDir string, log func(string), lost func(*Instance
 		live.Lock()
 		delete(live.set, cmd)
 		live.Unlock()
+		in.cache.close() // no cache socket outlives its workerd
 		in.mu.Lock()
 		stopping := in.stopping
 		in.mu.Unlock()
@@ -251,8 +261,8 @@ func (in *Instance) Drain(timeout time.Duration) {
 	}
 }
 
-// Stop ends workerd (SIGKILL at once with `now`, else SIGTERM and SIGKILL after a grace) and
-// removes the instance's files.
+// Stop ends workerd (SIGKILL at once with `now`, else SIGTERM and SIGKILL after a grace), closes
+// its cache socket and removes the instance's files.
 func (in *Instance) Stop(now bool) {
 	in.mu.Lock()
 	in.stopping = true
@@ -275,6 +285,7 @@ func (in *Instance) Stop(now bool) {
 			}
 		}
 	}
+	in.cache.close()
 	_ = os.RemoveAll(in.Dir)
 	_ = os.Remove(in.Socket)
 	if in.CronSocket != nil {

@@ -36,6 +36,13 @@ export interface Secrets {
 
 export const NO_SECRETS: Secrets = { values: {}, digest: '' };
 
+/**
+ * The Cache API's socket in the instance's folder (docs/runtime.md "Cache API"): the front listens
+ * on it while the instance runs, and removes it when the instance stops. The front names it too:
+ * runtime/front/cache.go `cacheSocketName`.
+ */
+export const CACHE_SOCKET = 'cache.sock';
+
 /** Where instance number `n` lives: its folder, its HTTP socket, and its trigger socket if it has crons. */
 export interface InstancePaths {
   dir: string;
@@ -47,6 +54,11 @@ export interface InstancePaths {
    * so it goes with the folder (docs/bindings.md "Queues").
    */
   queueSocketPath: string | null;
+  /**
+   * Where workerd sends the worker's Cache API calls: inside the instance's folder, answered by the
+   * front while the instance runs (`CACHE_SOCKET`).
+   */
+  cacheSocketPath: string;
 }
 
 export function instancePaths(stateDir: string, n: number, manifest: Manifest): InstancePaths {
@@ -57,6 +69,7 @@ export function instancePaths(stateDir: string, n: number, manifest: Manifest): 
     cronSocketPath: (manifest.crons ?? []).length > 0 ? socketPath.replace(/\.sock$/, '-cron.sock') : null,
     queueSocketPath:
       (manifest.queues?.consumers ?? []).length > 0 ? join(stateDir, `d${n}`, 'queues.sock') : null,
+    cacheSocketPath: join(stateDir, `d${n}`, CACHE_SOCKET),
   };
 }
 
@@ -128,6 +141,9 @@ export async function materialize(
     compatibilityFlags: m.compatibility_flags,
     vars: [],
     assets: null,
+    // The front answers it (runtime/front/cache.go); in the publish load check too, as it starts
+    // the worker with the same code.
+    cacheAddress: `unix:${paths.cacheSocketPath}`,
   };
   for (const module of m.modules) {
     if (!isModulePath(module.name))

@@ -106,4 +106,30 @@ describe('workerd config', () => {
     assert.match(text, /service = "cell-user"\) \]/);
     assert.doesNotMatch(text, /cell-router/);
   });
+
+  it("sends the Cache API to the front's cache socket, an external service and no worker of its own", () => {
+    const base = {
+      address: 'unix:/tmp/x.sock',
+      modules: [{ name: 'w.js', type: 'esm' as const, file: 'modules/w.js' }],
+      compatibilityDate: '2025-06-01',
+      compatibilityFlags: [],
+      vars: [],
+      assets: null,
+    };
+    const text = renderWorkerdConfig({
+      ...base,
+      cacheAddress: 'unix:/state/d3/cache.sock',
+      cronAddress: 'unix:/state/w3-cron.sock',
+    });
+    assert.ok(
+      text.includes('(name = "cell-cache", external = (address = "unix:/state/d3/cache.sock", http = ()))'),
+      text,
+    );
+    // The serving worker and the scheduled events' copy of it both send their cache calls there.
+    assert.equal(text.match(/cacheApiOutbound = "cell-cache"/g)?.length, 2, text);
+    // No isolate for the cache: the user worker, its scheduled copy and the cron trigger only.
+    assert.equal(text.match(/:Workerd\.Worker = \(/g)?.length, 3, text);
+    const without = renderWorkerdConfig(base);
+    assert.doesNotMatch(without, /cell-cache|cacheApiOutbound/);
+  });
 });

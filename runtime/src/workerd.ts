@@ -81,6 +81,14 @@ export interface WorkerdPlan {
   } | null;
   /** With cron triggers: where the trigger worker listens (`unix:/path`), else null. */
   cronAddress?: string | null;
+  /**
+   * Where the worker's Cache API calls (`caches.default`, `caches.open()`) go (`unix:/path`): the
+   * front answers there as an always-empty cache (docs/runtime.md "Cache API"). Without it
+   * workerd throws "No Cache was configured" on every call, which breaks workers that only use
+   * the cache to go faster (SvelteKit's Cloudflare adapter calls `caches.default.match` on every
+   * request). An external service, not a worker: a worker would cost each application an isolate.
+   */
+  cacheAddress?: string | null;
   /** Private CIDR ranges the operator allows the worker to reach (egress.ts `egressRanges`). */
   egressAllow?: readonly string[];
   /**
@@ -245,27 +253,6 @@ const CTX_EXPORTS_DEFAULT_DATE = '2025-11-17';
 /** The router's own compatibility date: fixed, since its code is ours. */
 const ROUTER_COMPATIBILITY_DATE = '2024-09-23';
 
-/**
- * The Cache API's service (`caches.default`, `caches.open()`): an always-empty cache. Without one
- * workerd throws "No Cache was configured" on every call, which breaks workers that only use the
- * cache opportunistically (SvelteKit's Cloudflare adapter calls `caches.default.match` on every
- * request). workerd's protocol: `match` is a GET answered `Cf-Cache-Status: MISS`; `put` a PUT
- * whose body is the response to keep, answered 204; `delete` a PURGE answered 404 (nothing was
- * there). See docs/runtime.md "Cache API".
- */
-const CACHE_MODULE = 'cell-cache.js';
-const CACHE_SOURCE = `export default {
-  async fetch(request) {
-    if (request.method === 'PUT') {
-      await request.arrayBuffer();
-      return new Response(null, { status: 204 });
-    }
-    if (request.method === 'PURGE') return new Response(null, { status: 404 });
-    return new Response(null, { status: 504, headers: { 'cf-cache-status': 'MISS' } });
-  },
-};
-`;
-
 /** A Cap'n Proto text literal: quotes, backslashes and control characters escaped. */
 export function capnpString(text: string): string {
   let out = '"';
@@ -281,10 +268,9 @@ export function capnpString(text: string): string {
 export function renderWorkerdConfig(plan: WorkerdPlan): string {
   const q = capnpString;
   const userBindings = plan.vars.map((v) => `(name = ${q(v.name)}, ${v.kind} = embed ${q(v.file)})`);
-  const services = [
-    '(name = "cell-user", worker = .userWorker)',
-    '(name = "cell-cache", worker = .cacheWorker)',
-  ];
+  const services = ['(name = "cell-user", worker = .userWorker)'];
+  if (plan.cacheAddress)
+    services.push(`(name = "cell-cache", external = (address = ${q(plan.cacheAddress)}, http = ()))`);
   const extensions: string[] = [];
   let entry = 'cell-user';
   let routerWorkers = '';
@@ -499,8 +485,7 @@ const assetsWorker :Workerd.Worker = (
   const userWorkerFields = `modules = [ ${modules.join(', ')} ],
   compatibilityDate = ${q(plan.compatibilityDate)},
   compatibilityFlags = [ ${compatibilityFlags.map(q).join(', ')} ],
-  bindings = [ ${userBindings.join(', ')} ],
-  cacheApiOutbound = "cell-cache"`;
+  bindings = [ ${userBindings.join(', ')} ]${plan.cacheAddress ? ',\n  cacheApiOutbound = "cell-cache"' : ''}`;
   let cronWorker = '';
   if (plan.cronAddress) {
     // The scheduled events run in a copy of the user worker whose tail is the trigger: a tail on
@@ -549,11 +534,6 @@ const config :Workerd.Config = (
 
 const userWorker :Workerd.Worker = (
   ${userWorkerFields},${objectsFields}
-);
-
-const cacheWorker :Workerd.Worker = (
-  modules = [ (name = ${q(CACHE_MODULE)}, esModule = ${q(CACHE_SOURCE)}) ],
-  compatibilityDate = ${q(ROUTER_COMPATIBILITY_DATE)},
 );
 ${routerWorkers}${cronWorker}${queueTriggerWorker}`;
 }
