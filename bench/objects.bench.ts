@@ -7,7 +7,9 @@
 //               request a write to one of `objects` counters chosen at random), where every pass
 //               copies each object written since the last one.
 //   Loss bound: during the shipping run, every pass's duration (copy and PUTs): an acknowledged
-//               write is in the bucket at most one interval plus one pass after it was answered.
+//               write is in the bucket once the first pass that copies its file after it ends: at
+//               most the rest of the pass under way, one interval and one more pass after it was
+//               answered.
 //   Takeover:   two holders (each a node's ObjectsHolder with its own workerd) on one bucket; the
 //               holder's bucket is cut off and its workerd killed with SIGKILL while a client
 //               increments; the time until the other node's workerd answers, and how many
@@ -183,14 +185,14 @@ async function main(): Promise<void> {
       `  one object shipped every second to MinIO: ${shippedRps.toFixed(0)} requests/s (ratio ${(shippedRps / aloneMean).toFixed(2)} of alone's mean)`,
     );
     console.log(
-      `  its ship passes: ${passes.length}, duration p50 ${percentile(sorted, 50)} ms, p99 ${percentile(sorted, 99)} ms, max ${sorted.at(-1)} ms; loss bound (interval + slowest pass) ${1000 + (sorted.at(-1) ?? 0)} ms`,
+      `  its ship passes: ${passes.length}, duration p50 ${percentile(sorted, 50)} ms, p99 ${percentile(sorted, 99)} ms, max ${sorted.at(-1)} ms; loss bound (interval + two of the slowest pass) ${1000 + 2 * (sorted.at(-1) ?? 0)} ms`,
     );
     console.log(`  its takeover after the holder was cut off and its workerd killed: ${hotTakeover}`);
     console.log(
       `  ${objects} objects, each request a write to one at random: alone ${manyAloneRps.toFixed(0)} requests/s, shipped ${manyShippedRps.toFixed(0)} (ratio ${(manyShippedRps / manyAloneRps).toFixed(2)})`,
     );
     console.log(
-      `  their ship passes: ${manySorted.length}, p50 ${percentile(manySorted, 50)} ms, p99 ${percentile(manySorted, 99)} ms, max ${manySorted.at(-1)} ms; loss bound ${1000 + (manySorted.at(-1) ?? 0)} ms`,
+      `  their ship passes: ${manySorted.length}, p50 ${percentile(manySorted, 50)} ms, p99 ${percentile(manySorted, 99)} ms, max ${manySorted.at(-1)} ms; loss bound ${1000 + 2 * (manySorted.at(-1) ?? 0)} ms`,
     );
     console.log(`  their takeover (every object restored): ${manyTakeover}`);
   } finally {
