@@ -7,13 +7,13 @@
 // increment, and the routing sends the host to it.
 
 import assert from 'node:assert/strict';
-import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { keys } from '../src/registry/keys.ts';
-import { type Bucket, call, keyArg, openBucket, type Signer } from './helpers/applications.ts';
-import { EXAMPLES, fetchText, processTree } from './helpers/cell.ts';
+import { type Bucket, openBucket, type Signer } from './helpers/applications.ts';
+import { fetchText, processTree } from './helpers/cell.ts';
 import { CELL_REAL } from './helpers/deploys.ts';
-import { runSvc, type SailProcess, waitFor } from './helpers/svc.ts';
+import { counterProcess, deployCounter, increment, oneHolder } from './helpers/objects-counter-fleet.ts';
+import { type SailProcess, waitFor } from './helpers/svc.ts';
 
 const APP = 'counter';
 const TOKEN = 'objects-fleet-ingress-0123456789';
@@ -28,34 +28,13 @@ describe('Durable Objects on two nodes', () => {
     admin = await bucket.operator('op-objects', 'admin', ['*']);
     const flags = ['--cell-bin', CELL_REAL, '--ingress-token', TOKEN, '--platform-domains', 'svc.test'];
     nodes = [await bucket.sail(flags), await bucket.sail(flags)];
-    const run = await runSvc(
-      [
-        'deploy',
-        join(EXAMPLES, 'durable-objects'),
-        '--name',
-        APP,
-        '--replicas',
-        'all',
-        '--node',
-        nodes[0]!.url,
-        '--key',
-        keyArg(admin),
-      ],
-      { timeoutMs: 120_000 },
-    );
-    assert.equal(run.code, 0, run.stderr);
+    await deployCounter(nodes, admin, APP);
   });
   after(async () => {
     await bucket.close();
   });
 
-  /** The application's process on each node: its port and whether it is ready. */
-  async function processes(node: SailProcess): Promise<{ port: number; ready: boolean } | undefined> {
-    const state = (await call(node.url, 'GET', '/v1/state', { signer: admin })).body as {
-      processes?: { application: string; port: number; ready: boolean }[];
-    };
-    return state.processes?.find((p) => p.application === APP);
-  }
+  const processes = (node: SailProcess) => counterProcess(node, admin, APP);
 
   /** The nodes the routing document of `node` sends the application's host to. */
   async function routedTo(node: SailProcess): Promise<string[]> {
@@ -67,25 +46,9 @@ describe('Durable Objects on two nodes', () => {
     return (doc.routes.find((r) => r.host === `${APP}.svc.test`)?.upstreams ?? []).map((u) => u.node);
   }
 
-  async function increment(port: number): Promise<number> {
-    const answer = await fetchText(`http://127.0.0.1:${port}/shared`, { method: 'POST' });
-    assert.equal(answer?.status, 200, answer?.body);
-    return JSON.parse(answer?.body ?? '{}').count;
-  }
-
   it('one node serves the objects and the routing names it alone; the node lost, the other serves every acknowledged increment', async () => {
-    const holderIndex = await waitFor(
-      async () => {
-        const found = await Promise.all(nodes.map(processes));
-        const ready = found.flatMap((p, i) => (p?.ready ? [i] : []));
-        assert.ok(ready.length <= 1, 'two nodes serve the objects at once');
-        return ready.length === 1 && found.every((p) => p) ? (ready[0] as number) + 1 : 0;
-      },
-      "one node serving, the other's runtime running",
-      DEADLINE_MS,
-    );
-    const holder = nodes[holderIndex - 1] as SailProcess;
-    const other = nodes[2 - holderIndex] as SailProcess;
+    const { holder, others } = await oneHolder(nodes, admin, APP, DEADLINE_MS);
+    const other = others[0] as SailProcess;
     for (const node of nodes)
       await waitFor(
         async () => JSON.stringify(await routedTo(node)) === JSON.stringify([holder.nodeId]),

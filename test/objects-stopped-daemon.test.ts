@@ -10,24 +10,23 @@
 // its own and serves on from the same folder, with every increment.
 
 import assert from 'node:assert/strict';
-import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { keys } from '../src/registry/keys.ts';
-import { type Bucket, call, keyArg, openBucket, type Signer } from './helpers/applications.ts';
-import { EXAMPLES, fetchText, isRunning, processTree } from './helpers/cell.ts';
+import { type Bucket, openBucket, type Signer } from './helpers/applications.ts';
+import { fetchText, isRunning, processTree } from './helpers/cell.ts';
 import { CELL_REAL } from './helpers/deploys.ts';
-import { runSvc, type SailProcess, startSail, waitFor } from './helpers/svc.ts';
+import {
+  type CounterProcess,
+  counterProcess,
+  deployCounter,
+  increment,
+  oneHolder,
+} from './helpers/objects-counter-fleet.ts';
+import { type SailProcess, startSail, waitFor } from './helpers/svc.ts';
 
 const APP = 'counter';
 const TTL_MS = 4_000;
 const DEADLINE_MS = 90_000;
-
-interface ProcessState {
-  port: number;
-  ready: boolean;
-  pid?: number;
-  detail?: string;
-}
 
 describe('Durable Objects when the holder daemon alone is stopped', () => {
   let bucket: Bucket;
@@ -46,22 +45,7 @@ describe('Durable Objects when the holder daemon alone is stopped', () => {
     admin = await bucket.operator('op-objects-stop', 'admin', ['*']);
     flags = ['--cell-bin', CELL_REAL, '--cell-env', `CELL_OBJECTS_LEASE_TTL_MS=${TTL_MS}`];
     nodes = [await bucket.sail(flags), await bucket.sail(flags)];
-    const run = await runSvc(
-      [
-        'deploy',
-        join(EXAMPLES, 'durable-objects'),
-        '--name',
-        APP,
-        '--replicas',
-        'all',
-        '--node',
-        nodes[0]!.url,
-        '--key',
-        keyArg(admin),
-      ],
-      { timeoutMs: 120_000 },
-    );
-    assert.equal(run.code, 0, run.stderr);
+    await deployCounter(nodes, admin, APP);
   });
   const restarted: SailProcess[] = [];
   after(async () => {
@@ -81,33 +65,12 @@ describe('Durable Objects when the holder daemon alone is stopped', () => {
       }
   });
 
-  async function processes(node: SailProcess): Promise<ProcessState | undefined> {
-    const state = (await call(node.url, 'GET', '/v1/state', { signer: admin })).body as {
-      processes?: (ProcessState & { application: string })[];
-    };
-    return state.processes?.find((p) => p.application === APP);
-  }
-
-  async function increment(port: number): Promise<number> {
-    const answer = await fetchText(`http://127.0.0.1:${port}/shared`, { method: 'POST' });
-    assert.equal(answer?.status, 200, answer?.body);
-    return JSON.parse(answer?.body ?? '{}').count;
-  }
+  const processes = (node: SailProcess) => counterProcess(node, admin, APP);
 
   it('the former holder answers 503 and its workerd is gone once the other node serves; continued, it stands by', async () => {
-    const holderIndex = await waitFor(
-      async () => {
-        const found = await Promise.all(nodes.map(processes));
-        const ready = found.flatMap((p, i) => (p?.ready ? [i] : []));
-        assert.ok(ready.length <= 1, 'two nodes serve the objects at once');
-        return ready.length === 1 && found.every((p) => p) ? (ready[0] as number) + 1 : 0;
-      },
-      "one node serving, the other's runtime running",
-      DEADLINE_MS,
-    );
-    const holder = nodes[holderIndex - 1] as SailProcess;
-    const other = nodes[2 - holderIndex] as SailProcess;
-    const serving = (await processes(holder)) as ProcessState;
+    const { holder, others } = await oneHolder(nodes, admin, APP, DEADLINE_MS);
+    const other = others[0] as SailProcess;
+    const serving = (await processes(holder)) as CounterProcess;
     const front = serving.pid as number;
     assert.ok(front > 0, 'the holder names its runtime process');
     fronts.add(front);
@@ -174,7 +137,7 @@ describe('Durable Objects when the holder daemon alone is stopped', () => {
     const seen: string[] = [];
     await waitFor(
       async () => {
-        const standby = (await processes(holder)) as ProcessState;
+        const standby = (await processes(holder)) as CounterProcess;
         const again = await fetchText(`http://127.0.0.1:${standby.port}/shared`, { method: 'POST' });
         const children = processTree(front).filter((pid) => pid !== front);
         if (standby.ready || standby.pid !== front || children.length > 0 || again?.status !== 503)
