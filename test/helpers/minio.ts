@@ -53,18 +53,33 @@ export interface Minio {
   stop(): Promise<void>;
 }
 
+/** How many MinIO servers this process started: each gets a loopback address of its own. */
+let started = 0;
+
+/**
+ * A loopback address (Linux routes all of 127.0.0.0/8 to lo) no other test process uses: MinIO
+ * sets SO_REUSEPORT on its listeners, so two servers handed the same free port by chance (test
+ * files run in parallel processes) would both bind it and share its connections silently, and a
+ * test would talk to another test's server. Made of this process's pid and a count.
+ */
+function ownLoopbackAddress(): string {
+  const count = started++;
+  return `127.${100 + (count % 100)}.${(process.pid >> 8) & 255}.${process.pid & 255 || 1}`;
+}
+
 /** Starts MinIO and resolves once it answers its readiness probe. */
 export async function startMinio(): Promise<Minio> {
   if (!existsSync(MINIO_BIN)) {
     throw new Error(`MinIO is not installed at ${MINIO_BIN}: run scripts/install-minio.sh (or make tools)`);
   }
-  const port = await freePort();
-  const consolePort = await freePort();
+  const host = ownLoopbackAddress();
+  const port = await freePort(host);
+  const consolePort = await freePort(host);
   const dataDir = tempDir('svc-minio-');
   const accessKey = 'svc-test';
   const secretKey = randomBytes(16).toString('hex');
   const region = 'us-east-1';
-  const endpoint = `http://127.0.0.1:${port}`;
+  const endpoint = `http://${host}:${port}`;
   const child: ChildProcess = spawn(
     MINIO_BIN,
     [
@@ -72,9 +87,9 @@ export async function startMinio(): Promise<Minio> {
       dataDir,
       '--quiet',
       '--address',
-      `127.0.0.1:${port}`,
+      `${host}:${port}`,
       '--console-address',
-      `127.0.0.1:${consolePort}`,
+      `${host}:${consolePort}`,
     ],
     {
       env: {
