@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"path/filepath"
 	"sync"
@@ -13,10 +14,22 @@ import (
 )
 
 // objectsHost stands in for a runtime host on a Unix socket: it answers the hello, and each
-// `objects` question with what `answer` says, after the delay it says (a delay < 0: never).
+// `objects` question with what `answer` says, once the channel it gives is released (nil: at
+// once; `never`: never), as a host holds a question until its next renewal.
 type objectsHost struct {
 	questions atomic.Int32
-	answer    func(n int, question objectsRequest) (map[string]any, time.Duration)
+	answer    func(n int, question objectsRequest) (map[string]any, <-chan struct{})
+}
+
+// never is a release that never comes: the host does not answer (a stopped daemon).
+var never = make(chan struct{})
+
+// after is a release that comes `d` from now: an answer that is late by that much, the input of
+// a test about late answers.
+func after(d time.Duration) <-chan struct{} {
+	release := make(chan struct{})
+	time.AfterFunc(d, func() { close(release) })
+	return release
 }
 
 func listenObjectsHost(t *testing.T, h *objectsHost) string {
@@ -58,12 +71,11 @@ func listenObjectsHost(t *testing.T, h *objectsHost) string {
 						write(map[string]any{"id": req.ID, "error": map[string]any{"code": "bad-request", "message": "unknown op"}})
 						continue
 					}
-					result, delay := h.answer(int(h.questions.Add(1)), req.objectsRequest)
-					if delay < 0 {
-						continue
-					}
+					result, release := h.answer(int(h.questions.Add(1)), req.objectsRequest)
 					go func() {
-						time.Sleep(delay)
+						if release != nil {
+							<-release
+						}
 						if result["error"] != nil {
 							write(map[string]any{"id": req.ID, "error": result["error"]})
 							return
@@ -124,11 +136,11 @@ func eventually(t *testing.T, within time.Duration, what string, ok func() bool)
 // The validity counts from when the question was sent, not from when its answer was read: an
 // answer that comes late buys no time beyond the host's own deadline.
 func TestTheDeadlineCountsFromTheQuestionNotTheAnswer(t *testing.T) {
-	h := &objectsHost{answer: func(n int, q objectsRequest) (map[string]any, time.Duration) {
+	h := &objectsHost{answer: func(n int, q objectsRequest) (map[string]any, <-chan struct{}) {
 		if n == 1 {
-			return map[string]any{"result": "holding", "validMs": 600, "renewal": 1}, 300 * time.Millisecond
+			return map[string]any{"result": "holding", "validMs": 600, "renewal": 1}, after(300 * time.Millisecond)
 		}
-		return nil, -1 // the host stops answering (a stopped daemon)
+		return nil, never // the host stops answering (a stopped daemon)
 	}}
 	g, seen := newTestGuard(t, h)
 	if g.Serving() {
@@ -155,53 +167,57 @@ func TestTheDeadlineCountsFromTheQuestionNotTheAnswer(t *testing.T) {
 }
 
 // Renewals heard in time keep the objects served; each question names the renewal last heard, so
-// the host holds it until the next one.
+// the host holds it until the next one, and there is one question per renewal.
 func TestRenewalsHeardInTimeKeepServing(t *testing.T) {
+	const renewalsMade = 12
 	var renewals []int64
 	var mu sync.Mutex
-	h := &objectsHost{answer: func(n int, q objectsRequest) (map[string]any, time.Duration) {
+	renew := make(chan struct{}) // the test renews: the question outstanding is answered
+	h := &objectsHost{answer: func(n int, q objectsRequest) (map[string]any, <-chan struct{}) {
 		mu.Lock()
 		renewals = append(renewals, q.Renewal)
 		mu.Unlock()
 		if q.WaitMs <= 0 {
 			t.Errorf("a question with no wait bound: %+v", q)
 		}
-		delay := 100 * time.Millisecond
+		answer := map[string]any{"result": "holding", "validMs": 30_000, "renewal": n}
 		if n == 1 {
-			delay = 0
+			return answer, nil
 		}
-		return map[string]any{"result": "holding", "validMs": 400, "renewal": n}, delay
+		return answer, renew
 	}}
 	g, seen := newTestGuard(t, h)
 	g.Begin()
-	until := time.Now().Add(1200 * time.Millisecond)
-	for time.Now().Before(until) {
+	for n := 2; n <= renewalsMade+1; n++ {
+		eventually(t, 5*time.Second, "the next question", func() bool { return int(h.questions.Load()) >= n })
 		if !g.Serving() {
-			t.Fatal("the objects stopped serving while renewals came every 100 ms")
+			t.Fatalf("the objects stopped serving at renewal %d", n-1)
 		}
-		time.Sleep(10 * time.Millisecond)
+		if n <= renewalsMade {
+			renew <- struct{}{}
+		}
 	}
 	if n, _, why := seen.get(); n != 0 {
 		t.Fatalf("lapsed while renewed: %s", why)
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if len(renewals) < 5 || renewals[0] != 0 || renewals[1] != 1 || renewals[2] != 2 {
-		t.Fatalf("the questions named the renewals %v; want 0, 1, 2, ...", renewals)
+	want := make([]int64, renewalsMade+1)
+	for k := range want {
+		want[k] = int64(k)
 	}
-	// One question per renewal, not a question in a loop.
-	if len(renewals) > 16 {
-		t.Fatalf("%d questions in 1.2 s for renewals every 100 ms", len(renewals))
+	if fmt.Sprint(renewals) != fmt.Sprint(want) {
+		t.Fatalf("the questions named the renewals %v; want %v (one question per renewal)", renewals, want)
 	}
 }
 
 // A host that says this node stands by ends serving at once.
 func TestAStandbyAnswerEndsServingAtOnce(t *testing.T) {
-	h := &objectsHost{answer: func(n int, q objectsRequest) (map[string]any, time.Duration) {
+	h := &objectsHost{answer: func(n int, q objectsRequest) (map[string]any, <-chan struct{}) {
 		if n == 1 {
-			return map[string]any{"result": "holding", "validMs": 60_000, "renewal": 1}, 0
+			return map[string]any{"result": "holding", "validMs": 60_000, "renewal": 1}, nil
 		}
-		return map[string]any{"result": "standby"}, 50 * time.Millisecond
+		return map[string]any{"result": "standby"}, nil
 	}}
 	g, seen := newTestGuard(t, h)
 	g.Begin()
@@ -222,13 +238,14 @@ func TestAHostWithoutALeaseLeavesNoDeadline(t *testing.T) {
 		"an old host": {"error": map[string]any{"code": "bad-request", "message": "unknown op \"objects\""}},
 	} {
 		t.Run(name, func(t *testing.T) {
-			h := &objectsHost{answer: func(int, objectsRequest) (map[string]any, time.Duration) { return answer, 0 }}
+			h := &objectsHost{answer: func(int, objectsRequest) (map[string]any, <-chan struct{}) { return answer, nil }}
 			g, seen := newTestGuard(t, h)
 			g.Begin()
 			if !g.Serving() {
 				t.Fatal("not serving")
 			}
-			time.Sleep(50 * time.Millisecond)
+			// The guard asks no more once the host said it keeps no lease.
+			eventually(t, 5*time.Second, "the guard to stop asking", func() bool { return !g.isRunning() })
 			if n, _, _ := seen.get(); n != 0 || !g.Serving() || h.questions.Load() != 1 {
 				t.Fatalf("lapses %d, serving %v, questions %d", n, g.Serving(), h.questions.Load())
 			}
@@ -287,14 +304,15 @@ func TestTheFollowerServesObjectsOnlyBeforeTheDeadline(t *testing.T) {
 // the host's fresh answer instead of starting a deployment that may not serve.
 func TestABeginAfterALapseWaitsForTheFreshAnswer(t *testing.T) {
 	var fresh atomic.Int32 // questions that name no renewal: a watch of its own
-	h := &objectsHost{answer: func(n int, q objectsRequest) (map[string]any, time.Duration) {
+	h := &objectsHost{answer: func(n int, q objectsRequest) (map[string]any, <-chan struct{}) {
 		if q.Renewal == 0 {
 			fresh.Add(1)
 		}
 		if n == 1 {
-			return map[string]any{"result": "holding", "validMs": 100, "renewal": 1}, 0
+			return map[string]any{"result": "holding", "validMs": 100, "renewal": 1}, nil
 		}
-		return map[string]any{"result": "holding", "validMs": 60_000, "renewal": 1}, 500 * time.Millisecond
+		// Held past the short validity (the lapse) and into the second Begin.
+		return map[string]any{"result": "holding", "validMs": 60_000, "renewal": 1}, after(500 * time.Millisecond)
 	}}
 	g, seen := newTestGuard(t, h)
 	g.Begin()
