@@ -8,11 +8,16 @@
 
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { keys } from '../src/registry/keys.ts';
 import { type Bucket, openBucket, type Signer } from './helpers/applications.ts';
 import { fetchText, processTree } from './helpers/cell.ts';
 import { CELL_REAL } from './helpers/deploys.ts';
-import { counterProcess, deployCounter, increment, oneHolder } from './helpers/objects-counter-fleet.ts';
+import {
+  counterProcess,
+  deployCounter,
+  increment,
+  oneHolder,
+  twoShipPasses,
+} from './helpers/objects-counter-fleet.ts';
 import { type SailProcess, waitFor } from './helpers/svc.ts';
 
 const APP = 'counter';
@@ -69,17 +74,7 @@ describe('Durable Objects on two nodes', () => {
     const port = (await processes(holder))?.port as number;
     let acknowledged = 0;
     for (let i = 0; i < 20; i++) acknowledged = await increment(port);
-    // Two ship passes after the last increment: the second began after the first one's PUT.
-    const newest = async () =>
-      (await bucket.store.list(keys.runtimeObjectsNamespacesPrefix(APP), { recursive: true })).objects
-        .map((o) => o.key)
-        .filter((key) => key.endsWith('/snapshot') && !key.includes('/metadata/'))
-        .sort()
-        .at(-1);
-    const first = await waitFor(newest, 'a snapshot');
-    await waitFor(async () => (await newest()) !== first, 'the next pass');
-    const second = await newest();
-    await waitFor(async () => (await newest()) !== second, 'one more pass');
+    await twoShipPasses(bucket.store, APP);
 
     for (const pid of processTree(holder.child.pid as number)) {
       try {

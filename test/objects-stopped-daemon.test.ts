@@ -21,6 +21,7 @@ import {
   deployCounter,
   increment,
   oneHolder,
+  twoShipPasses,
 } from './helpers/objects-counter-fleet.ts';
 import { type SailProcess, startSail, waitFor } from './helpers/svc.ts';
 
@@ -79,17 +80,7 @@ describe('Durable Objects when the holder daemon alone is stopped', () => {
 
     let acknowledged = 0;
     for (let i = 0; i < 10; i++) acknowledged = await increment(serving.port);
-    // Two ship passes after the last increment: the second began after the first one's PUT.
-    const newest = async () =>
-      (await bucket.store.list(keys.runtimeObjectsNamespacesPrefix(APP), { recursive: true })).objects
-        .map((o) => o.key)
-        .filter((key) => key.endsWith('/snapshot') && !key.includes('/metadata/'))
-        .sort()
-        .at(-1);
-    const first = await waitFor(newest, 'a snapshot');
-    await waitFor(async () => (await newest()) !== first, 'the next pass');
-    const second = await newest();
-    await waitFor(async () => (await newest()) !== second, 'one more pass');
+    await twoShipPasses(bucket.store, APP);
 
     // The daemon alone: its front and workerd run on, and nothing will kill them for it.
     const daemon = holder.child.pid as number;

@@ -5,6 +5,8 @@
 
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
+import { keys } from '../../src/registry/keys.ts';
+import type { Store } from '../../src/store/store.ts';
 import { call, keyArg, type Signer } from './applications.ts';
 import { EXAMPLES, fetchText } from './cell.ts';
 import { runSvc, type SailProcess, waitFor } from './svc.ts';
@@ -70,4 +72,21 @@ export async function oneHolder(
   );
   const holder = nodes[index - 1] as SailProcess;
   return { holder, others: nodes.filter((node) => node !== holder) };
+}
+
+/**
+ * Waits for two ship passes of the application's objects after now: the second began after the
+ * first one's PUT, so every increment answered before this call is in the bucket.
+ */
+export async function twoShipPasses(store: Store, app: string): Promise<void> {
+  const newest = async () =>
+    (await store.list(keys.runtimeObjectsNamespacesPrefix(app), { recursive: true })).objects
+      .map((o) => o.key)
+      .filter((key) => key.endsWith('/snapshot') && !key.includes('/metadata/'))
+      .sort()
+      .at(-1);
+  const first = await waitFor(newest, 'a snapshot');
+  await waitFor(async () => (await newest()) !== first, 'the next pass');
+  const second = await newest();
+  await waitFor(async () => (await newest()) !== second, 'one more pass');
 }
