@@ -20,14 +20,12 @@ import { existsSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs
 import { join } from 'node:path';
 import { type SailProcess, startSail, tempDir, waitFor } from '../test/helpers/svc.ts';
 import {
-  cleanUpOnSignal,
-  descendants,
-  killLeftovers,
   loadAverage,
   mb,
   memoryOf,
   seedHelloApplications,
   untilEveryAnswers,
+  watchNodeTree,
 } from './idle-fleet.ts';
 
 const counts = (process.argv[2] ?? '30,120').split(',').map(Number);
@@ -91,22 +89,8 @@ async function main(): Promise<void> {
 async function measure(applications: number): Promise<Measured> {
   const seeded = await seedHelloApplications(applications, 'm-');
   const diagnostics = tempDir('svc-bench-heap-');
-  const seen = new Set<number>();
   let node: SailProcess | null = null;
-  const note = () => {
-    if (node?.child.pid) for (const pid of descendants(node.child.pid)) seen.add(pid);
-  };
-  const watcher = setInterval(note, 5_000);
-  const cleanup = async () => {
-    clearInterval(watcher);
-    note();
-    const stopped = node?.stop();
-    const dead = await Promise.race([stopped, new Promise((r) => setTimeout(() => r('late'), 90_000))]);
-    if (dead === 'late' && node?.child.pid) node.child.kill('SIGKILL');
-    const killed = killLeftovers([...seen]);
-    if (killed > 0) console.log(`  killed ${killed} leftover processes by PID`);
-  };
-  cleanUpOnSignal(cleanup);
+  const { note, cleanup } = watchNodeTree(() => node);
   try {
     const started = Date.now();
     node = await startSail(

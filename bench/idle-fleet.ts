@@ -15,7 +15,7 @@ import type { Store } from '../src/store/store.ts';
 import { call, ensureDeployedApplication, type Signer } from '../test/helpers/applications.ts';
 import { copyProject, EXAMPLES, publish } from '../test/helpers/cell.ts';
 import { signerFor, trustOperator } from '../test/helpers/in-process-node.ts';
-import { tempDir } from '../test/helpers/svc.ts';
+import { type SailProcess, tempDir } from '../test/helpers/svc.ts';
 
 export const MB = 1024 * 1024;
 
@@ -240,4 +240,34 @@ export function cleanUpOnSignal(cleanup: () => Promise<void>): void {
   };
   process.once('SIGINT', handler);
   process.once('SIGTERM', handler);
+}
+
+/**
+ * Keeps track of every process under the node `current()` answers (a look every 5 s and on
+ * `note()`), so `cleanup` can stop the node and kill by PID whatever it leaves; `cleanup` also
+ * runs on SIGINT or SIGTERM. A node that does not drain in time (its event loop overrun) is
+ * killed with what it started.
+ */
+export function watchNodeTree(current: () => SailProcess | null): {
+  note: () => void;
+  cleanup: () => Promise<void>;
+} {
+  const seen = new Set<number>();
+  const note = () => {
+    const pid = current()?.child.pid;
+    if (pid) for (const child of descendants(pid)) seen.add(child);
+  };
+  const watcher = setInterval(note, 5_000);
+  const cleanup = async () => {
+    clearInterval(watcher);
+    note();
+    const node = current();
+    const stopped = node?.stop();
+    const dead = await Promise.race([stopped, new Promise((r) => setTimeout(() => r('late'), 90_000))]);
+    if (dead === 'late' && node?.child.pid) node.child.kill('SIGKILL');
+    const killed = killLeftovers([...seen]);
+    if (killed > 0) console.log(`  killed ${killed} leftover processes by PID`);
+  };
+  cleanUpOnSignal(cleanup);
+  return { note, cleanup };
 }

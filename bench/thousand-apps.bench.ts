@@ -18,9 +18,7 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { type SailProcess, startSail } from '../test/helpers/svc.ts';
 import {
-  cleanUpOnSignal,
   descendants,
-  killLeftovers,
   loadAverage,
   mb,
   ownCpu,
@@ -28,6 +26,7 @@ import {
   type TreeMemory,
   treeMemory,
   untilEveryAnswers,
+  watchNodeTree,
 } from './idle-fleet.ts';
 
 const applications = Number(process.argv[2] ?? 1000);
@@ -48,23 +47,8 @@ async function main(): Promise<void> {
   const seedStarted = Date.now();
   const seeded = await seedHelloApplications(applications, 'k-');
   console.log(`  seeded ${applications} applications in the bucket in ${secs(Date.now() - seedStarted)}`);
-  const seen = new Set<number>();
   let node: SailProcess | null = null;
-  const note = () => {
-    if (node?.child.pid) for (const pid of descendants(node.child.pid)) seen.add(pid);
-  };
-  const watcher = setInterval(note, 5_000);
-  const cleanup = async () => {
-    clearInterval(watcher);
-    note();
-    // A node that does not drain in time (its event loop overrun) is killed with what it started.
-    const stopped = node?.stop();
-    const dead = await Promise.race([stopped, new Promise((r) => setTimeout(() => r('late'), 90_000))]);
-    if (dead === 'late' && node?.child.pid) node.child.kill('SIGKILL');
-    const killed = killLeftovers([...seen]);
-    if (killed > 0) console.log(`  killed ${killed} leftover processes by PID`);
-  };
-  cleanUpOnSignal(cleanup);
+  const { note, cleanup } = watchNodeTree(() => node);
   try {
     const started = Date.now();
     node = await startSail(
