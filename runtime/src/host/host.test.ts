@@ -473,6 +473,10 @@ describe('cell host', () => {
       assert.deepEqual(await host.ask('cron-next', { crons: '* * * * *', afterMs: 0 }), {
         error: 'crons must be a list of strings',
       });
+      assert.deepEqual(await host.ask('objects', { renewal: 'last', waitMs: 1000 }), {
+        error: 'renewal must be a number',
+      });
+      assert.deepEqual(await host.ask('objects', { renewal: 0 }), { error: 'waitMs must be a number' });
       assert.equal(await host.close(), 0);
       assert.deepEqual(JSON.parse(host.lines[1]!), {
         id: null,
