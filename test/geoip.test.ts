@@ -17,8 +17,7 @@ import { after, before, describe, test } from 'node:test';
 import { keys } from '../src/registry/keys.ts';
 import type { NodeRecord } from '../src/registry/records.ts';
 import { getJson } from '../src/store/store.ts';
-import { type Bucket, keyArg, openBucket, type Signer } from './helpers/applications.ts';
-import { projectDir } from './helpers/artifacts.ts';
+import { type Bucket, deployToEveryNode, openBucket, type Signer } from './helpers/applications.ts';
 import { CELL_REAL } from './helpers/deploys.ts';
 import { runSvc, type SailProcess, tempDir, waitFor } from './helpers/svc.ts';
 
@@ -80,18 +79,10 @@ describe('request.cf from --geoip-db', () => {
       bucket.sail(['--cell-bin', CELL_REAL, '--geoip-db', FIXTURE]),
       bucket.sail(['--cell-bin', CELL_REAL]),
     ]);
-    const project = projectDir({
+    await deployToEveryNode(located!, admin, {
       'cell.json': JSON.stringify({ name: APP, main: 'w.js', compatibility_date: '2025-06-01' }),
       'w.js': WORKER,
     });
-    const deployed = await runSvc(
-      ['deploy', project, '--node', located!.url, '--key', keyArg(admin), '--replicas', 'all'],
-      {
-        env: { SVC_HOME: tempDir('svc-home-'), SVC_OPERATOR_KEY: undefined, SVC_REMOTE: undefined },
-        timeoutMs: 180_000,
-      },
-    );
-    assert.equal(deployed.code, 0, deployed.stderr);
     for (const node of [located!, plain!]) ports.set(node.nodeId, await portOn(node));
   });
   after(async () => {

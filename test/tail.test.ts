@@ -10,7 +10,15 @@ import type { TailMessage } from '../src/observability/tail.ts';
 import { keys } from '../src/registry/keys.ts';
 import type { NodeRecord } from '../src/registry/records.ts';
 import { getJson } from '../src/store/store.ts';
-import { assertProblem, type Bucket, call, keyArg, openBucket, type Signer } from './helpers/applications.ts';
+import {
+  assertProblem,
+  type Bucket,
+  call,
+  deployToEveryNode,
+  keyArg,
+  openBucket,
+  type Signer,
+} from './helpers/applications.ts';
 import { projectDir } from './helpers/artifacts.ts';
 import { CELL_REAL } from './helpers/deploys.ts';
 import {
@@ -139,18 +147,10 @@ describe('svc tail on two nodes', () => {
       bucket.sail(['--cell-bin', CELL_REAL, ...A_PORTS]),
       bucket.sail(['--cell-bin', CELL_REAL, ...B_PORTS]),
     ]);
-    const project = projectDir({
+    await deployToEveryNode(a!, admin, {
       'cell.json': JSON.stringify({ name: APP, main: 'w.js', compatibility_date: '2025-06-01' }),
       'w.js': WORKER,
     });
-    const deployed = await runSvc(
-      ['deploy', project, '--node', a!.url, '--key', keyArg(admin), '--replicas', 'all'],
-      {
-        env: { SVC_HOME: tempDir('svc-home-'), SVC_OPERATOR_KEY: undefined, SVC_REMOTE: undefined },
-        timeoutMs: 180_000,
-      },
-    );
-    assert.equal(deployed.code, 0, deployed.stderr);
     for (const node of [a!, b!]) ports.set(node.nodeId, await portOn(node));
   });
   after(async () => {

@@ -15,8 +15,9 @@ import { keys } from '../../src/registry/keys.ts';
 import type { ApplicationRecord } from '../../src/registry/records.ts';
 import { openStore } from '../../src/store/open.ts';
 import { putJson, type Store } from '../../src/store/store.ts';
+import { projectDir } from './artifacts.ts';
 import { type Signer, signerFor, trustOperator } from './in-process-node.ts';
-import { type SailProcess, startSail, tempDir, waitFor } from './svc.ts';
+import { runSvc, type SailProcess, startSail, tempDir, waitFor } from './svc.ts';
 
 export type { Signer };
 
@@ -152,4 +153,23 @@ export async function readyAppUrl(
     deadlineMs,
   );
   return url as string;
+}
+
+/**
+ * `svc deploy` of a worker project made of `files` through `node`, to every node of the fleet
+ * (`--replicas all`), with an operator home of its own; the test fails unless it exits 0.
+ */
+export async function deployToEveryNode(
+  node: { url: string },
+  signer: Signer,
+  files: Record<string, string>,
+): Promise<void> {
+  const deployed = await runSvc(
+    ['deploy', projectDir(files), '--node', node.url, '--key', keyArg(signer), '--replicas', 'all'],
+    {
+      env: { SVC_HOME: tempDir('svc-home-'), SVC_OPERATOR_KEY: undefined, SVC_REMOTE: undefined },
+      timeoutMs: 180_000,
+    },
+  );
+  assert.equal(deployed.code, 0, deployed.stderr);
 }
