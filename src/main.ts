@@ -2,65 +2,86 @@
 // maps every failure to the exit behaviour of docs/cli.md "Output and exit status".
 
 import { Command, CommanderError } from 'commander';
-import { registerApp } from './cli/app.ts';
-import { registerCompletion } from './cli/completion.ts';
-import { registerConsole } from './cli/console.ts';
-import { registerD1 } from './cli/d1.ts';
-import { registerDeploy, registerDeployment } from './cli/deploy.ts';
-import { registerFleet } from './cli/fleet.ts';
-import { registerHealth } from './cli/health.ts';
-import { registerKv } from './cli/kv.ts';
-import { registerObjects } from './cli/objects.ts';
-import { registerMetrics, registerTraces } from './cli/observe.ts';
-import { registerOperator } from './cli/operator.ts';
-import { registerQueues } from './cli/queues.ts';
-import { registerR2 } from './cli/r2.ts';
-import { registerRemote } from './cli/remote.ts';
-import { registerSail } from './cli/sail.ts';
-import { registerTail } from './cli/tail.ts';
-import { registerTrust } from './cli/trust.ts';
-import { registerWg } from './cli/wg.ts';
 import { Problem, renderFailureLine } from './problem.ts';
 import { SVC_VERSION } from './version.ts';
 
-/** The whole command tree, top-level commands in docs/cli.md's help order. */
-export function buildProgram(): Command {
+type Register = (program: Command) => void;
+
+/**
+ * The top-level commands in docs/cli.md's help order, each with the module that declares it.
+ * Modules are imported on demand: a command loads only its own module and what that imports
+ * (docs/decisions.md "Start-up"), so `svc deploy` does not load the daemon, the console or the
+ * bucket clients.
+ */
+const COMMANDS: readonly { names: readonly string[]; load: () => Promise<readonly Register[]> }[] = [
+  { names: ['sail'], load: async () => [(await import('./cli/sail.ts')).registerSail] },
+  { names: ['health'], load: async () => [(await import('./cli/health.ts')).registerHealth] },
+  { names: ['remote'], load: async () => [(await import('./cli/remote.ts')).registerRemote] },
+  { names: ['operator'], load: async () => [(await import('./cli/operator.ts')).registerOperator] },
+  { names: ['fleet'], load: async () => [(await import('./cli/fleet.ts')).registerFleet] },
+  { names: ['app'], load: async () => [(await import('./cli/app.ts')).registerApp] },
+  {
+    names: ['deploy', 'deployment'],
+    load: async () => {
+      const { registerDeploy, registerDeployment } = await import('./cli/deploy.ts');
+      return [registerDeploy, registerDeployment];
+    },
+  },
+  { names: ['trust'], load: async () => [(await import('./cli/trust.ts')).registerTrust] },
+  {
+    names: ['metrics', 'traces'],
+    load: async () => {
+      const { registerMetrics, registerTraces } = await import('./cli/observe.ts');
+      return [registerMetrics, registerTraces];
+    },
+  },
+  { names: ['wg'], load: async () => [(await import('./cli/wg.ts')).registerWg] },
+  // The bindings' data, after the commands of the contract.
+  { names: ['kv'], load: async () => [(await import('./cli/kv.ts')).registerKv] },
+  { names: ['r2'], load: async () => [(await import('./cli/r2.ts')).registerR2] },
+  { names: ['d1'], load: async () => [(await import('./cli/d1.ts')).registerD1] },
+  { names: ['queues'], load: async () => [(await import('./cli/queues.ts')).registerQueues] },
+  { names: ['objects'], load: async () => [(await import('./cli/objects.ts')).registerObjects] },
+  // The live tail, after the commands of the contract too.
+  { names: ['tail'], load: async () => [(await import('./cli/tail.ts')).registerTail] },
+  // The web console, which acts as the commands above do.
+  { names: ['console'], load: async () => [(await import('./cli/console.ts')).registerConsole] },
+];
+
+/**
+ * The command tree, top-level commands in docs/cli.md's help order. With `only`, the tree holds
+ * just the top-level command(s) of that module: what running that command needs. Without it,
+ * the whole tree (help, shell completion, an unknown command's suggestions).
+ */
+export async function buildProgram(only?: string): Promise<Command> {
   const program = new Command('svc')
     .description('Run Workers-style applications on a fleet that shares one S3-compatible bucket')
     .version(`svc ${SVC_VERSION}`, '-V, --version')
     .exitOverride()
     .configureOutput({ outputError: () => {} });
-  for (const register of [
-    registerSail,
-    registerHealth,
-    registerRemote,
-    registerOperator,
-    registerFleet,
-    registerApp,
-    registerDeploy,
-    registerDeployment,
-    registerTrust,
-    registerMetrics,
-    registerTraces,
-    registerWg,
-    // The bindings' data, after the commands of the contract.
-    registerKv,
-    registerR2,
-    registerD1,
-    registerQueues,
-    registerObjects,
-    // The live tail, after the commands of the contract too.
-    registerTail,
-    // The web console, which acts as the commands above do.
-    registerConsole,
-  ]) {
-    register(program);
+  const wanted = only === undefined ? COMMANDS : COMMANDS.filter((c) => c.names.includes(only));
+  for (const registers of await Promise.all(wanted.map((c) => c.load()))) {
+    for (const register of registers) register(program);
   }
-  // Hidden: shell completion is no command of the help order.
-  registerCompletion(program);
+  if (only === undefined) {
+    // Hidden: shell completion is no command of the help order; it prints the whole tree.
+    const { registerCompletion } = await import('./cli/completion.ts');
+    registerCompletion(program);
+  }
   for (const command of allCommands(program))
     command.exitOverride().configureOutput({ outputError: () => {} });
   return program;
+}
+
+/**
+ * What a command line needs of the tree: `--version` alone none of it, a known top-level command
+ * its own module, anything else (help, completion, a typo to suggest against) all of it.
+ */
+export function commandToLoad(args: readonly string[]): string | undefined {
+  const first = args[0];
+  if (first === undefined) return undefined;
+  if ((first === '-V' || first === '--version') && args.length === 1) return '';
+  return COMMANDS.some((c) => c.names.includes(first)) ? first : undefined;
 }
 
 function* allCommands(command: Command): Generator<Command> {
@@ -96,9 +117,10 @@ function endQuietlyOnClosedStdout(): void {
 /** Runs the CLI and answers the process exit code. */
 export async function main(argv: string[]): Promise<number> {
   endQuietlyOnClosedStdout();
-  const program = buildProgram();
+  const args = rewriteAliases(argv);
   try {
-    await program.parseAsync(rewriteAliases(argv), { from: 'user' });
+    const program = await buildProgram(commandToLoad(args));
+    await program.parseAsync(args, { from: 'user' });
     return 0;
   } catch (err) {
     if (err instanceof CommanderError) {

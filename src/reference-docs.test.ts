@@ -27,11 +27,11 @@ function longFlags(command: Command): string[] {
     .filter((flag): flag is string => flag !== undefined && flag !== '--help' && flag !== '--version');
 }
 
-test('docs/cli.md names every command, and every flag but the daemon settings', () => {
+test('docs/cli.md names every command, and every flag but the daemon settings', async () => {
   const cli = read('docs/cli.md');
   const configuration = read('docs/configuration.md');
   const missing: string[] = [];
-  for (const { path, command } of commands(buildProgram())) {
+  for (const { path, command } of commands(await buildProgram())) {
     if (!cli.includes(`\`${path}`) && !cli.includes(`\`svc ${path}`)) missing.push(`command ${path}`);
     // `svc sail` takes one flag per setting; those are listed in the generated configuration page.
     const doc = path === 'sail' ? configuration : cli;

@@ -32,8 +32,8 @@ test('the tree lists each visible command path with its subcommands and flags', 
   );
 });
 
-test('the real program: top level in help order, completion itself hidden, nested groups present', () => {
-  const tree = completionTree(buildProgram());
+test('the real program: top level in help order, completion itself hidden, nested groups present', async () => {
+  const tree = completionTree(await buildProgram());
   const top = tree.find((entry) => entry.path.length === 0);
   assert.deepEqual(
     top?.subcommands.map((s) => s.name),

@@ -2,11 +2,13 @@
 // history and rollback in docs/deploys.md).
 
 import type { Command } from 'commander';
-import { deployAction } from './deploy-action.ts';
 import type { DeployFlags } from './deploy-flags.ts';
-import { deploymentListAction, deploymentRollbackAction } from './deployment-actions.ts';
+import type { deploymentListAction, deploymentRollbackAction } from './deployment-actions.ts';
 import { addBucketFlags, addNameFlags, addRemoteFlags, repeatable } from './flags.ts';
-import { pruneAction } from './runtime-data-actions.ts';
+import type { pruneAction } from './runtime-data-actions.ts';
+
+// Each action's module is imported when the command runs (docs/decisions.md "Start-up"):
+// `svc deploy` does not load what `svc deployment prune` needs, and the other way round.
 
 export function registerDeploy(program: Command): void {
   program
@@ -28,7 +30,9 @@ export function registerDeploy(program: Command): void {
     .option('--config <file>', 'Path to svc.config.jsonc')
     .option('-c, --worker-config <file>', "The worker config to deploy (wrangler's --config)")
     .option('--token <token>', 'Bearer token to present instead of signing')
-    .action((dir: string | undefined, flags: DeployFlags) => deployAction(dir, flags));
+    .action(async (dir: string | undefined, flags: DeployFlags) =>
+      (await import('./deploy-action.ts')).deployAction(dir, flags),
+    );
 }
 
 export function registerDeployment(program: Command): void {
@@ -41,7 +45,9 @@ export function registerDeployment(program: Command): void {
     .option('--older-than <age>', '30d, 12h, 45m, whole seconds, or 0', '24h')
     .option('--yes', 'Delete without asking')
     .option('--dry-run', 'Print the plan, delete nothing')
-    .action((flags: Parameters<typeof pruneAction>[0]) => pruneAction(flags));
+    .action(async (flags: Parameters<typeof pruneAction>[0]) =>
+      (await import('./runtime-data-actions.ts')).pruneAction(flags),
+    );
   addNameFlags(
     addBucketFlags(
       deployment.command('list').description('Every deployment, newest first, and which one serves'),
@@ -49,12 +55,16 @@ export function registerDeployment(program: Command): void {
     true,
   )
     .option('--json', 'Print JSON')
-    .action((flags: Parameters<typeof deploymentListAction>[0]) => deploymentListAction(flags));
+    .action(async (flags: Parameters<typeof deploymentListAction>[0]) =>
+      (await import('./deployment-actions.ts')).deploymentListAction(flags),
+    );
   const rollback = deployment
     .command('rollback')
     .description('Serve an earlier deployment again (through a node, else the bucket)');
   addRemoteFlags(rollback, { config: false });
   addNameFlags(addBucketFlags(rollback), true)
     .option('--to <deployment>', 'Deployment version or deploy id (default: the one before the serving one)')
-    .action((flags: Parameters<typeof deploymentRollbackAction>[0]) => deploymentRollbackAction(flags));
+    .action(async (flags: Parameters<typeof deploymentRollbackAction>[0]) =>
+      (await import('./deployment-actions.ts')).deploymentRollbackAction(flags),
+    );
 }
