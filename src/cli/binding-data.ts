@@ -46,7 +46,7 @@ export async function callApplication(
   method: string,
   rest: string,
   options: CallOptions = {},
-): Promise<{ body: unknown; headers: Headers }> {
+): Promise<{ body: unknown; headers: Pick<Headers, 'get'> }> {
   const path = `/v1/applications/${encodeURIComponent(base.application)}${rest}`;
   const token = base.flags.token === undefined ? {} : { token: base.flags.token };
   const answer = await requestNode(base.target, method, path, { ...options, ...token });

@@ -203,7 +203,7 @@ export interface CallOptions {
 /** A successful answer. */
 export interface NodeAnswer {
   status: number;
-  headers: Headers;
+  headers: Pick<Headers, 'get'>;
   /** Parsed JSON, the text of a non-JSON answer, or undefined when empty. */
   body: unknown;
 }

@@ -7,8 +7,7 @@
 // same packed file, signed with a fresh token (tokens are single use).
 
 import { createReadStream } from 'node:fs';
-import { request as httpRequest, type IncomingMessage } from 'node:http';
-import { request as httpsRequest } from 'node:https';
+import type { IncomingMessage } from 'node:http';
 import { setTimeout as delay } from 'node:timers/promises';
 import { signToken } from '../auth/token.ts';
 import type { DeployStatus } from '../node/deploys/records.ts';
@@ -16,6 +15,10 @@ import { PROBLEM_CONTENT_TYPE, Problem } from '../problem.ts';
 import type { Target } from './client.ts';
 import { note } from './output.ts';
 import { UploadMeter } from './upload-meter.ts';
+
+// Taken as the modules themselves, not bound as ES modules: see http.ts.
+const { request: httpRequest } = process.getBuiltinModule('node:http');
+const { request: httpsRequest } = process.getBuiltinModule('node:https');
 
 /** Backoff bounds when a full node gives no `retry-after`. */
 const BACKOFF_FIRST_MS = 1_000;

@@ -72,7 +72,7 @@ export function callSpace(
   method: string,
   rest: string,
   options: CallOptions = {},
-): Promise<{ body: unknown; headers: Headers }> {
+): Promise<{ body: unknown; headers: Pick<Headers, 'get'> }> {
   return callApplication(
     space,
     method,

@@ -73,7 +73,7 @@ export function callBucket(
   method: string,
   rest: string,
   options: CallOptions = {},
-): Promise<{ body: unknown; headers: Headers }> {
+): Promise<{ body: unknown; headers: Pick<Headers, 'get'> }> {
   return callApplication(
     space,
     method,
