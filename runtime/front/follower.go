@@ -64,6 +64,9 @@ type Follower struct {
 	// onPoll is told of each safety look the poll interval brings (not those a SIGHUP asks for),
 	// so that other periodic bucket work can be done with it.
 	onPoll func()
+	// healthMoved is told whenever what the health answers may have changed (health_notice.go);
+	// set before Run.
+	healthMoved func()
 
 	active   atomic.Pointer[Instance]
 	stopping atomic.Bool
@@ -201,6 +204,7 @@ func (f *Follower) nextLookIn() time.Duration {
 // instance still running.
 func (f *Follower) Stop() []*Instance {
 	f.stopping.Store(true)
+	f.tellHealth()
 	f.objects.Stop()
 	close(f.quit)
 	f.mu.Lock()
@@ -340,6 +344,7 @@ func (f *Follower) failed(selection *string, message string) {
 			f.status = statusFailed
 		}
 		f.mu.Unlock()
+		f.tellHealth()
 		if f.failedSelection != nil && *f.failedSelection == *selection {
 			f.failures++
 		} else {
@@ -393,6 +398,14 @@ func (f *Follower) setStatus(status, lastError string) {
 	f.status = status
 	f.lastError = lastError
 	f.mu.Unlock()
+	f.tellHealth()
+}
+
+// tellHealth kicks the health notice (health_notice.go), if any.
+func (f *Follower) tellHealth() {
+	if f.healthMoved != nil {
+		f.healthMoved()
+	}
 }
 
 // instanceLost is called when an instance's workerd exits on its own.

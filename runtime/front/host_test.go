@@ -69,6 +69,7 @@ func TestTheFrontsRequestsAreTheProtocolsExamples(t *testing.T) {
 		"cron-next": func() any { return &cronNextRequest{} },
 		"cron-fire": func() any { return &cronFireRequest{} },
 		"objects":   func() any { return &objectsRequest{} },
+		"health":    func() any { return &healthNotice{} },
 	}
 	seen := map[string]bool{}
 	for _, m := range readVectors(t).Messages {
@@ -118,6 +119,7 @@ func TestTheFrontReadsEveryAnswerOfTheProtocol(t *testing.T) {
 		"cron-next": func() any { return &cronNextAnswer{} },
 		"cron-fire": func() any { return &cronFireAnswer{} },
 		"objects":   func() any { return &objectsAnswer{} },
+		"health":    func() any { return &struct{}{} },
 	}
 	for _, m := range readVectors(t).Messages {
 		if m.From != "host" {

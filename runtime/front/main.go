@@ -103,6 +103,7 @@ type runtime struct {
 	lease    *Lease
 	crons    *Crons
 	proxy    *Proxy
+	health   *HealthTeller
 	parent   int
 }
 
@@ -130,6 +131,9 @@ func newRuntime(cfg *Config, say func(string)) *runtime {
 		return r.follower.Active()
 	})
 	r.proxy = NewProxy(cfg, r.follower, say)
+	// The supervisor probes a ready front rarely; a change of its health is told to the host.
+	r.health = NewHealthTeller(r.host, func() healthNotice { return currentHealth(r.follower) })
+	r.follower.healthMoved = r.health.Changed
 	return r
 }
 
@@ -147,11 +151,11 @@ func hostEnvironment() []string {
 // waitForStop serves SIGHUP until SIGTERM, SIGINT or the unsupervised bound; answers why it stops.
 func (r *runtime) waitForStop(signals chan os.Signal) string {
 	var watch <-chan time.Time
+	var check *time.Timer
 	if bound := r.cfg.UnsupervisedExitMs; bound != nil {
-		every := min(10*time.Second, max(250*time.Millisecond, ms(*bound)/4))
-		ticker := time.NewTicker(every)
-		defer ticker.Stop()
-		watch = ticker.C
+		check = time.NewTimer(unsupervisedCheckIn(ms(*bound), 0))
+		defer check.Stop()
+		watch = check.C
 	}
 	for {
 		select {
@@ -165,11 +169,26 @@ func (r *runtime) waitForStop(signals chan os.Signal) string {
 				return "SIGINT"
 			}
 		case <-watch:
-			if r.unsupervisedFor() > ms(*r.cfg.UnsupervisedExitMs) {
+			unsupervised := r.unsupervisedFor()
+			if unsupervised > ms(*r.cfg.UnsupervisedExitMs) {
 				return fmt.Sprintf("no supervisor for %d ms", *r.cfg.UnsupervisedExitMs)
 			}
+			check.Reset(unsupervisedCheckIn(ms(*r.cfg.UnsupervisedExitMs), unsupervised))
 		}
 	}
+}
+
+// unsupervisedCheckIn is when to look at the supervision again, given the bound and how long the
+// process has gone without it: a quarter of the bound while its parent lives (an idle front
+// wakes for this only a few times per bound, not every few seconds), and once it is orphaned,
+// just past the moment the bound would be reached. It stops the bound after the last
+// supervisor's probe, or a quarter of the bound after its parent died when that is later.
+func unsupervisedCheckIn(bound, unsupervised time.Duration) time.Duration {
+	every := max(250*time.Millisecond, bound/4)
+	if unsupervised > 0 {
+		return max(time.Millisecond, min(every, bound-unsupervised+time.Millisecond))
+	}
+	return every
 }
 
 // unsupervisedFor is how long the process has gone without supervision; 0 while the process
@@ -214,6 +233,7 @@ func (r *runtime) stop(reason string, server *http.Server) {
 	}
 	r.lease.Release()
 	r.host.Close(hostGrace)
+	r.health.Stop()
 	_ = os.RemoveAll(r.cfg.StateDir)
 	r.say("cell: stopped " + r.cfg.Application)
 	theTail.Close()

@@ -108,15 +108,8 @@ func (p *Proxy) health(w http.ResponseWriter, r *http.Request) {
 	if r.Header.Get(p.cfg.SupervisorHeader) != "" {
 		p.supervisedAt.Store(time.Now().UnixMilli())
 	}
-	active := p.follower.Active()
-	stopping := p.follower.Stopping()
-	ready := active != nil && !stopping
-	status, lastError := p.follower.Status()
-	if stopping {
-		status = "stopping"
-	} else if ready {
-		status = statusReady
-	}
+	status, lastError, active := healthNow(p.follower)
+	ready := active != nil && status == statusReady
 	body := struct {
 		Status      string `json:"status"`
 		Application string `json:"application"`

@@ -173,4 +173,9 @@ export interface FleetView {
   selectorMoved(application: string): void;
   /** Another node said it moved the application's selector: the runtime process here looks now. */
   deploymentMovedElsewhere(application: string): void;
+  /**
+   * The application's runtime process said over the runtime host's socket that its health answer
+   * changed: the supervisor probes it now (docs/supervisor.md "The supervisor", Readiness).
+   */
+  runtimeHealthMoved?(application: string): void;
 }

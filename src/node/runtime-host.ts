@@ -93,6 +93,10 @@ export function runtimeHostService(): DaemonService {
         bindingsSocket: async () => kv.path,
         queueWakers,
         objects,
+        // A front's health changed: the supervisor, which probes ready fronts rarely, probes it now.
+        healthMoved: (application) => ctx.fleet?.runtimeHealthMoved?.(application),
+        // A front whose connection ended may have exited: one the daemon adopted has no exit event.
+        disconnected: (application) => ctx.fleet?.runtimeHealthMoved?.(application),
       });
     },
     // On a restart (SIGUSR2) too: the runtimes keep serving, and connect to the next daemon.

@@ -10,7 +10,8 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'no
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
-import { after, before, describe, it } from 'node:test';
+import { PassThrough } from 'node:stream';
+import { after, before, describe, it, test } from 'node:test';
 import { keys } from '../../../src/registry/keys.ts';
 import { openDirStore } from '../../../src/store/dir.ts';
 import type { Store } from '../../../src/store/store.ts';
@@ -26,6 +27,7 @@ import { waitFor } from '../../../test/helpers/svc.ts';
 import { cronId } from '../cron.ts';
 import { CELL_VERSION_LINE } from '../version.ts';
 import { workerdBinary } from '../workerd.ts';
+import { serveFront } from './host.ts';
 import { HOST_PROTOCOL_VERSION } from './protocol.ts';
 
 type Line = Record<string, unknown> & {
@@ -574,6 +576,59 @@ describe('cell host', () => {
       host.child.kill('SIGKILL');
     }
   });
+});
+
+test("a front's health notice and the end of its connection are told to the host's owner, with its application", async () => {
+  const store = await openDirStore(mkdtempSync(join(tmpdir(), 'host-health-')));
+  const input = new PassThrough();
+  const written: Line[] = [];
+  const told: unknown[] = [];
+  const served = serveFront(
+    {
+      input,
+      write: (text) => {
+        for (const line of text.split('\n').filter(Boolean)) written.push(JSON.parse(line) as Line);
+      },
+      end: () => input.end(),
+    },
+    {
+      store,
+      name: 'svc test',
+      log: () => {},
+      healthMoved: (application, health) => told.push(['health', application, health]),
+      disconnected: (application) => told.push(['gone', application]),
+    },
+  );
+  const send = (line: Record<string, unknown>) => input.write(`${JSON.stringify(line)}\n`);
+  send({
+    id: 0,
+    op: 'hello',
+    protocol: HOST_PROTOCOL_VERSION,
+    application: 'shop',
+    node: 'node-1',
+    stateDir: mkdtempSync(join(tmpdir(), 'host-health-front-')),
+    context: { workerd: '/bin/true', secretsFile: null, env: {} },
+  });
+  send({ id: 1, op: 'health', status: 'starting', deployment: null });
+  send({ id: 2, op: 'health', status: 'ready', deployment: 'abc' });
+  send({ id: 3, op: 'health', status: 7 });
+  await waitFor(() => written.length >= 4, 'every answer');
+  assert.deepEqual(
+    written.map((l) => [l.id, l.result ?? l.error?.code]),
+    [
+      [0, { protocol: HOST_PROTOCOL_VERSION, host: 'svc test' }],
+      [1, {}],
+      [2, {}],
+      [3, 'bad-request'],
+    ],
+  );
+  assert.deepEqual(told, [
+    ['health', 'shop', { status: 'starting', deployment: null }],
+    ['health', 'shop', { status: 'ready', deployment: 'abc' }],
+  ]);
+  input.end();
+  await served;
+  assert.deepEqual(told.at(-1), ['gone', 'shop']);
 });
 
 function escapeRegExp(text: string): string {

@@ -3,8 +3,9 @@
 // starts Node or opens the bucket itself. The node daemon serves each of its fronts over its
 // Unix socket; `cell serve` run by hand starts a private host (`cell host --stdio`) instead. Each
 // front is one connection: a `hello` first (protocol version, application, private folder), then
-// `look` (follower.ts), `lease` (lease.ts), `cron-next` and `cron-fire` (cron.ts), and `objects`
+// `look` (follower.ts), `lease` (lease.ts), `cron-next` and `cron-fire` (cron.ts), `objects`
 // (how long this node's right to serve the Durable Objects holds, bindings/objects-host.ts),
+// and `health` (the front's health answer changed: its supervisor probes it),
 // answered in the order they finish. Log lines about the application go back to the front, which writes them
 // on its stderr with its own, so they land in the application's output.
 
@@ -56,6 +57,17 @@ export interface HostOptions {
    * front runs its objects from its own storage folder.
    */
   objects?: HostObjects;
+  /**
+   * Told when a front says its health answer changed (the `health` op: its status, or the
+   * deployment it serves), so a supervisor that probes ready fronts rarely probes this one now;
+   * absent: the notice is answered and dropped.
+   */
+  healthMoved?: (application: string, health: { status: string; deployment: string | null }) => void;
+  /**
+   * Told when a front's connection ends (the front exited, or closed it to stop): a supervisor
+   * that cannot wait for the process (one it adopted) looks at once whether it still runs.
+   */
+  disconnected?: (application: string) => void;
 }
 
 /** One front's connection, as two streams (a socket is both). */
@@ -102,7 +114,7 @@ export async function serveFront(connection: Connection, options: HostOptions): 
       if (!front) break;
       continue;
     }
-    const done = answer(front, request)
+    const done = answer(front, request, options)
       .then(
         (result) => connection.write(resultLine(request.id, result)),
         (err: unknown) =>
@@ -118,6 +130,7 @@ export async function serveFront(connection: Connection, options: HostOptions): 
     underWay.add(done);
   }
   front?.ended.abort();
+  if (front) options.disconnected?.(front.look.application);
   await Promise.all(underWay);
   await front?.queues.stop();
   if (front?.usesObjects) await options.objects?.release(front.look.application);
@@ -201,9 +214,19 @@ function greet(
 async function answer(
   front: Front,
   request: ReturnType<typeof parseRequest>,
+  options: HostOptions,
 ): Promise<Record<string, unknown>> {
   const f = request.fields;
   switch (request.op) {
+    case 'health': {
+      // The front's health answer changed; whoever supervises it probes it to see how.
+      const health = {
+        status: string(f.status, 'status'),
+        deployment: nullableString(f.deployment, 'deployment'),
+      };
+      options.healthMoved?.(front.look.application, health);
+      return {};
+    }
     case 'look': {
       const request = lookRequest(f);
       // The front names the deployment it serves: its queue consumers run, any others stop.

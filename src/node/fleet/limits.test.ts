@@ -4,12 +4,18 @@
 // test); test/app-limits.test.ts runs the same code against the kernel's cgroups.
 
 import assert from 'node:assert/strict';
-import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import type { EventInput } from '../../observability/events.ts';
-import { ApplicationLimits, detectControllers, limitSampleMs } from './limits.ts';
+import {
+  APPLICATIONS_LOOK_MS,
+  ApplicationLimits,
+  detectControllers,
+  limitSampleMs,
+  lookDue,
+} from './limits.ts';
 
 const quietLog = { info() {}, warn() {} };
 
@@ -137,4 +143,94 @@ test('the sampler reads a tenth of the CPU-time limit apart, between 1 s and 5 s
     [30_000, 2_000, 12_000, 300_000, 0].map(limitSampleMs),
     [3_000, 1_000, 1_200, 5_000, 5_000],
   );
+});
+
+test('cgroup v1 cpuacct mounted apart from cpu gets a folder of its own; mounted with it, it is cpu', () => {
+  const memory = mkdtempSync(join(tmpdir(), 'svc-cg1-'));
+  const cpu = mkdtempSync(join(tmpdir(), 'svc-cg1-'));
+  const acct = mkdtempSync(join(tmpdir(), 'svc-cg1-'));
+  const apart = detectControllers('n1', {
+    mounts: `cgroup ${memory} cgroup rw,memory 0 0\ncgroup ${cpu} cgroup rw,cpu 0 0\ncgroup ${acct} cgroup rw,cpuacct 0 0\n`,
+    selfCgroup: '4:memory:/\n2:cpuacct:/\n1:cpu:/\n',
+  });
+  assert.deepEqual(apart.cpuacct, { version: 1, base: join(acct, 'svc-n1') });
+  assert.deepEqual(apart.missing, []);
+  const together = detectControllers('n1', {
+    mounts: `cgroup ${memory} cgroup rw,memory 0 0\ncgroup ${cpu} cgroup rw,cpu,cpuacct 0 0\n`,
+    selfCgroup: '4:memory:/\n1:cpu,cpuacct:/\n',
+  });
+  assert.equal(together.cpuacct, together.cpu);
+  assert.deepEqual(together.cpu, { version: 1, base: join(cpu, 'svc-n1') });
+});
+
+test('a sample looks at the applications when their CPU time is unknown, grew by the gate, or after the longest wait', () => {
+  assert.equal(lookDue({ usedMs: null, lastUsedMs: 5, gateMs: 300, sinceLookMs: 0 }), true);
+  assert.equal(lookDue({ usedMs: 5, lastUsedMs: null, gateMs: 300, sinceLookMs: 0 }), true);
+  assert.equal(lookDue({ usedMs: 299, lastUsedMs: 0, gateMs: 300, sinceLookMs: 3_000 }), false);
+  assert.equal(lookDue({ usedMs: 300, lastUsedMs: 0, gateMs: 300, sinceLookMs: 3_000 }), true);
+  assert.equal(
+    lookDue({ usedMs: 0, lastUsedMs: 0, gateMs: 300, sinceLookMs: APPLICATIONS_LOOK_MS - 1 }),
+    false,
+  );
+  assert.equal(lookDue({ usedMs: 0, lastUsedMs: 0, gateMs: 300, sinceLookMs: APPLICATIONS_LOOK_MS }), true);
+});
+
+test("an idle node's applications are not looked at each sample: the node's CPU total gates them", () => {
+  const memory = mkdtempSync(join(tmpdir(), 'svc-cg1-'));
+  const cpu = mkdtempSync(join(tmpdir(), 'svc-cg1-'));
+  const acct = mkdtempSync(join(tmpdir(), 'svc-cg1-'));
+  const events: EventInput[] = [];
+  let now = 0;
+  const limits = new ApplicationLimits({
+    settings: { memoryMb: 256, cpuMs: 30_000, cpus: 0 },
+    controllers: {
+      memory: { version: 1, base: memory },
+      cpu: { version: 1, base: cpu },
+      cpuacct: { version: 1, base: acct },
+      missing: [],
+    },
+    log: quietLog,
+    events: { emit: (e) => events.push(e) },
+    sampleMs: 3_000,
+    now: () => now,
+  });
+  // The node's total (ns) and the application's own count: the kernel's files, written here.
+  const used = (nodeMs: number, appMs: number) => {
+    writeFileSync(join(acct, 'cpuacct.usage'), `${nodeMs * 1e6}\n`);
+    writeFileSync(join(acct, 'shop', 'cpuacct.usage'), `${appMs * 1e6}\n`);
+  };
+  const oomKills = (n: number) =>
+    writeFileSync(
+      join(memory, 'shop', 'memory.oom_control'),
+      `oom_kill_disable 0\nunder_oom 0\noom_kill ${n}\n`,
+    );
+  try {
+    limits.started('shop', process.pid);
+    // A folder in the accounting hierarchy too, where the group is placed.
+    assert.ok(statSync(join(acct, 'shop')).isDirectory());
+    // Past the whole scans of /proc that follow a start (each of those looks at every group).
+    const T = 100_000;
+    now = T;
+    used(1_000, 10);
+    limits.sampleNow(); // the first sample looks: nothing known yet
+    oomKills(1);
+    used(1_100, 20);
+    now = T + 3_000;
+    limits.sampleNow();
+    assert.deepEqual(events, [], 'under the gate (a tenth of a sample, 300 ms): not looked at');
+    used(1_350, 30);
+    now = T + 6_000;
+    limits.sampleNow();
+    assert.deepEqual(events, [{ kind: 'limit.memory', application: 'shop', limitMb: 256, killed: 1 }]);
+    oomKills(2);
+    used(1_360, 40);
+    now = T + 6_000 + APPLICATIONS_LOOK_MS - 1;
+    limits.sampleNow();
+    assert.equal(events.length, 1, 'idle and the last look recent: not looked at');
+    now = T + 6_000 + APPLICATIONS_LOOK_MS;
+    limits.sampleNow();
+    assert.equal(events.length, 2, 'the longest wait without a look is over');
+  } finally {
+    limits.close();
+  }
 });

@@ -42,6 +42,21 @@ export function limitSampleMs(cpuMs: number): number {
  * its cgroup's members: its children inherit the cgroup.
  */
 const FULL_SCAN_MS = 30_000;
+/**
+ * Each sample reads first what the node's applications used all together (the node's own cgroup
+ * folder): while that stays under NODE_CPU_GATE_SHARE of a sample interval's worth of CPU since
+ * the last look at each application, and no look at them is older than APPLICATIONS_LOOK_MS,
+ * none of them is looked at. A workerd thread looping uses CPU at one second a second, so a loop
+ * takes the applications' total over the gate within one sample or two, and each application is
+ * then looked at every sample, as before; an idle node costs one read a sample.
+ */
+const NODE_CPU_GATE_SHARE = 0.1;
+/**
+ * The longest the applications go without a look while the node's total stays under the gate:
+ * what bounds a `limit.memory` event (an OOM kill counted in the application's cgroup) when
+ * little else moved.
+ */
+export const APPLICATIONS_LOOK_MS = 30_000;
 /** A slow sample waits this many times its own duration before the next (#sampleLater). */
 const SAMPLE_SHARE = 20;
 const CFS_PERIOD_US = 100_000;
@@ -57,6 +72,13 @@ interface Hierarchy {
 export interface Controllers {
   memory: Hierarchy | null;
   cpu: Hierarchy | null;
+  /**
+   * cgroup v1's CPU accounting (`cpuacct.usage`), when it is mounted apart from `cpu` (with it,
+   * it is `cpu`'s folder; on v2 every cgroup counts its CPU in `cpu.stat`): the groups are placed
+   * in it too, only to read what each used. Absent or null: not found, and the sampler reads
+   * every application's processes each time.
+   */
+  cpuacct?: Hierarchy | null;
   /** What is not enforced and why, for the start-up log line; empty when everything is. */
   missing: string[];
 }
@@ -116,7 +138,7 @@ export function detectControllers(
   const mounts = input.mounts ?? readText('/proc/self/mounts') ?? '';
   const self = input.selfCgroup ?? readText('/proc/self/cgroup') ?? '';
   const name = `svc-${safeName(nodeId)}`;
-  const found: Controllers = { memory: null, cpu: null, missing: [] };
+  const found: Controllers = { memory: null, cpu: null, cpuacct: null, missing: [] };
   let v2Mount: string | null = null;
   const v1: Record<string, string> = {};
   for (const line of mounts.split('\n')) {
@@ -124,7 +146,8 @@ export function detectControllers(
     if (dir === undefined || options === undefined) continue;
     if (type === 'cgroup2') v2Mount ??= dir;
     if (type !== 'cgroup') continue;
-    for (const option of options.split(',')) if (option === 'memory' || option === 'cpu') v1[option] ??= dir;
+    for (const option of options.split(','))
+      if (option === 'memory' || option === 'cpu' || option === 'cpuacct') v1[option] ??= dir;
   }
   for (const controller of ['memory', 'cpu'] as const) {
     const mount = v1[controller];
@@ -138,6 +161,15 @@ export function detectControllers(
     if (v2 instanceof Error) found.missing.push(`${controller}: ${v2.message}`);
     else if (v2 !== null) found[controller] = v2;
     else found.missing.push(`${controller}: no cgroup controller mounted`);
+  }
+  // Accounting only, so nothing is missing without it: mounted with cpu it is cpu's folder.
+  const acct = v1.cpuacct;
+  if (acct !== undefined) {
+    if (acct === v1.cpu) found.cpuacct = found.cpu;
+    else {
+      const base = makeBase(acct, ownCgroup('cpuacct', self), name);
+      if (typeof base === 'string') found.cpuacct = { version: 1, base };
+    }
   }
   return found;
 }
@@ -217,6 +249,8 @@ interface Watched {
   pgid: number;
   memoryDir: string | null;
   cpuDir: string | null;
+  /** Its cgroup v1 cpuacct folder (cpuDir when mounted together); null on v2 or where none. */
+  acctDir: string | null;
   oomKills: number;
   /** Per workerd pid, per thread: how long it has run without waiting. */
   runs: Map<number, Map<number, ThreadRun>>;
@@ -237,8 +271,14 @@ export class ApplicationLimits {
   readonly #events: EventSink | undefined;
   readonly #watched = new Map<string, Watched>();
   readonly #sampleMs: number;
+  readonly #now: () => number;
   #timer: NodeJS.Timeout | undefined;
   #lastFullScan = Number.NEGATIVE_INFINITY;
+  /** Until when whole scans of /proc go on: two of them after the last group was placed. */
+  #scanUntil = Number.NEGATIVE_INFINITY;
+  /** The node's applications' CPU time (ms) at the last look at each of them; null: unreadable. */
+  #nodeUsedMs: number | null = null;
+  #lastLook = Number.NEGATIVE_INFINITY;
 
   constructor(input: {
     settings: LimitSettings;
@@ -246,11 +286,14 @@ export class ApplicationLimits {
     log: LimitsLog;
     events?: EventSink;
     sampleMs?: number;
+    /** The clock samples are timed by (tests); performance.now by default. */
+    now?: () => number;
   }) {
     this.#settings = input.settings;
     this.#controllers = input.controllers;
     this.#log = input.log;
     this.#events = input.events;
+    this.#now = input.now ?? (() => performance.now());
     this.#sampleMs = input.sampleMs ?? limitSampleMs(input.settings.cpuMs);
     this.#sampleLater(this.#sampleMs);
     this.#weighNode();
@@ -299,10 +342,18 @@ export class ApplicationLimits {
     const cpuDir = this.#prepare(this.#controllers.cpu, application, (dir, version) =>
       this.#limitCpu(dir, version),
     );
+    const acct = this.#controllers.cpuacct ?? null;
+    const acctDir =
+      acct === null
+        ? null
+        : acct === this.#controllers.cpu
+          ? cpuDir
+          : this.#prepare(acct, application, () => {});
     const w: Watched = {
       pgid,
       memoryDir,
       cpuDir,
+      acctDir,
       oomKills: memoryDir === null ? 0 : this.#readOomKills(memoryDir),
       runs: new Map(),
       totals: new Map(),
@@ -310,6 +361,9 @@ export class ApplicationLimits {
     };
     this.#watched.set(application, w);
     this.#enter(w, processesByGroup().get(pgid) ?? []);
+    // A process the group forks while it is being placed stays outside: the next two whole scans
+    // of /proc move it. After them every process the group starts inherits its cgroups.
+    this.#scanUntil = this.#now() + 2 * FULL_SCAN_MS;
   }
 
   /** Stops watching the application's group once it exited; its cgroups go when empty. */
@@ -318,7 +372,7 @@ export class ApplicationLimits {
     if (!w || w.pgid !== pgid) return;
     this.#checkMemory(application, w);
     this.#watched.delete(application);
-    for (const dir of [w.memoryDir, w.cpuDir]) {
+    for (const dir of new Set([w.memoryDir, w.cpuDir, w.acctDir])) {
       if (dir === null) continue;
       try {
         rmdirSync(dir);
@@ -332,8 +386,8 @@ export class ApplicationLimits {
   close(): void {
     clearTimeout(this.#timer);
     this.#timer = undefined;
-    for (const h of [this.#controllers.memory, this.#controllers.cpu]) {
-      if (h === null) continue;
+    for (const h of new Set([this.#controllers.memory, this.#controllers.cpu, this.#controllers.cpuacct])) {
+      if (h === null || h === undefined) continue;
       let entries: string[] = [];
       try {
         entries = readdirSync(h.base, { withFileTypes: true })
@@ -392,7 +446,7 @@ export class ApplicationLimits {
 
   /** Moves every process of the group not yet in the application's cgroups into them. */
   #enter(w: Watched, group: readonly ProcessSample[]): void {
-    const dirs = [w.memoryDir, w.cpuDir].filter((dir) => dir !== null);
+    const dirs = [...new Set([w.memoryDir, w.cpuDir, w.acctDir])].filter((dir) => dir !== null);
     if (dirs.length === 0) return;
     const pids = group.map((p) => p.pid);
     for (const dir of dirs) {
@@ -420,7 +474,7 @@ export class ApplicationLimits {
     this.#timer = setTimeout(() => {
       const started = performance.now();
       try {
-        this.#sample();
+        this.sampleNow();
       } finally {
         if (this.#timer !== undefined)
           this.#sampleLater(Math.max(this.#sampleMs, (performance.now() - started) * SAMPLE_SHARE));
@@ -430,15 +484,28 @@ export class ApplicationLimits {
   }
 
   /**
-   * Reads what the limits need. A group in a cgroup is read through its members alone; the whole
-   * of /proc is read only every FULL_SCAN_MS (for a process that escaped placing) or for groups
-   * with no cgroup, since its cost grows with every process on the machine.
+   * Reads what the limits need (one sample; the timer calls it, and tests). A group in a cgroup
+   * is read through its members alone; the whole of /proc is read only every FULL_SCAN_MS in the
+   * minute after a group was placed (for a process that escaped placing), or for groups with no
+   * cgroup, since its cost grows with every process on the machine. No application is looked at
+   * while the node's applications together used too little CPU for any to near a limit
+   * (NODE_CPU_GATE_SHARE, APPLICATIONS_LOOK_MS).
    */
-  #sample(): void {
+  sampleNow(): void {
     if (this.#watched.size === 0) return;
-    const now = performance.now();
-    const fullScan = now - this.#lastFullScan >= FULL_SCAN_MS;
+    const now = this.#now();
+    const fullScan = now <= this.#scanUntil && now - this.#lastFullScan >= FULL_SCAN_MS;
     if (fullScan) this.#lastFullScan = now;
+    const used = this.#nodeUsedNow();
+    const gateMs = this.#sampleMs * NODE_CPU_GATE_SHARE;
+    if (
+      !fullScan &&
+      !lookDue({ usedMs: used, lastUsedMs: this.#nodeUsedMs, gateMs, sinceLookMs: now - this.#lastLook }) &&
+      ![...this.#watched.values()].some((w) => w.memoryDir === null && w.cpuDir === null)
+    )
+      return;
+    this.#nodeUsedMs = used;
+    this.#lastLook = now;
     let everyGroup: Map<number, ProcessSample[]> | undefined;
     const groupOf = (pgid: number) => {
       everyGroup ??= processesByGroup();
@@ -455,6 +522,20 @@ export class ApplicationLimits {
       if (this.#settings.cpuMs > 0)
         this.#checkCpu(application, w, placed === null ? groupOf(w.pgid) : processesIn(placed));
     }
+  }
+
+  /** What the node's applications used all together (ms), from its own folder; null: unreadable. */
+  #nodeUsedNow(): number | null {
+    const c = this.#controllers;
+    if (c.cpu?.version === 2 || (c.cpu === null && c.memory?.version === 2)) {
+      const base = (c.cpu ?? c.memory)!.base;
+      const stat = readText(join(base, 'cpu.stat'));
+      const usec = stat === null ? undefined : /^usage_usec (\d+)$/m.exec(stat)?.[1];
+      return usec === undefined ? null : Number(usec) / 1000;
+    }
+    if (!c.cpuacct) return null;
+    const ns = readText(join(c.cpuacct.base, 'cpuacct.usage'))?.trim();
+    return ns === undefined || ns === '' ? null : Number(ns) / 1e6;
   }
 
   /** Whether the group's cgroup counts the same CPU time as at the last look (false: unknown). */
@@ -536,7 +617,23 @@ function groupCpuUsage(w: Watched, version: 1 | 2 | undefined): string | null {
     const stat = dir === null ? null : readText(join(dir, 'cpu.stat'));
     return stat === null ? null : (/^usage_usec (\d+)$/m.exec(stat)?.[1] ?? null);
   }
-  return w.cpuDir === null ? null : (readText(join(w.cpuDir, 'cpuacct.usage'))?.trim() ?? null);
+  return w.acctDir === null ? null : (readText(join(w.acctDir, 'cpuacct.usage'))?.trim() ?? null);
+}
+
+/**
+ * Whether a sample looks at each application: when the node's applications' CPU time is
+ * unknown (`usedMs` or `lastUsedMs` null), when it grew by `gateMs` or more since the last look
+ * (something may be looping: a thread uses at most a second a second), or when the last look is
+ * APPLICATIONS_LOOK_MS old.
+ */
+export function lookDue(input: {
+  usedMs: number | null;
+  lastUsedMs: number | null;
+  gateMs: number;
+  sinceLookMs: number;
+}): boolean {
+  if (input.usedMs === null || input.lastUsedMs === null) return true;
+  return input.usedMs - input.lastUsedMs >= input.gateMs || input.sinceLookMs >= APPLICATIONS_LOOK_MS;
 }
 
 /** One thread of a workerd: its CPU time and voluntary switches when last read, and since when it ran unbroken. */

@@ -43,6 +43,8 @@ export interface ProcessSupervisor {
   stop(): Promise<void>;
   /** The application's selector moved: its runtime process should look now. */
   notify?(application: string): void;
+  /** The application's runtime process said its health changed: probe it now. */
+  healthMoved?(application: string): void;
   /** Stops supervising and leaves the processes running (the daemon restarts keeping them). */
   detach?(): Promise<void>;
 }

@@ -251,6 +251,7 @@ async function startFleet(ctx: NodeContext, options: FleetServiceOptions): Promi
       if (mint) void tellDeploymentMoved({ application, nodes: otherLiveNodes(), mintToken: mint, log });
     },
     deploymentMovedElsewhere: (application) => supervisor.notify?.(application),
+    runtimeHealthMoved: (application) => supervisor.healthMoved?.(application),
   };
 
   // A registry change made in this process (an API call this node answered) acts here at once.

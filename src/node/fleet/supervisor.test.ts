@@ -3,13 +3,14 @@
 
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { join, resolve } from 'node:path';
 import { after, test } from 'node:test';
 import pino from 'pino';
 import { fetchText, isRunning } from '../../../test/helpers/cell.ts';
 import { freePort, tempDir, waitFor } from '../../../test/helpers/svc.ts';
+import type { EventInput } from '../../observability/events.ts';
 import type { ProcessStatus } from '../../registry/records.ts';
 import { healthUrl, runtimeEnv, Supervisor, type SupervisorOptions } from './supervisor.ts';
 
@@ -235,6 +236,32 @@ test('ready only once the health endpoint answers 200', async () => {
   mkdirSync(gates, { recursive: true });
   writeFileSync(join(gates, 'gated'), '');
   await readyStatus(s, 'gated');
+});
+
+test('a ready process is probed rarely; one that says its health moved is probed at once', async () => {
+  const gates = tempDir('supervisor-gates-');
+  mkdirSync(gates, { recursive: true });
+  writeFileSync(join(gates, 'told'), '');
+  const events: EventInput[] = [];
+  const s = await supervisor({
+    cellEnv: { STANDIN_SERVE_READY_DIR: gates },
+    healthCheckMs: 600_000,
+    events: { emit: (e) => events.push(e) },
+  });
+  await s.apply([{ application: 'told' }]);
+  const ready = await readyStatus(s, 'told');
+  rmSync(join(gates, 'told'));
+  // Its health answers 503 now; no probe comes for ten minutes, so only the notice tells.
+  s.healthMoved('told');
+  await waitFor(() => status(s, 'told')?.state === 'starting', 'the process seen not ready');
+  assert.equal(status(s, 'told')!.ready, false);
+  assert.ok(events.some((e) => e.kind === 'process.unready' && e.application === 'told'));
+  writeFileSync(join(gates, 'told'), '');
+  s.healthMoved('told');
+  await readyStatus(s, 'told');
+  // A notice for an application it does not run is no error.
+  s.healthMoved('nobody');
+  assert.equal(status(s, 'told')!.pid, ready.pid);
 });
 
 test('a crashed process is restarted on the same port, and its process group goes with it', async () => {

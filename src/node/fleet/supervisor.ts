@@ -191,13 +191,15 @@ const DETAIL_CHARS = 600;
 /** A process not ready this long after it started is reported, with its output. */
 export const NEVER_READY_MS = 30_000;
 /**
- * How often a ready process is probed. Each probe costs the daemon and the front about 1.3 ms of
- * CPU: at 2 s that was 2.3 s per idle application per hour, and 500 probes a second (over a core)
- * at 1,000 applications (bench/RESULTS.md "Idle CPU"). An exit is seen at once without a probe,
- * a switch is watched closely after its signal; what waits on this is a process that hangs
- * without exiting, and the unsupervised exit, which must be well above it.
+ * How often a ready process is probed: a safety net. Each probe costs the daemon and the front
+ * about 1.3 ms of CPU: at 2 s that was 2.3 s per idle application per hour, at 30 s 0.16 s, most
+ * of the 0.2 s an idle application may cost (bench/RESULTS.md "Idle CPU"). An exit is seen at
+ * once without a probe, a switch is watched closely after its signal, and a front tells the
+ * runtime host when its health changes (`healthMoved`), which probes it at once; what waits on
+ * this is a process that hangs without exiting (SIGSTOP, a deadlock), a front too old to tell,
+ * and the unsupervised exit (UNSUPERVISED_EXIT_MS), which must stay well above it.
  */
-export const READY_PROBE_MS = 30_000;
+export const READY_PROBE_MS = 120_000;
 /** How often, and for how long at most, a process told to switch is probed until it has. */
 const SWITCH_PROBE_MS = 50;
 /**
@@ -271,6 +273,21 @@ export class Supervisor {
     m.retellAtMs = Date.now() + this.#retellFirstMs;
     if (m.child && m.answered) this.#signalSwitch(m, m.child);
     else m.notifyPending = true;
+  }
+
+  /**
+   * The application's runtime process said (over the runtime host's socket) that its health
+   * answer changed: it is probed now, and what the probe answers is acted on as any probe's.
+   * This is what lets a ready process be probed only every READY_PROBE_MS.
+   */
+  healthMoved(application: string): void {
+    const m = this.#managed.get(application);
+    const child = m?.child;
+    if (!m || !child || m.stopping || !this.#current(m)) return;
+    // An adopted process has no exit event: a notice may be its connection ending as it exits.
+    if (child instanceof AdoptedProcess) child.check();
+    if (m.child !== child) return;
+    this.#schedule(m, 0, () => this.#probeHealth(m, child));
   }
 
   /** SIGHUP, then probes soon and often until the health names another deployment. */
