@@ -32,6 +32,7 @@ import {
 import { NodeHttpHandler } from '@smithy/node-http-handler';
 import { Problem } from '../problem.ts';
 import { normalizePrefix } from './prefixed.ts';
+import { S3Http } from './s3-http.ts';
 import {
   CasConflict,
   checkCondition,
@@ -104,6 +105,11 @@ type Outcome<T> = { ok: true; value: T } | { ok: false; error: unknown };
 class S3Store implements Store {
   readonly description: string;
   readonly #client: S3Client;
+  /**
+   * The streaming calls' own signed requests (s3-http.ts), without the SDK's per-request cost;
+   * null without a key pair (the SDK's credential chain is used then).
+   */
+  readonly #http: S3Http | null;
   readonly #bucket: string;
   readonly #prefix: string;
   readonly #endpoint: string;
@@ -123,6 +129,17 @@ class S3Store implements Store {
       options.accessKey && options.secretKey
         ? { accessKeyId: options.accessKey, secretAccessKey: options.secretKey }
         : undefined;
+    this.#http = credentials
+      ? new S3Http({
+          endpoint: options.endpoint,
+          region: options.region || 'us-east-1',
+          bucket: this.#bucket,
+          accessKey: credentials.accessKeyId,
+          secretKey: credentials.secretAccessKey,
+          connectTimeoutMs: CONNECT_TIMEOUT_MS,
+          idleTimeoutMs: options.requestTimeoutMs ?? REQUEST_TIMEOUT_MS,
+        })
+      : null;
     this.#client = new S3Client({
       endpoint: options.endpoint,
       region: options.region || 'us-east-1',
@@ -174,7 +191,7 @@ class S3Store implements Store {
   readonly streaming: StreamingStore = {
     head: async (key) => {
       checkKey(key);
-      const head = await this.#bounded(`read ${key}`, (signal) => this.#head(key, signal));
+      const head = await this.#bounded(`read ${key}`, (signal) => this.#head(key, signal, true));
       return (
         head && { key, etag: head.etag, size: head.size, modified: head.modified, metadata: head.metadata }
       );
@@ -187,7 +204,7 @@ class S3Store implements Store {
       checkKey(key);
       checkCondition(key, condition);
       return this.#bounded(`write ${key}`, (signal) =>
-        this.#putWithin(key, body, condition, signal, { length, metadata }),
+        this.#putWithin(key, body, condition, signal, { length, metadata, lean: true }),
       );
     },
   };
@@ -200,14 +217,16 @@ class S3Store implements Store {
   ): Promise<ObjectStream | null> {
     return this.#retrying(`read ${key}`, signal, async () => {
       try {
-        const answer = await this.#client.send(
-          new GetObjectCommand({
-            Bucket: this.#bucket,
-            Key: this.#full(key),
-            ...(range ? { Range: `bytes=${range.offset}-${range.offset + range.length - 1}` } : {}),
-          }),
-          { abortSignal: signal },
-        );
+        const answer = this.#http
+          ? await this.#http.get(this.#full(key), range, signal)
+          : await this.#client.send(
+              new GetObjectCommand({
+                Bucket: this.#bucket,
+                Key: this.#full(key),
+                ...(range ? { Range: `bytes=${range.offset}-${range.offset + range.length - 1}` } : {}),
+              }),
+              { abortSignal: signal },
+            );
         return {
           key,
           etag: answer.ETag ?? '',
@@ -240,7 +259,7 @@ class S3Store implements Store {
     body: Uint8Array | string | Readable,
     condition: WriteCondition | undefined,
     signal: AbortSignal,
-    streamed?: { length: number; metadata: Record<string, string> },
+    streamed?: { length: number; metadata: Record<string, string>; lean?: boolean },
   ): Promise<string> {
     const bytes = typeof body === 'string' ? new TextEncoder().encode(body) : body;
     // A stream is consumed by the first attempt: an ambiguous failure is settled, never resent.
@@ -256,10 +275,26 @@ class S3Store implements Store {
         ...(condition?.ifMatch !== undefined ? { IfMatch: quoteEtag(condition.ifMatch) } : {}),
         ...(condition?.ifNoneMatch ? { IfNoneMatch: '*' } : {}),
       });
+    const http = streamed?.lean ? this.#http : null;
+    const send: () => Promise<{ ETag?: string }> = http
+      ? () =>
+          http.put(
+            this.#full(key),
+            bytes,
+            bytes instanceof Uint8Array ? bytes.byteLength : (streamed?.length ?? 0),
+            { ...streamed?.metadata, [NONCE_META]: nonce },
+            {
+              ...(condition?.ifMatch !== undefined ? { ifMatch: quoteEtag(condition.ifMatch) } : {}),
+              ...(condition?.ifNoneMatch ? { ifNoneMatch: true } : {}),
+            },
+            signal,
+          )
+      : () => this.#client.send(command(), { abortSignal: signal });
+    const lean = http !== null;
     let ambiguous = false;
     for (let attempt = 1; ; attempt++) {
-      const outcome = await settle(() => this.#client.send(command(), { abortSignal: signal }));
-      if (outcome.ok) return outcome.value.ETag ?? (await this.#head(key, signal))?.etag ?? '';
+      const outcome = await settle(send);
+      if (outcome.ok) return outcome.value.ETag ?? (await this.#head(key, signal, lean))?.etag ?? '';
       const { error } = outcome;
       if (signal.aborted) throw error;
       // S3 answers If-Match on a missing key with 404 NoSuchKey: the condition failed.
@@ -268,7 +303,7 @@ class S3Store implements Store {
       if (!refused && !isAmbiguous(error)) throw this.#unavailable(`write ${key}`, error);
       // The write may have landed: only the nonce on the stored object can say.
       ambiguous = true;
-      const stored = await this.#head(key, signal);
+      const stored = await this.#head(key, signal, lean);
       if (stored?.nonce === nonce) return stored.etag;
       if (refused) throw new CasConflict(key);
       if (once || attempt >= this.#attempts) throw this.#unavailable(`write ${key}`, error);
@@ -363,6 +398,7 @@ class S3Store implements Store {
   }
 
   async close(): Promise<void> {
+    this.#http?.close();
     this.#client.destroy();
   }
 
@@ -370,13 +406,16 @@ class S3Store implements Store {
     return this.#prefix + key;
   }
 
-  async #head(key: string, signal: AbortSignal) {
+  /** The object's facts; `lean`: through s3-http.ts when it has a key pair (the streaming calls). */
+  async #head(key: string, signal: AbortSignal, lean = false) {
     return this.#retrying(`read ${key}`, signal, async () => {
       try {
-        const answer = await this.#client.send(
-          new HeadObjectCommand({ Bucket: this.#bucket, Key: this.#full(key) }),
-          { abortSignal: signal },
-        );
+        const answer =
+          lean && this.#http
+            ? await this.#http.head(this.#full(key), signal)
+            : await this.#client.send(new HeadObjectCommand({ Bucket: this.#bucket, Key: this.#full(key) }), {
+                abortSignal: signal,
+              });
         return {
           etag: answer.ETag ?? '',
           size: answer.ContentLength ?? 0,

@@ -1,0 +1,274 @@
+// The S3 requests of R2's hot path (docs/bindings.md "R2 buckets"): HEAD, GET and PUT of one
+// object, signed with AWS Signature Version 4 and sent with Node's `http`/`https` on one keep-alive
+// agent, without the AWS SDK's middleware stack. s3.ts keeps its retries, deadlines, nonces and
+// error handling and uses these for the streaming store's three calls. Measured in one process
+// against MinIO on loopback: a HEAD cost 1.8-3.3 ms of CPU through the SDK and 0.6 ms this way; a
+// 1-byte PUT 2.5 ms and 0.9 ms.
+//
+// Answers and failures are shaped as the SDK's are where s3.ts reads them: an answer's `ETag`,
+// `ContentLength`, `LastModified`, `Metadata` (the `x-amz-meta-*` headers, lower case) and `Body`;
+// a refusal is an Error whose `name` is S3's error code (from the XML answer; for a HEAD, which
+// has none, `NotFound`, `PreconditionFailed` or `Http<status>`) with `$metadata.httpStatusCode`.
+// A network failure or timeout is an Error without a status, as the SDK's are.
+//
+// Payload: a body given whole is signed by its SHA-256; a streamed body is sent as
+// `UNSIGNED-PAYLOAD`, as the SDK does for a stream (it cannot hash bytes it has not read).
+
+import { createHash, createHmac } from 'node:crypto';
+import {
+  Agent as HttpAgent,
+  request as httpRequest,
+  type IncomingMessage,
+  type OutgoingHttpHeaders,
+} from 'node:http';
+import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
+import type { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+
+export interface S3HttpOptions {
+  endpoint: string;
+  region: string;
+  bucket: string;
+  accessKey: string;
+  secretKey: string;
+  /** How long a connection may take to open. */
+  connectTimeoutMs: number;
+  /** How long a socket may stay silent during a request (headers or body). */
+  idleTimeoutMs: number;
+}
+
+export interface S3Head {
+  ETag: string;
+  ContentLength: number;
+  LastModified: Date;
+  Metadata: Record<string, string>;
+}
+
+export interface S3Get extends S3Head {
+  Body: IncomingMessage;
+}
+
+const EMPTY_SHA256 = 'e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855';
+const UNSIGNED = 'UNSIGNED-PAYLOAD';
+const META = 'x-amz-meta-';
+
+export class S3Http {
+  readonly #options: S3HttpOptions;
+  readonly #url: URL;
+  readonly #basePath: string;
+  readonly #host: string;
+  readonly #agent: HttpAgent;
+  readonly #request: typeof httpRequest;
+  /** The signing key of one day (it depends on the date, region and secret only). */
+  #key: { day: string; key: Buffer } | null = null;
+
+  constructor(options: S3HttpOptions) {
+    this.#options = options;
+    this.#url = new URL(options.endpoint);
+    this.#basePath = this.#url.pathname.replace(/\/+$/, '');
+    this.#host = this.#url.host;
+    const https = this.#url.protocol === 'https:';
+    // As the SDK's handler: keep-alive, at most 50 connections.
+    this.#agent = https
+      ? new HttpsAgent({ keepAlive: true, maxSockets: 50 })
+      : new HttpAgent({ keepAlive: true, maxSockets: 50 });
+    this.#request = https ? httpsRequest : httpRequest;
+  }
+
+  close(): void {
+    this.#agent.destroy();
+  }
+
+  async head(key: string, signal: AbortSignal): Promise<S3Head> {
+    const answer = await this.#send('HEAD', key, {}, null, 0, signal);
+    answer.resume();
+    return facts(answer);
+  }
+
+  async get(
+    key: string,
+    range: { offset: number; length: number } | undefined,
+    signal: AbortSignal,
+  ): Promise<S3Get> {
+    const headers: Record<string, string> = range
+      ? { range: `bytes=${range.offset}-${range.offset + range.length - 1}` }
+      : {};
+    const answer = await this.#send('GET', key, headers, null, 0, signal);
+    return { ...facts(answer), Body: answer };
+  }
+
+  async put(
+    key: string,
+    body: Uint8Array | Readable,
+    length: number,
+    metadata: Record<string, string>,
+    condition: { ifMatch?: string; ifNoneMatch?: boolean },
+    signal: AbortSignal,
+  ): Promise<{ ETag?: string }> {
+    const headers: Record<string, string> = {};
+    for (const [name, value] of Object.entries(metadata)) headers[META + name.toLowerCase()] = value;
+    if (condition.ifMatch !== undefined) headers['if-match'] = condition.ifMatch;
+    if (condition.ifNoneMatch) headers['if-none-match'] = '*';
+    const answer = await this.#send('PUT', key, headers, body, length, signal);
+    answer.resume();
+    return { ETag: answer.headers.etag };
+  }
+
+  /** One signed request; resolves with a 2xx answer (its body unread), rejects with S3's refusal. */
+  #send(
+    method: 'HEAD' | 'GET' | 'PUT',
+    key: string,
+    extra: Record<string, string>,
+    body: Uint8Array | Readable | null,
+    length: number,
+    signal: AbortSignal,
+  ): Promise<IncomingMessage> {
+    if (signal.aborted) return Promise.reject(signal.reason);
+    const path = `${this.#basePath}/${encodePath(this.#options.bucket)}/${encodePath(key)}`;
+    const payload = body === null ? EMPTY_SHA256 : body instanceof Uint8Array ? sha256Hex(body) : UNSIGNED;
+    const headers: OutgoingHttpHeaders = this.#sign(method, path, {
+      ...extra,
+      ...(body !== null ? { 'content-length': String(length) } : {}),
+      'x-amz-content-sha256': payload,
+    });
+    return new Promise<IncomingMessage>((resolve, reject) => {
+      let settled = false;
+      const fail = (err: unknown) => {
+        if (settled) return;
+        settled = true;
+        signal.removeEventListener('abort', abort);
+        reject(err);
+      };
+      const call = this.#request({
+        protocol: this.#url.protocol,
+        hostname: this.#url.hostname,
+        port: this.#url.port,
+        method,
+        path,
+        headers,
+        agent: this.#agent,
+      });
+      const abort = () => call.destroy(signal.reason as Error);
+      signal.addEventListener('abort', abort, { once: true });
+      call.setTimeout(this.#options.idleTimeoutMs, () =>
+        call.destroy(
+          Object.assign(new Error(`no answer from ${this.#host} within ${this.#options.idleTimeoutMs} ms`), {
+            name: 'TimeoutError',
+          }),
+        ),
+      );
+      call.on('socket', (socket) => {
+        if (!socket.connecting) return;
+        const timer = setTimeout(
+          () =>
+            call.destroy(
+              Object.assign(new Error(`could not connect to ${this.#host}`), { name: 'TimeoutError' }),
+            ),
+          this.#options.connectTimeoutMs,
+        );
+        socket.once('connect', () => clearTimeout(timer));
+        socket.once('close', () => clearTimeout(timer));
+      });
+      call.on('error', fail);
+      call.on('response', (answer) => {
+        const status = answer.statusCode ?? 0;
+        if (status >= 200 && status < 300) {
+          if (settled) return answer.resume();
+          settled = true;
+          // The deadline covers the answer's headers; the body is the caller's to read or destroy.
+          signal.removeEventListener('abort', abort);
+          resolve(answer);
+          return;
+        }
+        refusal(method, answer).then(fail, fail);
+      });
+      if (body === null) call.end();
+      else if (body instanceof Uint8Array) call.end(body);
+      // A body that fails midway destroys the request: the bucket never sees a whole object.
+      else pipeline(body, call).catch((err: unknown) => fail(err));
+    });
+  }
+
+  /** The request's headers with `host`, `x-amz-date` and the SigV4 `authorization`. */
+  #sign(method: string, path: string, given: Record<string, string>): Record<string, string> {
+    const now = new Date().toISOString().replace(/[-:]/g, '').replace(/\.\d+/, '');
+    const day = now.slice(0, 8);
+    const headers: Record<string, string> = { ...given, host: this.#host, 'x-amz-date': now };
+    const names = Object.keys(headers).sort();
+    const canonical = [
+      method,
+      path,
+      '',
+      ...names.map((name) => `${name}:${headers[name]!.trim()}`),
+      '',
+      names.join(';'),
+      headers['x-amz-content-sha256'],
+    ].join('\n');
+    const scope = `${day}/${this.#options.region}/s3/aws4_request`;
+    const toSign = ['AWS4-HMAC-SHA256', now, scope, sha256Hex(canonical)].join('\n');
+    const signature = createHmac('sha256', this.#signingKey(day)).update(toSign).digest('hex');
+    headers.authorization = `AWS4-HMAC-SHA256 Credential=${this.#options.accessKey}/${scope}, SignedHeaders=${names.join(';')}, Signature=${signature}`;
+    return headers;
+  }
+
+  #signingKey(day: string): Buffer {
+    if (this.#key?.day !== day) {
+      let key = hmac(`AWS4${this.#options.secretKey}`, day);
+      for (const part of [this.#options.region, 's3', 'aws4_request']) key = hmac(key, part);
+      this.#key = { day, key };
+    }
+    return this.#key.key;
+  }
+}
+
+function hmac(key: string | Buffer, data: string): Buffer {
+  return createHmac('sha256', key).update(data).digest();
+}
+
+function sha256Hex(data: Uint8Array | string): string {
+  return createHash('sha256').update(data).digest('hex');
+}
+
+/** S3's URI encoding of a path: every byte but the unreserved ones and `/`, as %XX. */
+function encodePath(path: string): string {
+  return encodeURIComponent(path)
+    .replace(/%2F/g, '/')
+    .replace(/[!'()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`);
+}
+
+function facts(answer: IncomingMessage): S3Head {
+  const metadata: Record<string, string> = {};
+  for (const [name, value] of Object.entries(answer.headers))
+    if (name.startsWith(META) && typeof value === 'string') metadata[name.slice(META.length)] = value;
+  const modified = answer.headers['last-modified'];
+  return {
+    ETag: answer.headers.etag ?? '',
+    ContentLength: Number(answer.headers['content-length'] ?? 0),
+    LastModified: modified ? new Date(modified) : new Date(0),
+    Metadata: metadata,
+  };
+}
+
+/** S3's refusal as an Error named by its code, with the status where the SDK keeps it. */
+async function refusal(method: string, answer: IncomingMessage): Promise<Error> {
+  const status = answer.statusCode ?? 0;
+  let text = '';
+  if (method !== 'HEAD') {
+    const chunks: Buffer[] = [];
+    let length = 0;
+    for await (const chunk of answer) {
+      // An error document is small; nothing past 64 KiB is kept.
+      if (length < 65536) chunks.push(chunk as Buffer);
+      length += (chunk as Buffer).length;
+    }
+    text = Buffer.concat(chunks).toString('utf8');
+  } else answer.resume();
+  const code = /<Code>([^<]*)<\/Code>/.exec(text)?.[1];
+  const message = /<Message>([^<]*)<\/Message>/.exec(text)?.[1];
+  const name =
+    code ?? (status === 404 ? 'NotFound' : status === 412 ? 'PreconditionFailed' : `Http${status}`);
+  return Object.assign(new Error(message ?? `${method} answered ${status}`), {
+    name,
+    $metadata: { httpStatusCode: status },
+  });
+}
