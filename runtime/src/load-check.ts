@@ -1,4 +1,4 @@
-// `cell publish` proves a deployment loads before it uploads anything (docs/runtime.md "The worker
+// `cell publish` proves a deployment loads before it publishes it (docs/runtime.md "The worker
 // config", the load check): a worker that throws while its modules are evaluated (a bad import, a
 // dynamic `require` of a Node built-in, a missing module) would otherwise be published, selected,
 // and then never turn ready on any node. The check writes the built code into an instance folder
@@ -14,8 +14,8 @@ import { HEALTH_PATH } from '../../src/runtime-contract/environment.ts';
 import type { Manifest } from '../../src/runtime-tools/layout.ts';
 import { CellError } from './errors.ts';
 import type { Prepared } from './follower.ts';
+import { frontBinary } from './front-binary.ts';
 import { instancePaths, materialize, NO_SECRETS, workerdArgs } from './instance.ts';
-import { frontBinary } from './serve.ts';
 import { workerdBinary } from './workerd.ts';
 
 /** How long the check waits for the worker to answer, unless `CELL_START_TIMEOUT_MS` says. */

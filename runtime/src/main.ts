@@ -25,6 +25,10 @@ export function buildProgram(): Command {
     )
     .option('--config <file>', 'Worker config (default: cell.jsonc, else cell.json)')
     .action(async (flags: { config?: string }) => {
+      // esbuild's service (a process of its own) starts while the publish's modules load; the
+      // build then finds it running (docs/decisions.md "Start-up"). A failure to start is the
+      // build's to report.
+      void import('esbuild').then((esbuild) => esbuild.initialize({})).catch(() => {});
       const { publish } = await import('./publish.ts');
       const published = await publish({
         cwd: process.cwd(),

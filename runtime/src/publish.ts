@@ -181,37 +181,33 @@ export async function publish(options: {
       : {}),
   };
 
+  // The load check runs while the code and the assets go up under the new deployment's own keys,
+  // which nothing names until its record, its manifest and the pointers are written: those wait
+  // for the check. A worker that fails it is published nowhere (docs/runtime.md "The worker
+  // config", its load check): the modules written meanwhile are deleted, new blobs left to prune.
   options.log(`cell: checking that ${script} loads in workerd`);
-  await proveLoads({
-    manifest,
-    code: new Map(worker.modules.map((m) => [m.name, m.bytes])),
-    env: options.env,
-  });
-
-  const store = await openBucketFromEnv(options.env);
+  const codeBytes = worker.modules.reduce((sum, m) => sum + m.bytes.byteLength, 0);
+  const opened = openBucketFromEnv(options.env);
+  const [checked, uploaded] = await Promise.allSettled([
+    proveLoads({
+      manifest,
+      code: new Map(worker.modules.map((m) => [m.name, m.bytes])),
+      env: options.env,
+    }),
+    opened.then(async (store) => {
+      await warnUnknownServices(store, config.services, application, script, options.log);
+      options.log(`cell: publishing ${application}/${script} deployment ${version} to ${store.description}`);
+      await uploadContent(store, { application, script, version }, worker.modules, assets, options.log);
+    }),
+  ]);
+  const store = await opened.catch(() => null);
   try {
-    await warnUnknownServices(store, config.services, application, script, options.log);
-    options.log(`cell: publishing ${application}/${script} deployment ${version} to ${store.description}`);
-    const codeBytes = worker.modules.reduce((sum, m) => sum + m.bytes.byteLength, 0);
-    await inParallel(worker.modules, (m) =>
-      store.put(keys.runtimeModule(application, script, version, m.name), m.bytes, { ifNoneMatch: '*' }),
-    );
-    options.log(`cell: uploaded ${worker.modules.length} module(s), ${codeBytes} bytes`);
-
-    if (assets) {
-      const uploaded = await uploadBlobs(store, application, assets.blobs);
-      options.log(`cell: ${Object.keys(assets.files).length} asset(s), ${uploaded} new blob(s) uploaded`);
-      const index: AssetsIndex = {
-        schema_version: SCHEMA_VERSION,
-        required_features: [],
-        files: assets.files,
-        ...(assets.headers.length > 0 ? { headers: assets.headers } : {}),
-        ...(assets.redirects.length > 0 ? { redirects: assets.redirects } : {}),
-      };
-      await store.put(keys.runtimeAssetsIndex(application, script, version), JSON.stringify(index), {
-        ifNoneMatch: '*',
-      });
+    // The check's verdict comes first: a worker that cannot serve is that, whatever the bucket did.
+    if (checked.status === 'rejected') {
+      if (store) await forgetModules(store, { application, script, version }, worker.modules);
+      throw checked.reason;
     }
+    if (uploaded.status === 'rejected' || store === null) throw (uploaded as PromiseRejectedResult).reason;
 
     const record: DeploymentRecord = {
       schema_version: SCHEMA_VERSION,
@@ -236,9 +232,59 @@ export async function publish(options: {
     await movePointer(store, keys.runtimeSelector(application), script, version);
     options.log(`cell: the fleet's selector now points at ${script}/${version}`);
   } finally {
-    await store.close();
+    await store?.close();
   }
   return { application, script, deployment: version };
+}
+
+/** Where one deployment's objects go. */
+interface DeploymentKeys {
+  application: string;
+  script: string;
+  version: string;
+}
+
+/** The deployment's modules, then its assets' blobs and `assets.json`: all of it under its own keys. */
+async function uploadContent(
+  store: Store,
+  at: DeploymentKeys,
+  modules: readonly { name: string; bytes: Uint8Array }[],
+  assets: ReturnType<typeof collectAssets> | null,
+  log: (line: string) => void,
+): Promise<void> {
+  const { application, script, version } = at;
+  await inParallel([...modules], (m) =>
+    store.put(keys.runtimeModule(application, script, version, m.name), m.bytes, { ifNoneMatch: '*' }),
+  );
+  const codeBytes = modules.reduce((sum, m) => sum + m.bytes.byteLength, 0);
+  log(`cell: uploaded ${modules.length} module(s), ${codeBytes} bytes`);
+  if (!assets) return;
+  const uploaded = await uploadBlobs(store, application, assets.blobs);
+  log(`cell: ${Object.keys(assets.files).length} asset(s), ${uploaded} new blob(s) uploaded`);
+  const index: AssetsIndex = {
+    schema_version: SCHEMA_VERSION,
+    required_features: [],
+    files: assets.files,
+    ...(assets.headers.length > 0 ? { headers: assets.headers } : {}),
+    ...(assets.redirects.length > 0 ? { redirects: assets.redirects } : {}),
+  };
+  await store.put(keys.runtimeAssetsIndex(application, script, version), JSON.stringify(index), {
+    ifNoneMatch: '*',
+  });
+}
+
+/** Deletes what a refused deployment wrote beside its blobs, as far as the bucket lets it. */
+async function forgetModules(
+  store: Store,
+  at: DeploymentKeys,
+  modules: readonly { name: string }[],
+): Promise<void> {
+  const { application, script, version } = at;
+  const written = [
+    ...modules.map((m) => keys.runtimeModule(application, script, version, m.name)),
+    keys.runtimeAssetsIndex(application, script, version),
+  ];
+  await inParallel(written, (key) => store.delete(key).catch(() => false));
 }
 
 /**

@@ -10,7 +10,7 @@
 
 import { accessSync, constants, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
 import {
   HEALTH_PATH,
   readServeIdentity,
@@ -22,19 +22,19 @@ import {
 import { openBucketFromEnv } from './bucket.ts';
 import { CellError } from './errors.ts';
 import { MAX_RETRY_MS } from './follower.ts';
+import { FRONT_BIN_VARIABLE, frontBinary } from './front-binary.ts';
 import type { HelloRequest } from './host/protocol.ts';
 import { claimStateDir, sweepOrphans } from './orphans.ts';
 import { CELL_VERSION_LINE } from './version.ts';
 import { workerdBinary } from './workerd.ts';
+
+export { FRONT_BIN_VARIABLE, frontBinary };
 
 /** How long requests (WebSockets included) may run on after SIGTERM/SIGINT. */
 const STOP_DRAIN_MS = 10_000;
 
 /** The variable the front reads its configuration from. */
 export const FRONT_CONFIG_VARIABLE = 'CELL_FRONT_CONFIG';
-
-/** The variable that names the front binary, when it is not `cell-front` beside the entry script. */
-export const FRONT_BIN_VARIABLE = 'CELL_FRONT_BIN';
 
 /** Knobs an operator may set with `--cell-env`; the defaults suit a fleet. */
 export interface ServeTuning {
@@ -163,11 +163,6 @@ export function hostContext(env: NodeJS.ProcessEnv): HelloRequest['context'] {
     secretsFile: readServeOptions(env).secretsFile ?? null,
     env: cellEnv,
   };
-}
-
-/** The front binary: CELL_FRONT_BIN, else `cell-front` beside the entry script (bin/ or dist/). */
-export function frontBinary(env: NodeJS.ProcessEnv, entry: string): string {
-  return env[FRONT_BIN_VARIABLE] || join(dirname(entry), 'cell-front');
 }
 
 /**

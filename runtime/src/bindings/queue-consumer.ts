@@ -7,11 +7,15 @@
 // once. Who may run a batch (one holder per queue in the fleet) is not decided here; several
 // batches of one listing may run at once (`max_concurrency`), never sharing a message.
 
-import { request } from 'node:http';
 import { keys } from '../../../src/registry/keys.ts';
 import type { QueueConsumer } from '../../../src/runtime-tools/layout.ts';
 import type { Store } from '../../../src/store/store.ts';
 import { decodeMessage, putMessage, type StoredMessage } from './queue.ts';
+
+// Taken as the module itself, not bound as an ES module: binding it reads every export once, and
+// some of those load Node's fetch (undici), 50-60 ms of `cell publish`'s start, which loads this
+// module for its trigger worker's source (docs/decisions.md "Start-up").
+const { request } = process.getBuiltinModule('node:http');
 
 /**
  * The queue trigger worker: cell posts it one batch (JSON, bodies in base64) over its own socket,
