@@ -7,6 +7,9 @@
 //   First deploy: a new application's first 200 through the ingress within the ingress poll
 //             interval (SVC_FLEET_POLL_INTERVAL) plus 2 s.
 // Run: scripts/with-node node bench/deploy.bench.ts [redeploys] [first deploys] [poll interval] [nodes]
+//   SVC_BENCH_RELEASE=1: `svc deploy` is the release bundle (dist/svc.mjs, run through its shebang,
+//   as operators run it) and the node's runtime is dist/cell.mjs (`--cell-bin`); build them first
+//   with `make dist`. The node daemon itself runs from the checkout either way.
 //   nodes 2: a second `svc sail` on the same bucket runs hello too (`--replicas all`), and each
 //   redeploy is also timed until that node's own runtime process answers the new version (asked
 //   on its port directly): the switch on a node that did not take the deploy.
@@ -25,7 +28,7 @@ import { keyArg, openBucket } from '../test/helpers/applications.ts';
 import { ensureCaddyBuilt, startCaddy } from '../test/helpers/caddy.ts';
 import { copyProject, EXAMPLES } from '../test/helpers/cell.ts';
 import { IngressClient } from '../test/helpers/ingress-client.ts';
-import { freePort, runSvc, tempDir, waitFor } from '../test/helpers/svc.ts';
+import { freePort, runSvc, runToEnd, tempDir, waitFor } from '../test/helpers/svc.ts';
 
 const [redeploys = 10, firstDeploys = 5] = process.argv.slice(2, 4).map(Number);
 const pollInterval = process.argv[4] ?? '5s';
@@ -37,6 +40,9 @@ const TOKEN = 'bench-ingress-token-0123456789';
 const POLL_MS = 20;
 const RUN_DEADLINE_MS = 60_000;
 const REDEPLOY_TARGET_MS = 2_000;
+/** The release bundle instead of the checkout's executables (see the top). */
+const RELEASE = process.env.SVC_BENCH_RELEASE === '1';
+const releaseFlags = RELEASE ? ['--cell-bin', join(ROOT, 'dist', 'cell.mjs')] : [];
 
 interface Timing {
   /** From spawning `svc deploy` to the first answer with the new body through Caddy. */
@@ -54,12 +60,13 @@ async function main(): Promise<void> {
   const bucket = await openBucket();
   const signer = await bucket.operator('bench-admin', 'admin', ['*']);
   const key = keyArg(signer);
-  const node = await bucket.sail(['--platform-domains', PLATFORM, '--ingress-token', TOKEN]);
+  const node = await bucket.sail(['--platform-domains', PLATFORM, '--ingress-token', TOKEN, ...releaseFlags]);
   const second =
     nodeCount > 1
       ? await bucket.sail([
           ...['--platform-domains', PLATFORM, '--ingress-token', TOKEN],
           ...['--port-range-start', '33000', '--port-range-end', '33099'],
+          ...releaseFlags,
         ])
       : null;
   const httpPort = await freePort();
@@ -74,15 +81,16 @@ async function main(): Promise<void> {
     SVC_ACCESS_LOG: join(caddyHome, 'access.log'),
   });
   const deploy = async (project: string, extra: string[] = []) => {
-    const run = await runSvc(['deploy', project, '--node', node.url, '--key', key, ...extra], {
-      timeoutMs: RUN_DEADLINE_MS,
-    });
+    const args = ['deploy', project, '--node', node.url, '--key', key, ...extra];
+    const run = RELEASE
+      ? await runToEnd(join(ROOT, 'dist', 'svc.mjs'), args, { timeoutMs: RUN_DEADLINE_MS })
+      : await runSvc(args, { timeoutMs: RUN_DEADLINE_MS });
     if (run.code !== 0) throw new Error(`svc deploy exited ${run.code}:\n${run.stderr}`);
   };
   const ask = (host: string) => viaCaddy(httpPort, host);
   try {
     console.log(
-      `deploy bench: one node (dir bucket, runtime/bin/cell), svc-caddy demo.Caddyfile, ` +
+      `deploy bench: one node (dir bucket, ${RELEASE ? 'release bundle: dist/svc.mjs deploy, dist/cell.mjs' : 'checkout: bin/svc deploy, runtime/bin/cell'}), svc-caddy demo.Caddyfile, ` +
         `SVC_FLEET_POLL_INTERVAL=${pollInterval}, node ${process.version}`,
     );
     const secondPort = second ? () => runtimePort(second.url, signer) : null;

@@ -30,9 +30,12 @@ export function registerDeploy(program: Command): void {
     .option('--config <file>', 'Path to svc.config.jsonc')
     .option('-c, --worker-config <file>', "The worker config to deploy (wrangler's --config)")
     .option('--token <token>', 'Bearer token to present instead of signing')
-    .action(async (dir: string | undefined, flags: DeployFlags) =>
-      (await import('./deploy-action.ts')).deployAction(dir, flags),
-    );
+    .action(async (dir: string | undefined, flags: DeployFlags) => {
+      // esbuild's service (a process of its own, for the build that finds what to pack) starts
+      // while the deploy's modules load; a failure to start is the build's to report.
+      void import('esbuild').then((esbuild) => esbuild.initialize({})).catch(() => {});
+      await (await import('./deploy-action.ts')).deployAction(dir, flags);
+    });
 }
 
 export function registerDeployment(program: Command): void {

@@ -223,12 +223,17 @@ export class DeployService implements DaemonService, Deploys {
     const ctx = this.#context();
     let outcome: Published | Problem;
     try {
-      if (!(await task.writer.update({ state: 'uploading' }))) return await this.#end(task, null);
+      // The record's move and the secrets' names are two bucket round trips: taken at once.
+      const [current, secrets] = await Promise.all([
+        task.writer.update({ state: 'uploading' }),
+        secretNames(ctx, task.application),
+      ]);
+      if (!current) return await this.#end(task, null);
       const published = await runPublish({
         cellBin: ctx.settings.runtime.cellBin,
         cwd: task.root,
         config: task.config,
-        env: publishEnv(ctx, task.application, await secretNames(ctx, task.application), task.id),
+        env: publishEnv(ctx, task.application, secrets, task.id),
         timeoutMs: ctx.settings.deploy.taskTimeoutMs,
         outputBytes: ctx.settings.deploy.outputBytes,
         signal: task.abort.signal,
