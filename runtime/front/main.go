@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	goruntime "runtime"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -26,28 +27,69 @@ import (
 const hostGrace = 10 * time.Second
 
 func main() {
+	if env, again := startAgainWith(os.Args, os.Getenv, os.Environ()); again {
+		startAgain(env)
+	}
 	os.Exit(run())
+}
+
+// startAgainWith answers the environment `cell-front serve` starts again with, GOMAXPROCS set
+// (maxProcs), when it was started without one. The Go runtime sets up its processors before main
+// runs, and an idle front set up with two keeps about 0.3 MB more than one set up with one, even
+// after runtime.GOMAXPROCS(1) (bench/RESULTS.md "Density").
+func startAgainWith(args []string, getenv func(string) string, environ []string) ([]string, bool) {
+	if len(args) < 2 || args[1] != "serve" || getenv("GOMAXPROCS") != "" {
+		return nil, false
+	}
+	return append(environ[:len(environ):len(environ)], "GOMAXPROCS="+strconv.Itoa(maxProcs)), true
+}
+
+// startAgain replaces the process with the same program (execve: same pid, same stdio, same
+// arguments) in `env`. SIGHUP is ignored across the exec, so one that comes meanwhile does not end
+// the process (run listens for it from then on). Should the exec fail, the front goes on as it is,
+// tuneGoRuntime setting its processors.
+func startAgain(env []string) {
+	self, err := os.Executable()
+	if err != nil {
+		return
+	}
+	signal.Ignore(syscall.SIGHUP)
+	_ = syscall.Exec(self, os.Args, env)
 }
 
 // The front is on every request's path and its live heap is small: a collection at 5x the live
 // heap instead of 2x costs a few MB under load and a quarter of the front's CPU per request
 // (bench/RESULTS.md "Runtime throughput"); the limit keeps a burst from holding memory.
+// One processor: the workerd behind the front runs its worker on one thread and needs about twice
+// the CPU per request the front does, so a second processor never carries more requests; each
+// processor costs an idle front its own allocation caches and threads (1.33 instead of 1.64 MB
+// of private memory on 2 cores, more with more cores; bench/RESULTS.md "Density").
 const (
 	gcPercent   = 400
 	memoryLimit = 64 << 20
+	maxProcs    = 1
 )
+
+// tuneGoRuntime applies the settings above, each unless its Go variable (GOGC, GOMEMLIMIT,
+// GOMAXPROCS, settable per fleet with `svc sail --cell-env`) is set.
+func tuneGoRuntime(getenv func(string) string) {
+	if getenv("GOGC") == "" {
+		debug.SetGCPercent(gcPercent)
+	}
+	if getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(memoryLimit)
+	}
+	if getenv("GOMAXPROCS") == "" {
+		goruntime.GOMAXPROCS(maxProcs)
+	}
+}
 
 func run() int {
 	// `cell publish`'s load check starts workerd through this program too (check.go).
 	if len(os.Args) > 1 && os.Args[1] == "check" {
 		return runCheck()
 	}
-	if os.Getenv("GOGC") == "" {
-		debug.SetGCPercent(gcPercent)
-	}
-	if os.Getenv("GOMEMLIMIT") == "" {
-		debug.SetMemoryLimit(memoryLimit)
-	}
+	tuneGoRuntime(os.Getenv)
 	// The daemon reading our output may be gone (killed, or restarted keeping its applications):
 	// a broken pipe loses the output, never the process. SIGHUP must never end it either.
 	signal.Ignore(syscall.SIGPIPE)

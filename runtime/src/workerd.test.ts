@@ -94,6 +94,30 @@ describe('workerd config', () => {
     assert.match(text, /\(name = "CACHE", kvNamespace = "cell-kv-0"\)/);
   });
 
+  it('gives the assets their own worker only when the worker has an assets binding', () => {
+    const plan = {
+      address: 'unix:/tmp/x.sock',
+      modules: [{ name: 'index.js', type: 'esm' as const, file: 'modules/index.js' }],
+      compatibilityDate: '2025-06-01',
+      compatibilityFlags: [],
+      vars: [],
+    };
+    const assets = { filesJson: 'f.json', configJson: 'c.json', blobsDir: '/b' };
+    // workerd starts an isolate for every worker service, bound or not: about 1.5 MB each.
+    const unbound = renderWorkerdConfig({ ...plan, assets: { ...assets, binding: null } });
+    assert.doesNotMatch(unbound, /cell-assets|assetsWorker/, unbound);
+    assert.match(unbound, /\(name = "cell-router", worker = \.routerWorker\)/);
+    assert.equal(unbound.match(/:Workerd\.Worker = \(/g)?.length, 2, 'the user worker and the router');
+    const bound = renderWorkerdConfig({ ...plan, assets: { ...assets, binding: 'ASSETS' } });
+    assert.match(bound, /\(name = "cell-assets", worker = \.assetsWorker\)/);
+    assert.match(bound, /const assetsWorker :Workerd\.Worker = \(/);
+    assert.equal(
+      bound.match(/:Workerd\.Worker = \(/g)?.length,
+      3,
+      'the user worker, the router and the assets',
+    );
+  });
+
   it('serves the worker directly without assets', () => {
     const text = renderWorkerdConfig({
       address: '127.0.0.1:9000',

@@ -276,10 +276,13 @@ export function renderWorkerdConfig(plan: WorkerdPlan): string {
   let routerWorkers = '';
   if (plan.assets) {
     const a = plan.assets;
+    // The assets worker (the router without a worker behind it) exists only for the worker's
+    // assets binding: workerd gives every worker service an isolate of its own, bound or not, and
+    // an isolate costs an idle workerd about 1.5 MB (docs/runtime.md "Memory of an idle application").
     if (a.binding) userBindings.push(`(name = ${q(a.binding)}, service = "cell-assets")`);
     services.push(
       '(name = "cell-router", worker = .routerWorker)',
-      '(name = "cell-assets", worker = .assetsWorker)',
+      ...(a.binding ? ['(name = "cell-assets", worker = .assetsWorker)'] : []),
       `(name = "cell-blobs", disk = (path = ${q(a.blobsDir)}, writable = false, allowDotfiles = false))`,
     );
     entry = 'cell-router';
@@ -295,7 +298,9 @@ const routerWorker :Workerd.Worker = (
   compatibilityDate = ${q(ROUTER_COMPATIBILITY_DATE)},
   bindings = [ ${[...routerBindings, ...(assetsOnly ? [] : ['(name = "FALLBACK", service = "cell-user")'])].join(', ')} ],
 );
-
+`;
+    if (a.binding)
+      routerWorkers += `
 const assetsWorker :Workerd.Worker = (
   modules = [ (name = ${q(ROUTER_MODULE)}, esModule = embed ${q(ROUTER_MODULE)}) ],
   compatibilityDate = ${q(ROUTER_COMPATIBILITY_DATE)},
