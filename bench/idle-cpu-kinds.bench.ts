@@ -10,13 +10,20 @@
 //   window         default 300: idle seconds measured, after every application answered and 15 s
 //   hold           default 0: seconds to keep the node up after the window (for strace by hand)
 // Answers per kind: CPU seconds per application per hour, and the node's daemon in all (the
-// daemon's idle cost without applications is not subtracted here: run with 0 for it).
+// daemon's idle cost without applications is not subtracted here: run with 0, an empty bucket,
+// for it).
 
 import { readdirSync, readFileSync } from 'node:fs';
-import { type SailProcess, startSail } from '../test/helpers/svc.ts';
+import { join } from 'node:path';
+import { HEALTH_PATH, SUPERVISOR_HEADER } from '../src/runtime-contract/environment.ts';
+import { openStore } from '../src/store/open.ts';
+import type { Signer } from '../test/helpers/applications.ts';
+import { signerFor, trustOperator } from '../test/helpers/in-process-node.ts';
+import { type SailProcess, startSail, tempDir } from '../test/helpers/svc.ts';
 import {
   descendants,
   loadAverage,
+  processesOf,
   seedHelloApplications,
   untilEveryAnswers,
   watchNodeTree,
@@ -60,10 +67,56 @@ function kindOf(pid: number): string {
   return name === 'workerd' ? 'workerd' : name.startsWith('cell-front') ? 'cell-front' : name;
 }
 
+async function emptyBucket(): Promise<{ endpoint: string; signer: Signer; names: string[] }> {
+  const dir = tempDir('svc-bench-bucket-');
+  const endpoint = `file://${join(dir, 'bucket')}`;
+  const store = await openStore({ endpoint, stateDir: join(dir, 'tool-state') });
+  return { endpoint, signer: await trustOperator(store, signerFor('bench-admin')), names: [] };
+}
+
+/**
+ * What one ready probe costs: PROBES health requests to one front as the supervisor makes them
+ * (a fresh connection each, with its header), PROBE_GAP_MS apart; the front's CPU (schedstat)
+ * and this process's own (a Node client like the daemon, process.cpuUsage) per probe.
+ */
+async function probeCost(
+  node: SailProcess,
+  signer: Signer,
+  application: string,
+  pids: number[],
+): Promise<void> {
+  const PROBES = 100;
+  const PROBE_GAP_MS = 100;
+  const port = (await processesOf(node.url, signer)).find((p) => p.application === application)?.port;
+  const front = pids.find(
+    (pid) =>
+      kindOf(pid) === 'cell-front' &&
+      readFileSync(`/proc/${pid}/environ`, 'utf8').includes(`CELL_PORT=${port}\0`),
+  );
+  if (!port || !front) return;
+  const frontBefore = threadCpuNs(front)!;
+  const ownBefore = process.cpuUsage();
+  for (let i = 0; i < PROBES; i++) {
+    const response = await fetch(`http://127.0.0.1:${port}${HEALTH_PATH}`, {
+      headers: { [SUPERVISOR_HEADER]: 'bench', connection: 'close' },
+    });
+    await response.text();
+    // Paced as probes are: one at a time, apart.
+    await new Promise((r) => setTimeout(r, PROBE_GAP_MS));
+  }
+  const own = process.cpuUsage(ownBefore);
+  const frontMs = (threadCpuNs(front)! - frontBefore) / 1e6 / PROBES;
+  const clientMs = (own.user + own.system) / 1000 / PROBES;
+  console.log(
+    `  one health probe: front ${frontMs.toFixed(3)} ms, a Node client ${clientMs.toFixed(3)} ms of CPU (${PROBES} probes ${PROBE_GAP_MS} ms apart, the client's timer wakes included)`,
+  );
+}
+
 async function main(): Promise<void> {
   console.log(`idle CPU by kind: ${applications} applications, ${windowSeconds} s, load ${loadAverage()}`);
-  const seeded = await seedHelloApplications(Math.max(applications, 1), 'k-');
-  const names = seeded.names.slice(0, applications);
+  // With 0, an empty bucket: the daemon alone, the baseline of its share.
+  const seeded = applications > 0 ? await seedHelloApplications(applications, 'k-') : await emptyBucket();
+  const names = seeded.names;
   let node: SailProcess | null = null;
   const { note, cleanup } = watchNodeTree(() => node);
   try {
@@ -111,6 +164,7 @@ async function main(): Promise<void> {
       );
     }
     console.log(`  load at the end ${loadAverage()}`);
+    if (names.length > 0) await probeCost(node, seeded.signer, names[0]!, pids);
     if (holdSeconds > 0) {
       console.log(`  holding ${holdSeconds} s: daemon ${daemon}, runtime ${pids.slice(1).join(' ')}`);
       await new Promise((r) => setTimeout(r, holdSeconds * 1000));

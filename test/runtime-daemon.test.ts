@@ -53,6 +53,14 @@ async function deploy(project: string, greeting: string): Promise<string> {
   return /^deployed \S+ ([0-9a-f]+)/.exec(run.stdout)![1]!;
 }
 
+/** `svc deploy` of `project` as `name` on the shared node. */
+async function runSvcDeploy(project: string, name: string): Promise<void> {
+  const run = await runSvc(['deploy', project, '--name', name, '--node', node.url, '--key', keyArg(admin)], {
+    timeoutMs: 60_000,
+  });
+  assert.equal(run.code, 0, run.stderr);
+}
+
 async function processOf(application: string): Promise<Process | undefined> {
   const state = (await call(node.url, 'GET', '/v1/state', { signer: admin })).body as {
     processes: Process[];
@@ -83,6 +91,40 @@ describe('a redeploy through the node', () => {
     );
     // The same process switched: nothing was restarted to get there.
     assert.equal((await processOf('hello'))!.pid, first!.pid);
+  });
+});
+
+describe("a ready process's health", () => {
+  test('a workerd that dies is seen at once: the front tells the daemon, which probes it (no 2-minute wait)', async () => {
+    const project = copyProject(join(EXAMPLES, 'hello'));
+    await runSvcDeploy(project, 'told');
+    const ready = await waitFor(async () => {
+      const p = await processOf('told');
+      return p?.ready ? p : undefined;
+    }, 'told ready');
+    const unready = () =>
+      node
+        .log()
+        .split('\n')
+        .filter(
+          (line) => line.includes('"application":"told"') && line.includes('runtime process not ready'),
+        );
+    assert.deepEqual(unready(), []);
+    const workerd = childPids(ready!.pid!);
+    assert.ok(workerd.length > 0, 'the front runs workerd');
+    for (const pid of workerd) process.kill(pid, 'SIGKILL');
+    // The ready probe is 2 minutes apart and the front starts a new workerd within seconds: only
+    // the front's health message makes the daemon see it not ready.
+    await waitFor(() => unready().length > 0, `told seen not ready\n${node.log()}`, 20_000);
+    const again = await waitFor(
+      async () => {
+        const p = await processOf('told');
+        return p?.ready ? p : undefined;
+      },
+      'told ready again',
+      SERVE_DEADLINE_MS,
+    );
+    assert.equal(again!.pid, ready!.pid, 'the same front, with a new workerd');
   });
 });
 
@@ -211,7 +253,9 @@ describe('a daemon restarted under load', () => {
     assert.equal(claim.scheduled_ms, due);
     assert.ok(claim.claimed_ms >= restartedMs, 'claimed through the new daemon, late');
     // Once: a time has one claim, written If-None-Match, so no replica or retry can run it again.
-    assert.equal((await processOn(current, 'ticker'))!.pid, serving!.pid, 'the same runtime process');
+    // The claim may come through the new daemon's socket before its first pass adopted the process.
+    const adopted = await waitFor(() => processOn(current!, 'ticker'), 'ticker adopted by the new daemon');
+    assert.equal(adopted!.pid, serving!.pid, 'the same runtime process');
   });
 
   test('a daemon that stays dead leaves its runtime processes running no longer than the bound', async () => {

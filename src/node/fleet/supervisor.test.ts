@@ -264,6 +264,25 @@ test('a ready process is probed rarely; one that says its health moved is probed
   assert.equal(status(s, 'told')!.pid, ready.pid);
 });
 
+test('a hung process (SIGSTOP) sends nothing: the safety-net probe finds it not ready, and ready once it runs again', async () => {
+  const s = await supervisor({ healthCheckMs: 500 });
+  await s.apply([{ application: 'hung' }]);
+  const ready = await readyStatus(s, 'hung');
+  process.kill(ready.pid!, 'SIGSTOP');
+  try {
+    // Within the ready probe's interval and its timeout (2 s).
+    const hung = await until(() => {
+      const p = status(s, 'hung');
+      return p && !p.ready ? p : undefined;
+    }, 'the hung process seen not ready');
+    assert.equal(hung.state, 'starting');
+    assert.match(hung.detail ?? '', /health does not answer/);
+  } finally {
+    process.kill(ready.pid!, 'SIGCONT');
+  }
+  assert.equal((await readyStatus(s, 'hung')).pid, ready.pid);
+});
+
 test('a crashed process is restarted on the same port, and its process group goes with it', async () => {
   const s = await supervisor({ cellEnv: { STANDIN_SERVE_CHILD_APPS: 'crashy' } });
   await s.apply([{ application: 'crashy' }]);
