@@ -1,6 +1,7 @@
-// The streaming store's calls through s3-http.ts (its own SigV4 requests, not the SDK's) against a
-// real MinIO, directly and behind the fault-injecting proxy: the same answers and failures as the
-// SDK's path (the bytes, metadata, ranges, conditions, retries, settled ambiguity, refusals).
+// The streaming store against a real MinIO, directly and behind the fault-injecting proxy: its HEAD
+// and PUT go through s3-http.ts (its own SigV4 requests), its GET through the SDK, and together
+// they give the SDK's answers and failures (the bytes, metadata, ranges, conditions, retries,
+// settled ambiguity, refusals).
 
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
@@ -21,7 +22,7 @@ async function bytesOf(stream: Readable): Promise<Buffer> {
   return Buffer.concat(chunks);
 }
 
-describe('S3 store, streaming calls through its own signed requests', () => {
+describe('S3 store, streaming calls (HEAD and PUT through its own signed requests)', () => {
   let minio: Minio;
   const cleanups: (() => Promise<void>)[] = [];
 

@@ -1,12 +1,19 @@
-// The S3 requests of R2's hot path (docs/bindings.md "R2 buckets"): HEAD, GET and PUT of one
-// object, signed with AWS Signature Version 4 and sent with Node's `http`/`https` on one keep-alive
-// agent, without the AWS SDK's middleware stack. s3.ts keeps its retries, deadlines, nonces and
-// error handling and uses these for the streaming store's three calls. Measured in one process
-// against MinIO on loopback: a HEAD cost 1.8-3.3 ms of CPU through the SDK and 0.6 ms this way; a
-// 1-byte PUT 2.5 ms and 0.9 ms.
+// Two S3 requests of R2's hot path (docs/bindings.md "R2 buckets"): HEAD and PUT of one object,
+// signed with AWS Signature Version 4 and sent with Node's `http`/`https` on one keep-alive agent,
+// without the AWS SDK's middleware stack. s3.ts keeps its retries, deadlines, nonces and error
+// handling and uses these for the streaming store's HEAD and PUT. Measured in one process against
+// MinIO on loopback: a HEAD cost 1.8-3.3 ms of CPU through the SDK and 0.6 ms this way; a 1-byte
+// PUT 2.5 ms and 0.9 ms.
+//
+// The streaming GET stays with the SDK. Made here, a GET of 1 MiB cost the runtime host more, not
+// less: it leaves almost no garbage on V8's heap, so the young-generation collections that free
+// the body's buffers cheaply almost stopped (1-2 per 100 GETs), the buffers piled up outside the
+// heap, and V8 answered with full collections every five or six GETs (18-20 per 100, against 1
+// with the SDK, whose garbage keeps the young collections coming): 12-13 ms of the host's CPU per
+// GET against 6-9 ms (a host with --max-semi-space-size=1, as svc sail's daemon runs).
 //
 // Answers and failures are shaped as the SDK's are where s3.ts reads them: an answer's `ETag`,
-// `ContentLength`, `LastModified`, `Metadata` (the `x-amz-meta-*` headers, lower case) and `Body`;
+// `ContentLength`, `LastModified` and `Metadata` (the `x-amz-meta-*` headers, lower case);
 // a refusal is an Error whose `name` is S3's error code (from the XML answer; for a HEAD, which
 // has none, `NotFound`, `PreconditionFailed` or `Http<status>`) with `$metadata.httpStatusCode`.
 // A network failure or timeout is an Error without a status, as the SDK's are.
@@ -42,10 +49,6 @@ export interface S3Head {
   ContentLength: number;
   LastModified: Date;
   Metadata: Record<string, string>;
-}
-
-export interface S3Get extends S3Head {
-  Body: IncomingMessage;
 }
 
 const EMPTY_SHA256 = 'e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855';
@@ -85,18 +88,6 @@ export class S3Http {
     return facts(answer);
   }
 
-  async get(
-    key: string,
-    range: { offset: number; length: number } | undefined,
-    signal: AbortSignal,
-  ): Promise<S3Get> {
-    const headers: Record<string, string> = range
-      ? { range: `bytes=${range.offset}-${range.offset + range.length - 1}` }
-      : {};
-    const answer = await this.#send('GET', key, headers, null, 0, signal);
-    return { ...facts(answer), Body: answer };
-  }
-
   async put(
     key: string,
     body: Uint8Array | Readable,
@@ -116,7 +107,7 @@ export class S3Http {
 
   /** One signed request; resolves with a 2xx answer (its body unread), rejects with S3's refusal. */
   #send(
-    method: 'HEAD' | 'GET' | 'PUT',
+    method: 'HEAD' | 'PUT',
     key: string,
     extra: Record<string, string>,
     body: Uint8Array | Readable | null,
