@@ -110,6 +110,10 @@ describe("a ready process's health", () => {
           (line) => line.includes('"application":"told"') && line.includes('runtime process not ready'),
         );
     assert.deepEqual(unready(), []);
+    // A process just told of a deploy is probed closely for 5 s (SWITCH_WATCH_MS in
+    // src/node/fleet/supervisor.ts); past that, only the 2-minute ready probe is left.
+    const readyAt = Date.now();
+    await waitFor(() => Date.now() >= readyAt + 6_000, 'the switch watch over');
     const workerd = childPids(ready!.pid!);
     assert.ok(workerd.length > 0, 'the front runs workerd');
     for (const pid of workerd) process.kill(pid, 'SIGKILL');
