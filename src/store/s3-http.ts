@@ -15,7 +15,8 @@
 // Answers and failures are shaped as the SDK's are where s3.ts reads them: an answer's `ETag`,
 // `ContentLength`, `LastModified` and `Metadata` (the `x-amz-meta-*` headers, lower case);
 // a refusal is an Error whose `name` is S3's error code (from the XML answer; for a HEAD, which
-// has none, `NotFound`, `PreconditionFailed` or `Http<status>`) with `$metadata.httpStatusCode`.
+// has none, the SDK's `BadRequest`, `Forbidden`, `NotFound`, `PreconditionFailed`, else
+// `Http<status>`) with `$metadata.httpStatusCode`.
 // A network failure or timeout is an Error without a status, as the SDK's are.
 //
 // Payload: a body given whole is signed by its SHA-256; a streamed body is sent as
@@ -240,6 +241,14 @@ function facts(answer: IncomingMessage): S3Head {
   };
 }
 
+/** The names the SDK gives a HEAD's refusals, which carry no error document. */
+const HEAD_ERRORS: Record<number, string> = {
+  400: 'BadRequest',
+  403: 'Forbidden',
+  404: 'NotFound',
+  412: 'PreconditionFailed',
+};
+
 /** S3's refusal as an Error named by its code, with the status where the SDK keeps it. */
 async function refusal(method: string, answer: IncomingMessage): Promise<Error> {
   const status = answer.statusCode ?? 0;
@@ -256,8 +265,7 @@ async function refusal(method: string, answer: IncomingMessage): Promise<Error> 
   } else answer.resume();
   const code = /<Code>([^<]*)<\/Code>/.exec(text)?.[1];
   const message = /<Message>([^<]*)<\/Message>/.exec(text)?.[1];
-  const name =
-    code ?? (status === 404 ? 'NotFound' : status === 412 ? 'PreconditionFailed' : `Http${status}`);
+  const name = code ?? HEAD_ERRORS[status] ?? `Http${status}`;
   return Object.assign(new Error(message ?? `${method} answered ${status}`), {
     name,
     $metadata: { httpStatusCode: status },
