@@ -20,7 +20,8 @@
 // A network failure or timeout is an Error without a status, as the SDK's are.
 //
 // Payload: a body given whole is signed by its SHA-256; a streamed body is sent as
-// `UNSIGNED-PAYLOAD`, as the SDK does for a stream (it cannot hash bytes it has not read).
+// `UNSIGNED-PAYLOAD`, as the SDK does for a stream (it cannot hash bytes it has not read). The
+// signature itself is the SDK's own signer (`@smithy/signature-v4`), given Node's hashes.
 
 import { createHash, createHmac } from 'node:crypto';
 import {
@@ -32,6 +33,8 @@ import {
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
+import { SignatureV4 } from '@smithy/signature-v4';
+import type { SourceData } from '@smithy/types';
 
 export interface S3HttpOptions {
   endpoint: string;
@@ -63,8 +66,7 @@ export class S3Http {
   readonly #host: string;
   readonly #agent: HttpAgent;
   readonly #request: typeof httpRequest;
-  /** The signing key of one day (it depends on the date, region and secret only). */
-  #key: { day: string; key: Buffer } | null = null;
+  readonly #signer: SignatureV4;
 
   constructor(options: S3HttpOptions) {
     this.#options = options;
@@ -77,6 +79,14 @@ export class S3Http {
       ? new HttpsAgent({ keepAlive: true, maxSockets: 50 })
       : new HttpAgent({ keepAlive: true, maxSockets: 50 });
     this.#request = https ? httpsRequest : httpRequest;
+    this.#signer = new SignatureV4({
+      service: 's3',
+      region: options.region,
+      credentials: { accessKeyId: options.accessKey, secretAccessKey: options.secretKey },
+      sha256: NodeSha256,
+      // S3 signs the path as sent, without encoding it a second time.
+      uriEscapePath: false,
+    });
   }
 
   close(): void {
@@ -107,7 +117,7 @@ export class S3Http {
   }
 
   /** One signed request; resolves with a 2xx answer (its body unread), rejects with S3's refusal. */
-  #send(
+  async #send(
     method: 'HEAD' | 'PUT',
     key: string,
     extra: Record<string, string>,
@@ -118,7 +128,7 @@ export class S3Http {
     if (signal.aborted) return Promise.reject(signal.reason);
     const path = `${this.#basePath}/${encodePath(this.#options.bucket)}/${encodePath(key)}`;
     const payload = body === null ? EMPTY_SHA256 : body instanceof Uint8Array ? sha256Hex(body) : UNSIGNED;
-    const headers: OutgoingHttpHeaders = this.#sign(method, path, {
+    const headers: OutgoingHttpHeaders = await this.#sign(method, path, {
       ...extra,
       ...(body !== null ? { 'content-length': String(length) } : {}),
       'x-amz-content-sha256': payload,
@@ -182,39 +192,38 @@ export class S3Http {
   }
 
   /** The request's headers with `host`, `x-amz-date` and the SigV4 `authorization`. */
-  #sign(method: string, path: string, given: Record<string, string>): Record<string, string> {
-    const now = new Date().toISOString().replace(/[-:]/g, '').replace(/\.\d+/, '');
-    const day = now.slice(0, 8);
-    const headers: Record<string, string> = { ...given, host: this.#host, 'x-amz-date': now };
-    const names = Object.keys(headers).sort();
-    const canonical = [
+  async #sign(method: string, path: string, given: Record<string, string>): Promise<Record<string, string>> {
+    const signed = await this.#signer.sign({
       method,
+      protocol: this.#url.protocol,
+      hostname: this.#url.hostname,
       path,
-      '',
-      ...names.map((name) => `${name}:${headers[name]!.trim()}`),
-      '',
-      names.join(';'),
-      headers['x-amz-content-sha256'],
-    ].join('\n');
-    const scope = `${day}/${this.#options.region}/s3/aws4_request`;
-    const toSign = ['AWS4-HMAC-SHA256', now, scope, sha256Hex(canonical)].join('\n');
-    const signature = createHmac('sha256', this.#signingKey(day)).update(toSign).digest('hex');
-    headers.authorization = `AWS4-HMAC-SHA256 Credential=${this.#options.accessKey}/${scope}, SignedHeaders=${names.join(';')}, Signature=${signature}`;
-    return headers;
-  }
-
-  #signingKey(day: string): Buffer {
-    if (this.#key?.day !== day) {
-      let key = hmac(`AWS4${this.#options.secretKey}`, day);
-      for (const part of [this.#options.region, 's3', 'aws4_request']) key = hmac(key, part);
-      this.#key = { day, key };
-    }
-    return this.#key.key;
+      query: {},
+      headers: { ...given, host: this.#host },
+    });
+    return signed.headers;
   }
 }
 
-function hmac(key: string | Buffer, data: string): Buffer {
-  return createHmac('sha256', key).update(data).digest();
+/** SHA-256 and HMAC-SHA256 from node:crypto in the shape the signer asks for. */
+class NodeSha256 {
+  readonly #hash: ReturnType<typeof createHash> | ReturnType<typeof createHmac>;
+  constructor(secret?: SourceData) {
+    this.#hash = secret === undefined ? createHash('sha256') : createHmac('sha256', bytes(secret));
+  }
+  update(data: Uint8Array): void {
+    this.#hash.update(data);
+  }
+  async digest(): Promise<Uint8Array> {
+    return this.#hash.digest();
+  }
+}
+
+function bytes(data: SourceData): string | Uint8Array {
+  if (typeof data === 'string' || data instanceof Uint8Array) return data;
+  return ArrayBuffer.isView(data)
+    ? new Uint8Array(data.buffer, data.byteOffset, data.byteLength)
+    : new Uint8Array(data);
 }
 
 function sha256Hex(data: Uint8Array | string): string {
