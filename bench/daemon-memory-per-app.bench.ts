@@ -23,6 +23,7 @@ import {
   loadAverage,
   mb,
   memoryOf,
+  seededNodeFlags,
   seedHelloApplications,
   untilEveryAnswers,
   watchNodeTree,
@@ -93,22 +94,12 @@ async function measure(applications: number): Promise<Measured> {
   const { note, cleanup } = watchNodeTree(() => node);
   try {
     const started = Date.now();
-    node = await startSail(
-      [
-        '--endpoint',
-        seeded.endpoint,
-        '--port-range-start',
-        String(PORTS[0]),
-        '--port-range-end',
-        String(PORTS[1]),
-      ],
-      {
-        timeoutMs: 120_000,
-        env: {
-          NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --heapsnapshot-signal=SIGUSR1 --diagnostic-dir=${diagnostics}`,
-        },
+    node = await startSail(seededNodeFlags(seeded, PORTS), {
+      timeoutMs: 120_000,
+      env: {
+        NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --heapsnapshot-signal=SIGUSR1 --diagnostic-dir=${diagnostics}`,
       },
-    );
+    });
     const pid = node.child.pid!;
     const answeredAt = await untilEveryAnswers(node.url, seeded.signer, seeded.names, START_DEADLINE_MS);
     console.log(

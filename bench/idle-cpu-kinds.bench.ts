@@ -24,6 +24,7 @@ import {
   descendants,
   loadAverage,
   processesOf,
+  seededNodeFlags,
   seedHelloApplications,
   untilEveryAnswers,
   watchNodeTree,
@@ -120,17 +121,7 @@ async function main(): Promise<void> {
   let node: SailProcess | null = null;
   const { note, cleanup } = watchNodeTree(() => node);
   try {
-    node = await startSail(
-      [
-        '--endpoint',
-        seeded.endpoint,
-        '--port-range-start',
-        String(PORTS[0]),
-        '--port-range-end',
-        String(PORTS[1]),
-      ],
-      { timeoutMs: 120_000 },
-    );
+    node = await startSail(seededNodeFlags(seeded, PORTS), { timeoutMs: 120_000 });
     const daemon = node.child.pid!;
     if (applications > 0) await untilEveryAnswers(node.url, seeded.signer, names, 600_000);
     await new Promise((r) => setTimeout(r, SETTLE_MS));

@@ -80,6 +80,21 @@ export interface SeededBucket {
   names: string[];
 }
 
+/** `svc sail`'s flags for a node on a seeded bucket, its runtimes' ports in `ports` (first, last). */
+export function seededNodeFlags(
+  seeded: Pick<SeededBucket, 'endpoint'>,
+  ports: readonly [number, number],
+): string[] {
+  return [
+    '--endpoint',
+    seeded.endpoint,
+    '--port-range-start',
+    String(ports[0]),
+    '--port-range-end',
+    String(ports[1]),
+  ];
+}
+
 /** A fresh local-directory bucket with `count` hello applications named `<prefix><i>`, deployed. */
 export async function seedHelloApplications(count: number, prefix: string): Promise<SeededBucket> {
   const dir = tempDir('svc-bench-bucket-');

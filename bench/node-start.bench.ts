@@ -24,6 +24,7 @@ import {
   killLeftovers,
   loadAverage,
   mb,
+  seededNodeFlags,
   seedHelloApplications,
   type TreeMemory,
   treeMemory,
@@ -42,14 +43,7 @@ async function main(): Promise<void> {
   );
   const seeded = await seedHelloApplications(applications, 'start-');
   console.log(`  seeded ${applications} applications in the bucket`);
-  const flags = [
-    '--endpoint',
-    seeded.endpoint,
-    '--port-range-start',
-    String(PORTS[0]),
-    '--port-range-end',
-    String(PORTS[1]),
-  ];
+  const flags = seededNodeFlags(seeded, PORTS);
   const seen = new Set<number>();
   const note = (node: SailProcess | null) => {
     if (node?.child.pid) for (const pid of descendants(node.child.pid)) seen.add(pid);

@@ -22,6 +22,7 @@ import {
   loadAverage,
   mb,
   ownCpu,
+  seededNodeFlags,
   seedHelloApplications,
   type TreeMemory,
   treeMemory,
@@ -51,17 +52,7 @@ async function main(): Promise<void> {
   const { note, cleanup } = watchNodeTree(() => node);
   try {
     const started = Date.now();
-    node = await startSail(
-      [
-        '--endpoint',
-        seeded.endpoint,
-        '--port-range-start',
-        String(PORTS[0]),
-        '--port-range-end',
-        String(PORTS[1]),
-      ],
-      { timeoutMs: 120_000 },
-    );
+    node = await startSail(seededNodeFlags(seeded, PORTS), { timeoutMs: 120_000 });
     const daemonPid = node.child.pid!;
     let peakDaemonRss = 0;
     let lastShown = 0;
