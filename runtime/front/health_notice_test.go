@@ -1,47 +1,22 @@
 package main
 
 import (
-	"bufio"
-	"encoding/json"
-	"net"
 	"path/filepath"
 	"testing"
 	"time"
 )
 
-// noticeHost is a stand-in host that answers the hello and every request, and hands the test
-// each `health` request it reads.
+// noticeHost is the stand-in host (host_test.go), its `health` requests handed to the test.
 func noticeHost(t *testing.T) (string, <-chan map[string]any) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "host.sock")
-	listener, err := net.Listen("unix", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = listener.Close() })
+	host := listenSocketHost(t, path)
 	notices := make(chan map[string]any, 16)
 	go func() {
-		for {
-			conn, err := listener.Accept()
-			if err != nil {
-				return
+		for req := range host.requests {
+			if req["op"] == "health" {
+				notices <- req
 			}
-			go func() {
-				lines := bufio.NewScanner(conn)
-				for lines.Scan() {
-					var req map[string]any
-					_ = json.Unmarshal(lines.Bytes(), &req)
-					result := map[string]any{}
-					if req["op"] == "hello" {
-						result = map[string]any{"protocol": req["protocol"], "host": "stand-in"}
-					}
-					if req["op"] == "health" {
-						notices <- req
-					}
-					answer, _ := json.Marshal(map[string]any{"id": req["id"], "result": result})
-					_, _ = conn.Write(append(answer, '\n'))
-				}
-			}()
 		}
 	}()
 	return path, notices

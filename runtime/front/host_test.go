@@ -153,10 +153,12 @@ func TestTheFrontReadsEveryAnswerOfTheProtocol(t *testing.T) {
 }
 
 // socketHost is a stand-in for the node daemon's host on a Unix socket: it answers the hello and
-// echoes each request's op, and can drop its connections as a restarting daemon does.
+// echoes each request's op, hands each request but the hello to `requests`, and can drop its
+// connections as a restarting daemon does.
 type socketHost struct {
 	listener net.Listener
 	conns    chan net.Conn
+	requests chan map[string]any
 }
 
 func listenSocketHost(t *testing.T, path string) *socketHost {
@@ -165,7 +167,7 @@ func listenSocketHost(t *testing.T, path string) *socketHost {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &socketHost{listener: listener, conns: make(chan net.Conn, 16)}
+	h := &socketHost{listener: listener, conns: make(chan net.Conn, 16), requests: make(chan map[string]any, 16)}
 	go func() {
 		for {
 			conn, err := listener.Accept()
@@ -181,6 +183,11 @@ func listenSocketHost(t *testing.T, path string) *socketHost {
 					result := map[string]any{"op": req["op"]}
 					if req["op"] == "hello" {
 						result = map[string]any{"protocol": req["protocol"], "host": "stand-in"}
+					} else {
+						select {
+						case h.requests <- req:
+						default: // a test that does not read them
+						}
 					}
 					answer, _ := json.Marshal(map[string]any{"id": req["id"], "result": result})
 					_, _ = conn.Write(append(answer, '\n'))

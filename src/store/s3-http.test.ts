@@ -1,11 +1,12 @@
 // The streaming store against a real MinIO, directly and behind the fault-injecting proxy: its HEAD
-// and PUT go through s3-http.ts (its own SigV4 requests), its GET through the SDK, and together
+// and PUT go through s3-http.ts (its own requests, signed by the SDK's signer), its GET through the SDK, and together
 // they give the SDK's answers and failures (the bytes, metadata, ranges, conditions, retries,
 // settled ambiguity, refusals).
 
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { Readable } from 'node:stream';
+import { buffer } from 'node:stream/consumers';
 import { after, before, describe, it } from 'node:test';
 import { type Minio, useMinio } from '../../test/helpers/minio.ts';
 import { type Fault, type ProxiedRequest, startS3Proxy } from '../../test/helpers/s3-proxy.ts';
@@ -16,13 +17,7 @@ import { CasConflict, type Store, type StreamingStore } from './store.ts';
 const minioStarting = useMinio();
 minioStarting.catch(() => {}); // reported by the `before` below
 
-async function bytesOf(stream: Readable): Promise<Buffer> {
-  const chunks: Buffer[] = [];
-  for await (const chunk of stream) chunks.push(chunk as Buffer);
-  return Buffer.concat(chunks);
-}
-
-describe('S3 store, streaming calls (HEAD and PUT through its own signed requests)', () => {
+describe('S3 store, streaming calls (HEAD and PUT through its own requests)', () => {
   let minio: Minio;
   const cleanups: (() => Promise<void>)[] = [];
 
@@ -66,10 +61,10 @@ describe('S3 store, streaming calls (HEAD and PUT through its own signed request
     assert.deepEqual(head?.metadata, { 'svc-r2': '%7B%22a%22%3A1%7D' });
     const read = await streaming.read(key);
     assert.equal(read?.etag, etag);
-    assert.deepEqual(await bytesOf(read!.body), body);
+    assert.deepEqual(await buffer(read!.body), body);
     const range = await streaming.read(key, { offset: 1000, length: 5000 });
     assert.equal(range?.size, 5000);
-    assert.deepEqual(await bytesOf(range!.body), body.subarray(1000, 6000));
+    assert.deepEqual(await buffer(range!.body), body.subarray(1000, 6000));
     // The SDK's path sees the same object.
     const seen = await store.get(key);
     assert.equal(seen?.etag, etag);
@@ -113,7 +108,7 @@ describe('S3 store, streaming calls (HEAD and PUT through its own signed request
     assert.equal(proxy!.seen.filter((r) => r.method === 'PUT').length, 1, 'settled by reading back');
     const read = await streaming.read('k');
     assert.equal(read?.etag, etag);
-    assert.equal((await bytesOf(read!.body)).toString(), 'mine');
+    assert.equal((await buffer(read!.body)).toString(), 'mine');
   });
 
   it('refused credentials are store-unavailable saying so, at once', async () => {
