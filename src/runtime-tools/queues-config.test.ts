@@ -3,12 +3,16 @@
 
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { parseQueues, WorkerConfigError } from './worker-config.ts';
+import { BindingNames, parseQueues, WorkerConfigError } from './worker-config.ts';
 
 const bad = (path: (string | number)[], why: string) =>
   new WorkerConfigError('cell.jsonc', { line: 1, column: 1 }, `${JSON.stringify(path)} ${why}`);
-const parse = (value: unknown, others: { name: string; by: string }[] = []) =>
-  parseQueues(value, bad, others);
+/** Parses `value` after `held` names were taken by other bindings (name and who holds it). */
+const parse = (value: unknown, held: { name: string; by: string }[] = []) => {
+  const names = new BindingNames(bad);
+  for (const { name, by } of held) names.hold(name, by);
+  return parseQueues(value, bad, names);
+};
 
 describe('queues (docs/bindings.md "Queues")', () => {
   it("reads producers and consumers, filling a consumer's unset fields with Cloudflare's defaults", () => {

@@ -271,7 +271,7 @@ describe('r2_buckets (docs/bindings.md "R2 buckets")', () => {
       [
         '[{ "binding": "CACHE", "bucket_name": "abc" }]',
         '\n  "kv_namespaces": [{ "binding": "CACHE", "id": "c" }],',
-        /"r2_buckets\[0\]\.binding" names CACHE, which a KV namespace binds/,
+        /"r2_buckets\[0\]\.binding" names CACHE, which a KV namespace also binds/,
       ],
       [
         '[{ "binding": "F", "bucket_name": "abc" }, { "binding": "F", "bucket_name": "def" }]',

@@ -248,6 +248,62 @@ const DATE = /^(\d{4})-(\d{2})-(\d{2})$/;
 
 type KeyPath = (string | number)[];
 
+/** A kind of binding, as messages name it: "a KV namespace also binds", "an earlier KV namespace". */
+interface BindingKind {
+  /** With its article: `a KV namespace`. */
+  readonly one: string;
+  /** Without it: `KV namespace`. */
+  readonly name: string;
+}
+
+const bindingKind = (article: 'a' | 'an', name: string): BindingKind => ({ one: `${article} ${name}`, name });
+const KV_NAMESPACE = bindingKind('a', 'KV namespace');
+const R2_BUCKET = bindingKind('an', 'R2 bucket');
+const SERVICE_BINDING = bindingKind('a', 'service binding');
+const D1_DATABASE = bindingKind('a', 'D1 database');
+const DURABLE_OBJECT_BINDING = bindingKind('a', 'Durable Object binding');
+const QUEUE_PRODUCER = bindingKind('a', 'queue producer');
+
+/**
+ * The names a worker's env binds, claimed in the order the config's keys are read. A worker sees
+ * one value per name, so a name claimed twice is refused, saying who holds it.
+ */
+export class BindingNames {
+  /** Each name, and who holds it in a message's words (`vars`, `a KV namespace`). */
+  readonly #holders = new Map<string, string>();
+  readonly #bad: (path: KeyPath, why: string) => WorkerConfigError;
+
+  constructor(bad: (path: KeyPath, why: string) => WorkerConfigError) {
+    this.#bad = bad;
+  }
+
+  /** Records a name taken by something with rules of its own (a var, the assets binding). */
+  hold(name: string, by: string): void {
+    this.#holders.set(name, by);
+  }
+
+  /** Who holds `name`, in a message's words, if anyone does. */
+  heldBy(name: string): string | undefined {
+    return this.#holders.get(name);
+  }
+
+  /** `binding`, found at `place`: a JS identifier no earlier entry holds, now held by `kind`. */
+  claim(place: KeyPath, binding: unknown, kind: BindingKind): string {
+    if (typeof binding !== 'string' || !VAR_NAME.test(binding) || FORBIDDEN_NAMES.includes(binding))
+      throw this.#bad(
+        place,
+        'must be a binding name: letters, digits and underscores, not starting with a digit',
+      );
+    const holder = this.#holders.get(binding);
+    if (holder === kind.one)
+      throw this.#bad(place, `names ${binding}, which an earlier ${kind.name} binds; choose another name`);
+    if (holder !== undefined)
+      throw this.#bad(place, `names ${binding}, which ${holder} also binds; choose another name`);
+    this.#holders.set(binding, kind.one);
+    return binding;
+  }
+}
+
 /**
  * The syntax step alone: the config as a plain object, or a WorkerConfigError at the first
  * syntax error. `svc deploy` reads the application name from it before anything else.
@@ -382,10 +438,14 @@ export function parseWorkerConfig(text: string, file: string, options: ParseOpti
   }
 
   const assets = parseAssets(doc.assets, bad);
-  if (assets?.binding && has(vars, assets.binding)) {
-    throw bad(['assets', 'binding'], `names ${assets.binding}, which vars also binds; choose another name`);
+  const names = new BindingNames(bad);
+  for (const name of Object.keys(vars)) names.hold(name, 'vars');
+  if (assets?.binding) {
+    if (names.heldBy(assets.binding) !== undefined)
+      throw bad(['assets', 'binding'], `names ${assets.binding}, which vars also binds; choose another name`);
+    names.hold(assets.binding, 'assets.binding');
   }
-  const kvNamespaces = parseKvNamespaces(doc.kv_namespaces, bad, vars, assets?.binding ?? null);
+  const kvNamespaces = parseKvNamespaces(doc.kv_namespaces, bad, names);
   if (Array.isArray(doc.kv_namespaces)) {
     doc.kv_namespaces.forEach((entry, i) => {
       if (isObject(entry) && entry.preview_id !== undefined) {
@@ -396,7 +456,7 @@ export function parseWorkerConfig(text: string, file: string, options: ParseOpti
       }
     });
   }
-  const r2Buckets = parseR2Buckets(doc.r2_buckets, bad, vars, assets?.binding ?? null, kvNamespaces);
+  const r2Buckets = parseR2Buckets(doc.r2_buckets, bad, names);
   if (Array.isArray(doc.r2_buckets)) {
     doc.r2_buckets.forEach((entry, i) => {
       if (!isObject(entry)) return;
@@ -409,19 +469,8 @@ export function parseWorkerConfig(text: string, file: string, options: ParseOpti
       }
     });
   }
-  const services = parseServices(doc.services, bad, [
-    ...Object.keys(vars).map((name) => ({ name, by: 'vars' })),
-    ...(assets?.binding ? [{ name: assets.binding, by: 'assets.binding' }] : []),
-    ...kvNamespaces.map((n) => ({ name: n.binding, by: 'a KV namespace' })),
-    ...r2Buckets.map((b) => ({ name: b.binding, by: 'an R2 bucket' })),
-  ]);
-  const d1Databases = parseD1Databases(doc.d1_databases, bad, [
-    ...Object.keys(vars).map((name) => ({ name, by: 'vars' })),
-    ...(assets?.binding ? [{ name: assets.binding, by: 'assets.binding' }] : []),
-    ...kvNamespaces.map((n) => ({ name: n.binding, by: 'a KV namespace' })),
-    ...r2Buckets.map((b) => ({ name: b.binding, by: 'an R2 bucket' })),
-    ...services.map((b) => ({ name: b.binding, by: 'a service binding' })),
-  ]);
+  const services = parseServices(doc.services, bad, names);
+  const d1Databases = parseD1Databases(doc.d1_databases, bad, names);
   if (Array.isArray(doc.d1_databases)) {
     doc.d1_databases.forEach((entry, i) => {
       if (!isObject(entry) || entry.preview_database_id === undefined) return;
@@ -431,23 +480,8 @@ export function parseWorkerConfig(text: string, file: string, options: ParseOpti
       );
     });
   }
-  const durableObjects = parseDurableObjects(doc.durable_objects, doc.migrations, name, bad, [
-    ...Object.keys(vars).map((name) => ({ name, by: 'vars' })),
-    ...(assets?.binding ? [{ name: assets.binding, by: 'assets.binding' }] : []),
-    ...kvNamespaces.map((n) => ({ name: n.binding, by: 'a KV namespace' })),
-    ...r2Buckets.map((b) => ({ name: b.binding, by: 'an R2 bucket' })),
-    ...services.map((b) => ({ name: b.binding, by: 'a service binding' })),
-    ...d1Databases.map((d) => ({ name: d.binding, by: 'a D1 database' })),
-  ]);
-  const queues = parseQueues(doc.queues, bad, [
-    ...Object.keys(vars).map((name) => ({ name, by: 'vars' })),
-    ...(assets?.binding ? [{ name: assets.binding, by: 'assets.binding' }] : []),
-    ...kvNamespaces.map((n) => ({ name: n.binding, by: 'a KV namespace' })),
-    ...r2Buckets.map((b) => ({ name: b.binding, by: 'an R2 bucket' })),
-    ...services.map((b) => ({ name: b.binding, by: 'a service binding' })),
-    ...d1Databases.map((d) => ({ name: d.binding, by: 'a D1 database' })),
-    ...durableObjects.bindings.map((d) => ({ name: d.name, by: 'a Durable Object binding' })),
-  ]);
+  const durableObjects = parseDurableObjects(doc.durable_objects, doc.migrations, name, bad, names);
+  const queues = parseQueues(doc.queues, bad, names);
   if ((durableObjects.bindings.length > 0 || durableObjects.classes.length > 0) && main === null) {
     throw bad(
       [doc.durable_objects === undefined ? 'migrations' : 'durable_objects'],
@@ -564,51 +598,27 @@ function bindingNames(value: unknown): string {
 function parseKvNamespaces(
   value: unknown,
   bad: (path: KeyPath, why: string) => WorkerConfigError,
-  vars: Record<string, unknown>,
-  assetsBinding: string | null,
+  names: BindingNames,
 ): KvNamespaceBinding[] {
   if (value === undefined || value === null) return [];
   if (!Array.isArray(value)) {
     throw bad(['kv_namespaces'], 'must be a list such as [{ "binding": "CACHE", "id": "cache" }]');
   }
-  const taken = new Set<string>();
   return value.map((entry, i) => {
     if (!isObject(entry))
       throw bad(['kv_namespaces', i], 'must be an object such as { "binding": "CACHE", "id": "cache" }');
-    const { binding, id } = entry;
+    const { id } = entry;
     // A missing field is placed at its entry, a bad one at itself.
     const at = (field: string): KeyPath =>
       entry[field] === undefined ? ['kv_namespaces', i] : ['kv_namespaces', i, field];
-    if (binding === undefined)
+    if (entry.binding === undefined)
       throw bad(
         at('binding'),
         'needs "binding": the name the worker reaches the namespace by, such as "CACHE"',
       );
     if (id === undefined)
       throw bad(at('id'), 'needs "id": the namespace\'s name in the fleet\'s bucket, such as "cache"');
-    if (typeof binding !== 'string' || !VAR_NAME.test(binding) || FORBIDDEN_NAMES.includes(binding)) {
-      throw bad(
-        ['kv_namespaces', i, 'binding'],
-        'must be a binding name: letters, digits and underscores, not starting with a digit',
-      );
-    }
-    if (has(vars, binding))
-      throw bad(
-        ['kv_namespaces', i, 'binding'],
-        `names ${binding}, which vars also binds; choose another name`,
-      );
-    if (binding === assetsBinding) {
-      throw bad(
-        ['kv_namespaces', i, 'binding'],
-        `names ${binding}, which assets.binding also binds; choose another name`,
-      );
-    }
-    if (taken.has(binding))
-      throw bad(
-        ['kv_namespaces', i, 'binding'],
-        `names ${binding}, which an earlier KV namespace binds; choose another name`,
-      );
-    taken.add(binding);
+    const binding = names.claim(['kv_namespaces', i, 'binding'], entry.binding, KV_NAMESPACE);
     if (typeof id !== 'string' || !KV_NAMESPACE_ID.test(id)) {
       throw bad(
         ['kv_namespaces', i, 'id'],
@@ -627,34 +637,21 @@ function parseKvNamespaces(
 function parseR2Buckets(
   value: unknown,
   bad: (path: KeyPath, why: string) => WorkerConfigError,
-  vars: Record<string, unknown>,
-  assetsBinding: string | null,
-  kvNamespaces: KvNamespaceBinding[],
+  names: BindingNames,
 ): R2BucketBinding[] {
   if (value === undefined || value === null) return [];
   const example = '{ "binding": "FILES", "bucket_name": "files" }';
   if (!Array.isArray(value)) throw bad(['r2_buckets'], `must be a list such as [${example}]`);
-  const taken = new Set<string>();
   return value.map((entry, i) => {
     if (!isObject(entry)) throw bad(['r2_buckets', i], `must be an object such as ${example}`);
-    const { binding, bucket_name: bucketName } = entry;
+    const { bucket_name: bucketName } = entry;
     const at = (field: string): KeyPath =>
       entry[field] === undefined ? ['r2_buckets', i] : ['r2_buckets', i, field];
-    if (binding === undefined)
+    if (entry.binding === undefined)
       throw bad(at('binding'), 'needs "binding": the name the worker reaches the bucket by, such as "FILES"');
     if (bucketName === undefined)
       throw bad(at('bucket_name'), 'needs "bucket_name": the bucket\'s name, such as "files"');
-    const place: KeyPath = ['r2_buckets', i, 'binding'];
-    if (typeof binding !== 'string' || !VAR_NAME.test(binding) || FORBIDDEN_NAMES.includes(binding))
-      throw bad(place, 'must be a binding name: letters, digits and underscores, not starting with a digit');
-    if (has(vars, binding)) throw bad(place, `names ${binding}, which vars also binds; choose another name`);
-    if (binding === assetsBinding)
-      throw bad(place, `names ${binding}, which assets.binding also binds; choose another name`);
-    if (kvNamespaces.some((n) => n.binding === binding))
-      throw bad(place, `names ${binding}, which a KV namespace binds; choose another name`);
-    if (taken.has(binding))
-      throw bad(place, `names ${binding}, which an earlier R2 bucket binds; choose another name`);
-    taken.add(binding);
+    const binding = names.claim(['r2_buckets', i, 'binding'], entry.binding, R2_BUCKET);
     if (!isR2BucketName(bucketName))
       throw bad(
         ['r2_buckets', i, 'bucket_name'],
@@ -673,29 +670,21 @@ function parseR2Buckets(
 function parseD1Databases(
   value: unknown,
   bad: (path: KeyPath, why: string) => WorkerConfigError,
-  others: { name: string; by: string }[],
+  names: BindingNames,
 ): D1DatabaseBinding[] {
   if (value === undefined || value === null) return [];
   const example = '{ "binding": "DB", "database_name": "main" }';
   if (!Array.isArray(value)) throw bad(['d1_databases'], `must be a list such as [${example}]`);
-  const taken = new Set<string>();
   return value.map((entry, i) => {
     if (!isObject(entry)) throw bad(['d1_databases', i], `must be an object such as ${example}`);
-    const { binding, database_name: name } = entry;
+    const { database_name: name } = entry;
     const at = (field: string): KeyPath =>
       entry[field] === undefined ? ['d1_databases', i] : ['d1_databases', i, field];
-    if (binding === undefined)
+    if (entry.binding === undefined)
       throw bad(at('binding'), 'needs "binding": the name the worker reaches the database by, such as "DB"');
     if (name === undefined)
       throw bad(at('database_name'), 'needs "database_name": the database\'s name, such as "main"');
-    const place: KeyPath = ['d1_databases', i, 'binding'];
-    if (typeof binding !== 'string' || !VAR_NAME.test(binding) || FORBIDDEN_NAMES.includes(binding))
-      throw bad(place, 'must be a binding name: letters, digits and underscores, not starting with a digit');
-    const other = others.find((o) => o.name === binding);
-    if (other) throw bad(place, `names ${binding}, which ${other.by} also binds; choose another name`);
-    if (taken.has(binding))
-      throw bad(place, `names ${binding}, which an earlier D1 database binds; choose another name`);
-    taken.add(binding);
+    const binding = names.claim(['d1_databases', i, 'binding'], entry.binding, D1_DATABASE);
     if (!isD1DatabaseName(name))
       throw bad(
         ['d1_databases', i, 'database_name'],
@@ -726,7 +715,7 @@ function parseDurableObjects(
   migrationsValue: unknown,
   scriptName: string | null,
   bad: (path: KeyPath, why: string) => WorkerConfigError,
-  others: { name: string; by: string }[],
+  names: BindingNames,
 ): DurableObjectsConfig {
   const classes = parseMigrations(migrationsValue, bad);
   if (value === undefined || value === null) return { bindings: [], ...classes };
@@ -738,7 +727,6 @@ function parseDurableObjects(
       throw bad(['durable_objects', key], 'is not a durable_objects setting: "bindings" is');
   const list = value.bindings ?? [];
   if (!Array.isArray(list)) throw bad(['durable_objects', 'bindings'], `must be a list such as [${example}]`);
-  const taken = new Set<string>();
   const bindings = list.map((entry, i): DurableObjectBinding => {
     const at: KeyPath = ['durable_objects', 'bindings', i];
     if (!isObject(entry)) throw bad(at, `must be an object such as ${example}`);
@@ -749,20 +737,8 @@ function parseDurableObjects(
         at,
         'needs "class_name": the Durable Object class the main module exports, such as "Counter"',
       );
-    const { name, class_name: className } = entry;
-    if (typeof name !== 'string' || !VAR_NAME.test(name) || FORBIDDEN_NAMES.includes(name))
-      throw bad(
-        [...at, 'name'],
-        'must be a binding name: letters, digits and underscores, not starting with a digit',
-      );
-    const other = others.find((o) => o.name === name);
-    if (other) throw bad([...at, 'name'], `names ${name}, which ${other.by} also binds; choose another name`);
-    if (taken.has(name))
-      throw bad(
-        [...at, 'name'],
-        `names ${name}, which an earlier Durable Object binding binds; choose another name`,
-      );
-    taken.add(name);
+    const { class_name: className } = entry;
+    const name = names.claim([...at, 'name'], entry.name, DURABLE_OBJECT_BINDING);
     if (entry.script_name !== undefined && entry.script_name !== scriptName)
       throw bad(
         [...at, 'script_name'],
@@ -905,7 +881,7 @@ const QUEUE_MAX_DELAY_SECONDS = 86_400;
 export function parseQueues(
   value: unknown,
   bad: (path: KeyPath, why: string) => WorkerConfigError,
-  others: { name: string; by: string }[],
+  names: BindingNames,
 ): { producers: QueueProducerBinding[]; consumers: QueueConsumer[] } {
   if (value === undefined || value === null) return { producers: [], consumers: [] };
   if (!isObject(value))
@@ -930,28 +906,13 @@ export function parseQueues(
   const producerExample = '{ "binding": "JOBS", "queue": "jobs" }';
   if (!Array.isArray(producersValue))
     throw bad(['queues', 'producers'], `must be a list such as [${producerExample}]`);
-  const taken = new Set<string>();
   const producers = producersValue.map((entry, i): QueueProducerBinding => {
     const at: KeyPath = ['queues', 'producers', i];
     if (!isObject(entry)) throw bad(at, `must be an object such as ${producerExample}`);
     if (entry.binding === undefined)
       throw bad(at, 'needs "binding": the name the worker sends to the queue by, such as "JOBS"');
     if (entry.queue === undefined) throw bad(at, 'needs "queue": the queue\'s name, such as "jobs"');
-    const { binding } = entry;
-    if (typeof binding !== 'string' || !VAR_NAME.test(binding) || FORBIDDEN_NAMES.includes(binding))
-      throw bad(
-        [...at, 'binding'],
-        'must be a binding name: letters, digits and underscores, not starting with a digit',
-      );
-    const other = others.find((o) => o.name === binding);
-    if (other)
-      throw bad([...at, 'binding'], `names ${binding}, which ${other.by} also binds; choose another name`);
-    if (taken.has(binding))
-      throw bad(
-        [...at, 'binding'],
-        `names ${binding}, which an earlier queue producer binds; choose another name`,
-      );
-    taken.add(binding);
+    const binding = names.claim([...at, 'binding'], entry.binding, QUEUE_PRODUCER);
     const producer: QueueProducerBinding = { binding, queue: queueName([...at, 'queue'], entry.queue) };
     if (entry.delivery_delay !== undefined)
       producer.delivery_delay = seconds(
@@ -1023,29 +984,21 @@ export function parseQueues(
 function parseServices(
   value: unknown,
   bad: (path: KeyPath, why: string) => WorkerConfigError,
-  others: { name: string; by: string }[],
+  names: BindingNames,
 ): ServiceBinding[] {
   if (value === undefined || value === null) return [];
   const example = '{ "binding": "API", "service": "api" }';
   if (!Array.isArray(value)) throw bad(['services'], `must be a list such as [${example}]`);
-  const taken = new Set<string>();
   return value.map((entry, i) => {
     if (!isObject(entry)) throw bad(['services', i], `must be an object such as ${example}`);
-    const { binding, service, entrypoint, props } = entry;
+    const { service, entrypoint, props } = entry;
     const at = (field: string): KeyPath =>
       entry[field] === undefined ? ['services', i] : ['services', i, field];
-    if (binding === undefined)
+    if (entry.binding === undefined)
       throw bad(at('binding'), 'needs "binding": the name the worker reaches the service by, such as "API"');
     if (service === undefined)
       throw bad(at('service'), 'needs "service": the application the binding reaches, such as "api"');
-    const place: KeyPath = ['services', i, 'binding'];
-    if (typeof binding !== 'string' || !VAR_NAME.test(binding) || FORBIDDEN_NAMES.includes(binding))
-      throw bad(place, 'must be a binding name: letters, digits and underscores, not starting with a digit');
-    const other = others.find((o) => o.name === binding);
-    if (other) throw bad(place, `names ${binding}, which ${other.by} also binds; choose another name`);
-    if (taken.has(binding))
-      throw bad(place, `names ${binding}, which an earlier service binding binds; choose another name`);
-    taken.add(binding);
+    const binding = names.claim(['services', i, 'binding'], entry.binding, SERVICE_BINDING);
     if (!isApplicationName(service))
       throw bad(
         ['services', i, 'service'],
