@@ -10,13 +10,14 @@
 //   idle seconds  default 30: once every application answered through its port, the daemon's
 //                 RSS is sampled every 2 s for this long and averaged
 //   top           default 25: constructors listed in the heap growth table
+// SVC_BENCH_KEEP_SNAPSHOTS=<dir> keeps each count's heap snapshot there (daemon-<count>.heapsnapshot).
 //
 // Real parts: a local-directory bucket, one `svc sail` with the real runtime (runtime/bin/cell,
 // cell-front, workerd). The daemon runs with NODE_OPTIONS=--heapsnapshot-signal=SIGUSR1 and a
 // diagnostic directory of its own; after the idle window the bench sends SIGUSR1 and reads the
 // snapshot it writes. Every process the node started is killed by PID if the bench fails.
 
-import { existsSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { copyFileSync, existsSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { type SailProcess, startSail, tempDir, waitFor } from '../test/helpers/svc.ts';
 import {
@@ -135,6 +136,8 @@ async function measure(applications: number): Promise<Measured> {
       'the daemon to write its heap snapshot',
       300_000,
     );
+    if (process.env.SVC_BENCH_KEEP_SNAPSHOTS)
+      copyFileSync(file!, join(process.env.SVC_BENCH_KEEP_SNAPSHOTS, `daemon-${applications}.heapsnapshot`));
     const heap = byConstructor(file!);
     const heapTotal = [...heap.values()].reduce((s, v) => s + v.size, 0);
     console.log(

@@ -27,7 +27,7 @@ import { waitFor } from '../../../test/helpers/svc.ts';
 import { cronId } from '../cron.ts';
 import { CELL_VERSION_LINE } from '../version.ts';
 import { workerdBinary } from '../workerd.ts';
-import { serveFront } from './host.ts';
+import { linesOf, serveFront } from './host.ts';
 import { HOST_PROTOCOL_VERSION } from './protocol.ts';
 
 type Line = Record<string, unknown> & {
@@ -634,3 +634,29 @@ test("a front's health notice and the end of its connection are told to the host
 function escapeRegExp(text: string): string {
   return text.replace(/[.*+?^${}()|[\]\\"]/g, '\\$&');
 }
+
+test('linesOf: lines across chunks and split characters, \\r\\n, the last line without its end, the input failing', async () => {
+  const input = new PassThrough();
+  const read = (async () => {
+    const out: string[] = [];
+    for await (const line of linesOf(input)) out.push(line);
+    return out;
+  })();
+  const euro = Buffer.from('€');
+  input.write('{"a":1}\n{"b"');
+  input.write(':2}\r\n\n');
+  input.write(Buffer.concat([Buffer.from('x'), euro.subarray(0, 1)]));
+  input.write(Buffer.concat([euro.subarray(1), Buffer.from('\nlast')]));
+  input.end();
+  assert.deepEqual(await read, ['{"a":1}', '{"b":2}', '', 'x€', 'last']);
+
+  const failing = new PassThrough();
+  const seen: string[] = [];
+  const failed = (async () => {
+    for await (const line of linesOf(failing)) seen.push(line);
+  })();
+  failing.write('one\n');
+  failing.destroy(new Error('reset'));
+  await assert.rejects(failed, /reset/);
+  assert.deepEqual(seen, ['one']);
+});

@@ -10,7 +10,7 @@
 // on its stderr with its own, so they land in the application's output.
 
 import { existsSync } from 'node:fs';
-import { createInterface } from 'node:readline';
+import { StringDecoder } from 'node:string_decoder';
 import type { Store } from '../../../src/store/store.ts';
 import type { HostObjects } from '../bindings/objects-host.ts';
 import { FrontQueues, QueueWakers } from '../bindings/queue-runner.ts';
@@ -97,10 +97,7 @@ interface Front {
 export async function serveFront(connection: Connection, options: HostOptions): Promise<void> {
   let front: Front | null = null;
   const underWay = new Set<Promise<void>>();
-  for await (const line of createInterface({
-    input: connection.input,
-    crlfDelay: Number.POSITIVE_INFINITY,
-  })) {
+  for await (const line of linesOf(connection.input)) {
     if (line.trim() === '') continue;
     let request: ReturnType<typeof parseRequest>;
     try {
@@ -134,6 +131,69 @@ export async function serveFront(connection: Connection, options: HostOptions): 
   await Promise.all(underWay);
   await front?.queues.stop();
   if (front?.usesObjects) await options.objects?.release(front.look.application);
+}
+
+/**
+ * The lines of a front's connection, `\n` or `\r\n` ended, the last one without its end too. Not
+ * `readline`'s async iterator: that keeps two queues of 2,048 slots each per connection, about
+ * 32 kB of a daemon's heap for every application it runs (bench/RESULTS.md "1,000 idle
+ * applications on one node"). Fails as the input does; like readline's, it ends at the input's
+ * end, not when the input is destroyed without one (the host closing its connections).
+ */
+export async function* linesOf(input: NodeJS.ReadableStream): AsyncGenerator<string> {
+  const decoder = new StringDecoder('utf8');
+  let partial = '';
+  let lines: string[] = [];
+  let ended = false;
+  let failed: Error | null = null;
+  let wake: (() => void) | null = null;
+  const woken = () => {
+    const w = wake;
+    wake = null;
+    w?.();
+  };
+  const onData = (chunk: Buffer | string) => {
+    partial += typeof chunk === 'string' ? chunk : decoder.write(chunk);
+    for (let end = partial.indexOf('\n'); end !== -1; end = partial.indexOf('\n')) {
+      lines.push(partial.slice(0, end > 0 && partial[end - 1] === '\r' ? end - 1 : end));
+      partial = partial.slice(end + 1);
+    }
+    if (lines.length > 0) woken();
+  };
+  const onEnd = () => {
+    if (ended) return;
+    ended = true;
+    partial += decoder.end();
+    if (partial !== '') lines.push(partial.endsWith('\r') ? partial.slice(0, -1) : partial);
+    partial = '';
+    woken();
+  };
+  const onError = (err: Error) => {
+    failed = err;
+    woken();
+  };
+  input.on('data', onData);
+  input.once('end', onEnd);
+  input.once('error', onError);
+  try {
+    for (;;) {
+      if (lines.length > 0) {
+        const ready = lines;
+        lines = [];
+        for (const line of ready) yield line;
+        continue;
+      }
+      if (failed) throw failed;
+      if (ended) return;
+      await new Promise<void>((resolve) => {
+        wake = resolve;
+      });
+    }
+  } finally {
+    input.off('data', onData);
+    input.off('end', onEnd);
+    input.off('error', onError);
+  }
 }
 
 /** Answers the hello: the front to serve, or null once it was refused and the connection ended. */
