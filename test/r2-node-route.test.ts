@@ -20,7 +20,7 @@ import {
   openBucket,
   type Signer,
 } from './helpers/applications.ts';
-import { deployThroughNode, sendBytes } from './helpers/binding-data.ts';
+import { deployThroughNode, sendBytes, trustIssuer } from './helpers/binding-data.ts';
 import { CELL_BIN } from './helpers/cell.ts';
 import { startTestIssuer, type TestIssuer } from './helpers/oidc-issuer.ts';
 import { runSvc, type SailProcess, tempDir } from './helpers/svc.ts';
@@ -58,22 +58,7 @@ before(async () => {
   await bucket.application('shop-empty');
   await bucket.application('other-app');
   issuer = await startTestIssuer();
-  const trusted = await runSvc(
-    [
-      'trust',
-      'set',
-      '--name',
-      APP,
-      '--issuer',
-      issuer.issuer,
-      '--subject',
-      'repo:acme/shop:*',
-      '--endpoint',
-      bucket.endpoint,
-    ],
-    { env: { SVC_STATE_DIR: tempDir() }, timeoutMs: 60_000 },
-  );
-  assert.equal(trusted.code, 0, trusted.stderr);
+  await trustIssuer(bucket, APP, issuer.issuer, 'repo:acme/shop:*');
 });
 
 after(async () => {

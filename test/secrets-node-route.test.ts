@@ -14,6 +14,7 @@ import { generateSealKey } from '../src/secrets/seal.ts';
 import { type Recipient, type SealedSecrets, sealSecrets } from '../src/secrets/secrets.ts';
 import { assertProblem, type Bucket, call, keyArg, openBucket, type Signer } from './helpers/applications.ts';
 import { projectDir } from './helpers/artifacts.ts';
+import { readyPort, trustIssuer } from './helpers/binding-data.ts';
 import { CELL_BIN } from './helpers/cell.ts';
 import { startTestIssuer, type TestIssuer } from './helpers/oidc-issuer.ts';
 import { runSvc, type SailProcess, tempDir, waitFor } from './helpers/svc.ts';
@@ -139,33 +140,8 @@ before(async () => {
   // The scoped key deploys too: nothing here holds bucket credentials but the test itself.
   const deployed = await svc(['deploy', project, '--node', node.url, '--key', keyArg(shop)]);
   assert.equal(deployed.code, 0, deployed.stderr);
-  const trusted = await runSvc(
-    [
-      'trust',
-      'set',
-      '--name',
-      APP,
-      '--issuer',
-      issuer.issuer,
-      '--subject',
-      'repo:acme/shop:*',
-      '--endpoint',
-      bucket.endpoint,
-    ],
-    { env: { SVC_STATE_DIR: tempDir() }, timeoutMs: 60_000 },
-  );
-  assert.equal(trusted.code, 0, trusted.stderr);
-  port = await waitFor<number | undefined>(
-    async () => {
-      const answer = await call(node.url, 'GET', '/v1/state', { signer: admin });
-      const found = (answer.body.processes ?? []).find(
-        (p: { application: string; ready: boolean }) => p.application === APP && p.ready,
-      );
-      return found?.port as number | undefined;
-    },
-    `${APP} ready`,
-    120_000,
-  ).then((p) => p as number);
+  await trustIssuer(bucket, APP, issuer.issuer, 'repo:acme/shop:*');
+  port = await readyPort(node, admin, APP);
   await workerSees('GREETING', 'hi');
 });
 

@@ -1,11 +1,11 @@
 // What the tests of a binding's data through a node share (test/kv-*.test.ts, test/r2-*.test.ts):
 // a deploy by a scoped key through the node, the port of the worker once it is ready, a signed
-// call with a raw body answered as bytes, `svc` run with stdin given and stdout kept as bytes, and
+// call with a raw body answered as bytes, an issuer trusted for an application, `svc` run with stdin given and stdout kept as bytes, and
 // the one-line refusal every failed command prints.
 
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { type Answer, call, keyArg, type Signer } from './applications.ts';
+import { type Answer, type Bucket, call, keyArg, type Signer } from './applications.ts';
 import { projectDir } from './artifacts.ts';
 import { runSvc, type SailProcess, SVC_BIN, tempDir, waitFor } from './svc.ts';
 
@@ -25,6 +25,21 @@ export async function deployThroughNode(
     timeoutMs: 120_000,
   });
   assert.equal(deployed.code, 0, deployed.stderr);
+}
+
+/** `svc trust set`: tokens of `issuer` whose subject matches `subject` may act on `application`. */
+export async function trustIssuer(
+  bucket: Bucket,
+  application: string,
+  issuer: string,
+  subject: string,
+): Promise<void> {
+  const args = ['trust', 'set', '--name', application, '--issuer', issuer, '--subject', subject];
+  const trusted = await runSvc([...args, '--endpoint', bucket.endpoint], {
+    env: { SVC_STATE_DIR: tempDir() },
+    timeoutMs: 60_000,
+  });
+  assert.equal(trusted.code, 0, trusted.stderr);
 }
 
 /** The port of `application`'s worker on the node, once it is ready. */
