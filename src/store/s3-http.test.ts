@@ -1,17 +1,20 @@
-// The streaming store against a real MinIO, directly and behind the fault-injecting proxy: its HEAD
-// and PUT go through s3-http.ts (its own requests, signed by the SDK's signer), its GET through the SDK, and together
-// they give the SDK's answers and failures (the bytes, metadata, ranges, conditions, retries,
-// settled ambiguity, refusals).
+// The streaming store against a real MinIO, directly and behind the fault-injecting proxy: its HEAD,
+// PUT and GET go through s3-http.ts (its own requests, signed by the SDK's signer; the GET read into
+// reused memory), and together they give the SDK's answers and failures (the bytes, metadata,
+// ranges, conditions, retries, settled ambiguity, refusals). The GET's framing is tested against a
+// stand-in bucket on a raw socket too: answers MinIO never gives (chunked, malformed, cut short).
 
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { Readable } from 'node:stream';
+import { createServer, type Socket } from 'node:net';
+import { Readable, Writable } from 'node:stream';
 import { buffer } from 'node:stream/consumers';
 import { after, before, describe, it } from 'node:test';
 import { type Minio, useMinio } from '../../test/helpers/minio.ts';
 import { type Fault, type ProxiedRequest, startS3Proxy } from '../../test/helpers/s3-proxy.ts';
 import { Problem } from '../problem.ts';
 import { openS3Store, type S3StoreOptions } from './s3.ts';
+import { S3Body, sendBody } from './s3-http.ts';
 import { CasConflict, type Store, type StreamingStore } from './store.ts';
 
 const minioStarting = useMinio();
@@ -130,4 +133,171 @@ describe('S3 store, streaming calls (HEAD and PUT through its own requests)', ()
     assert.equal(proxy!.seen.filter((r) => r.method === 'PUT').length, 1);
     await assert.rejects(store.streaming!.read('k'), /SignatureDoesNotMatch/);
   });
+
+  it('the bytes of a GET sent on from reused memory arrive whole to a slow writer, GET after GET', async () => {
+    const { streaming } = await open();
+    const bodies = [randomBytes(1024 * 1024), randomBytes(300_001), Buffer.alloc(0), randomBytes(65_536)];
+    for (const [i, body] of bodies.entries()) await streaming.write(`o${i}`, body, body.length, {});
+    for (let round = 0; round < 3; round++) {
+      for (const [i, body] of bodies.entries()) {
+        const read = await streaming.read(`o${i}`);
+        assert.ok(read?.body instanceof S3Body, 'read by s3-http.ts');
+        const out = slowWriter();
+        await sendBody(read.body, out.writable);
+        // Each chunk is copied only when its write is acknowledged: a piece reused before that
+        // would show another piece's bytes.
+        assert.ok(Buffer.concat(out.chunks).equals(body), `object ${i}, round ${round}`);
+      }
+    }
+    const range = await streaming.read('o0', { offset: 70_000, length: 500_000 });
+    const out = slowWriter();
+    await sendBody(range!.body, out.writable);
+    assert.ok(Buffer.concat(out.chunks).equals(bodies[0]!.subarray(70_000, 570_000)));
+  });
+
+  it('a body given up midway closes its connection; the next GET is whole', async () => {
+    const { streaming } = await open();
+    const body = randomBytes(1024 * 1024);
+    await streaming.write('k', body, body.length, {});
+    const first = await streaming.read('k');
+    first!.body.destroy();
+    const second = await streaming.read('k');
+    const gone = new Writable({
+      write(_chunk, _encoding, callback) {
+        this.destroy(new Error('the reader went away'));
+        callback();
+      },
+    });
+    await assert.rejects(sendBody(second!.body, gone));
+    const third = await streaming.read('k');
+    assert.ok((await buffer(third!.body)).equals(body));
+  });
+
+  describe('against a stand-in bucket', () => {
+    /** A raw server answering each request with `answer(n, socket)` (n counts from 0). */
+    async function standIn(answer: (n: number, socket: Socket) => void) {
+      let requests = 0;
+      let connections = 0;
+      const sockets = new Set<Socket>();
+      const server = createServer((socket) => {
+        connections++;
+        sockets.add(socket);
+        socket.on('close', () => sockets.delete(socket));
+        let seen = '';
+        socket.on('data', (chunk) => {
+          seen += chunk.toString('latin1');
+          while (seen.includes('\r\n\r\n')) {
+            seen = seen.slice(seen.indexOf('\r\n\r\n') + 4);
+            answer(requests++, socket);
+          }
+        });
+        socket.on('error', () => {});
+      });
+      await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+      const port = (server.address() as { port: number }).port;
+      const store = openS3Store({
+        endpoint: `http://127.0.0.1:${port}`,
+        region: 'us-east-1',
+        bucket: 'b',
+        accessKey: 'k',
+        secretKey: 's',
+        attempts: 2,
+        backoffMs: 1,
+        operationDeadlineMs: 3000,
+      });
+      cleanups.push(async () => {
+        await store.close();
+        for (const socket of sockets) socket.destroy();
+        await new Promise((resolve) => server.close(resolve));
+      });
+      return { streaming: store.streaming!, counts: () => ({ requests, connections }) };
+    }
+    const head = (status: string, fields: string[]) => `HTTP/1.1 ${status}\r\n${fields.join('\r\n')}\r\n\r\n`;
+    const meta = ['ETag: "abc"', 'Last-Modified: Wed, 21 Oct 2015 07:28:00 GMT', 'x-amz-meta-svc-r2: v'];
+
+    it('a head in pieces, keep-alive: one connection, metadata as the SDK gives it', async () => {
+      const { streaming, counts } = await standIn((_n, socket) => {
+        const text = `${head('200 OK', [...meta, 'Content-Length: 5'])}hello`;
+        // A few bytes at a time: the head and body arrive in many reads.
+        const send = (at: number) => {
+          if (at >= text.length || socket.destroyed) return;
+          socket.write(text.slice(at, at + 7), 'latin1');
+          setTimeout(() => send(at + 7), 1);
+        };
+        send(0);
+      });
+      for (let i = 0; i < 3; i++) {
+        const read = await streaming.read('k');
+        assert.equal(read?.etag, '"abc"');
+        assert.equal(read?.size, 5);
+        assert.deepEqual(read?.metadata, { 'svc-r2': 'v' });
+        assert.equal(read?.modified.toISOString(), '2015-10-21T07:28:00.000Z');
+        assert.equal((await buffer(read!.body)).toString(), 'hello');
+      }
+      assert.deepEqual(counts(), { requests: 3, connections: 1 });
+    });
+
+    it('an answer not framed by its length goes to the SDK, which reads it', async () => {
+      const { streaming, counts } = await standIn((_n, socket) => {
+        socket.write(`${head('200 OK', [...meta, 'Transfer-Encoding: chunked'])}5\r\nhello\r\n0\r\n\r\n`);
+      });
+      const read = await streaming.read('k');
+      assert.ok(!(read?.body instanceof S3Body));
+      assert.equal((await buffer(read!.body)).toString(), 'hello');
+      assert.equal(counts().requests, 2);
+    });
+
+    it('missing is null; a malformed head, a body cut short, a refusal are errors, retried as before', async () => {
+      let mode = 'missing';
+      const { streaming } = await standIn((n, socket) => {
+        if (mode === 'missing') {
+          const xml = '<Error><Code>NoSuchKey</Code><Message>gone</Message></Error>';
+          socket.write(`${head('404 Not Found', [`Content-Length: ${xml.length}`])}${xml}`);
+        } else if (mode === 'malformed') socket.end('HTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\n');
+        else if (mode === 'slow-down') socket.write(head('503 Slow Down', ['Connection: close']));
+        else if (mode === 'cut')
+          socket.end(`${head('200 OK', ['Content-Length: 1000000'])}${'x'.repeat(70_000)}`);
+        else if (mode === 'retried') {
+          if (n % 2 === 0) socket.destroy();
+          else socket.write(`${head('200 OK', ['Content-Length: 2'])}ok`);
+        }
+      });
+      assert.equal(await streaming.read('k'), null);
+      mode = 'malformed';
+      await assert.rejects(streaming.read('k'), (err: unknown) => {
+        assert.ok(err instanceof Problem);
+        assert.match(err.detail!, /HttpHeadError: the Content-Length is not a number/);
+        return true;
+      });
+      mode = 'slow-down';
+      await assert.rejects(streaming.read('k'), /Http503 \(HTTP 503\)/);
+      mode = 'cut';
+      const cut = await streaming.read('k');
+      await assert.rejects(buffer(cut!.body), /closed before the answer ended/);
+      const cutAgain = await streaming.read('k');
+      await assert.rejects(sendBody(cutAgain!.body, slowWriter().writable), /ended early|closed before/);
+      mode = 'retried';
+      assert.equal((await buffer((await streaming.read('k'))!.body)).toString(), 'ok');
+    });
+
+    it('a bucket that sends no answer ends in the deadline of the operation', async () => {
+      const { streaming } = await standIn(() => {});
+      await assert.rejects(streaming.read('k'), /no answer within 3 s/);
+    });
+  });
 });
+
+/** A writer that acknowledges each write a moment later and only then copies what it was given. */
+function slowWriter(): { writable: Writable; chunks: Buffer[] } {
+  const chunks: Buffer[] = [];
+  const writable = new Writable({
+    highWaterMark: 16,
+    write(chunk: Buffer, _encoding, callback) {
+      setImmediate(() => {
+        chunks.push(Buffer.from(chunk));
+        callback();
+      });
+    },
+  });
+  return { writable, chunks };
+}

@@ -1,16 +1,18 @@
-// Two S3 requests of R2's hot path (docs/bindings.md "R2 buckets"): HEAD and PUT of one object,
-// signed with AWS Signature Version 4 and sent with Node's `http`/`https` on one keep-alive agent,
-// without the AWS SDK's middleware stack. s3.ts keeps its retries, deadlines, nonces and error
-// handling and uses these for the streaming store's HEAD and PUT. Measured in one process against
-// MinIO on loopback: a HEAD cost 1.8-3.3 ms of CPU through the SDK and 0.6 ms this way; a 1-byte
-// PUT 2.5 ms and 0.9 ms.
+// Three S3 requests of R2's hot path (docs/bindings.md "R2 buckets"): HEAD, PUT and GET of one
+// object, signed with AWS Signature Version 4 without the AWS SDK's middleware stack. s3.ts keeps
+// its retries, deadlines, nonces and error handling and uses these for the streaming store's
+// calls. Measured in one process against MinIO on loopback: a HEAD cost 1.8-3.3 ms of CPU through
+// the SDK and 0.6 ms this way; a 1-byte PUT 2.5 ms and 0.9 ms.
 //
-// The streaming GET stays with the SDK. Made here, a GET of 1 MiB cost the runtime host more, not
-// less: it leaves almost no garbage on V8's heap, so the young-generation collections that free
-// the body's buffers cheaply almost stopped (1-2 per 100 GETs), the buffers piled up outside the
-// heap, and V8 answered with full collections every five or six GETs (18-20 per 100, against 1
-// with the SDK, whose garbage keeps the young collections coming): 12-13 ms of the host's CPU per
-// GET against 6-9 ms (a host with --max-semi-space-size=1, as svc sail's daemon runs).
+// HEAD and PUT go through Node's `http`/`https` on one keep-alive agent. The GET does not: made
+// that way, a GET of 1 MiB cost the runtime host more than the SDK's (Node allocates a buffer per
+// socket read and its HTTP parser copies the body out of it; with the SDK's own garbage gone, V8's
+// young collections nearly stopped, the buffers piled up outside the heap and full collections
+// came every five or six GETs). So the GET is a request of its own on a raw keep-alive connection
+// (GetConnection) that reads into a few buffers of its own, parses the answer's head itself
+// (http-head.ts) and hands the body on from those buffers (S3Body, `sendBody`): no memory is
+// allocated per byte. Only a plain-http endpoint and an answer framed by its Content-Length are
+// read so; else `get` answers null and s3.ts asks the SDK.
 //
 // Answers and failures are shaped as the SDK's are where s3.ts reads them: an answer's `ETag`,
 // `ContentLength`, `LastModified` and `Metadata` (the `x-amz-meta-*` headers, lower case);
@@ -31,10 +33,12 @@ import {
   type OutgoingHttpHeaders,
 } from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
-import type { Readable } from 'node:stream';
+import { connect as netConnect, type Socket } from 'node:net';
+import { Readable, type Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { SignatureV4 } from '@smithy/signature-v4';
 import type { SourceData } from '@smithy/types';
+import { type HttpHead, MAX_HEAD_BYTES, parseHttpHead } from './http-head.ts';
 
 export interface S3HttpOptions {
   endpoint: string;
@@ -90,13 +94,56 @@ export class S3Http {
   }
 
   close(): void {
+    this.#closed = true;
     this.#agent.destroy();
+    for (const connection of this.#idle.splice(0)) connection.socket.destroy();
   }
+
+  /** Connections of the GET kept open between requests (at most IDLE_CONNECTIONS). */
+  readonly #idle: GetConnection[] = [];
+
+  /**
+   * One object (or `range` of it) as it arrives, read into reused memory (see GetConnection); a
+   * refusal as #send's. Null when this GET cannot be made here: an https endpoint, or a 2xx answer
+   * not framed by a Content-Length (chunked, or ended by closing), or one other than 200 and 206;
+   * the caller then asks another client.
+   */
+  async get(
+    key: string,
+    range: { offset: number; length: number } | undefined,
+    signal: AbortSignal,
+  ): Promise<S3Object | null> {
+    if (signal.aborted) return Promise.reject(signal.reason);
+    if (this.#url.protocol !== 'http:') return null;
+    const path = `${this.#basePath}/${encodePath(this.#options.bucket)}/${encodePath(key)}`;
+    const headers = await this.#sign('GET', path, {
+      ...(range ? { range: `bytes=${range.offset}-${range.offset + range.length - 1}` } : {}),
+      'x-amz-content-sha256': EMPTY_SHA256,
+    });
+    let text = `GET ${path} HTTP/1.1\r\n`;
+    for (const [name, value] of Object.entries(headers)) text += `${name}: ${value}\r\n`;
+    text += '\r\n';
+    let connection = this.#idle.pop();
+    while (connection && !connection.reusable) connection = this.#idle.pop();
+    connection ??= new GetConnection(
+      this.#url.hostname,
+      Number(this.#url.port || 80),
+      this.#options.connectTimeoutMs,
+      this.#host,
+      (done) => {
+        if (this.#idle.length < IDLE_CONNECTIONS && !this.#closed) this.#idle.push(done);
+        else done.socket.destroy();
+      },
+    );
+    return connection.get(text, this.#options.idleTimeoutMs, this.#host, signal);
+  }
+
+  #closed = false;
 
   async head(key: string, signal: AbortSignal): Promise<S3Head> {
     const answer = await this.#send('HEAD', key, {}, null, 0, signal);
     answer.resume();
-    return facts(answer);
+    return facts(answer.headers);
   }
 
   async put(
@@ -205,6 +252,369 @@ export class S3Http {
   }
 }
 
+export interface S3Object extends S3Head {
+  /** The bytes, `ContentLength` of them. */
+  Body: S3Body;
+}
+
+/** Bytes of one read; a GET's connection reads into PIECES of them in turn. */
+const PIECE = 64 * 1024;
+const PIECES = 4;
+/** Connections of the GET kept open while idle; more are closed once their answer is read. */
+const IDLE_CONNECTIONS = 8;
+/** An error document is small; one longer (or of no stated length) is not read. */
+const MAX_ERROR_BYTES = 64 * 1024;
+
+/**
+ * One keep-alive connection of the GET, one request at a time. The socket reads (Node's `onread`)
+ * into PIECES buffers of its own in turn, never into memory allocated per read: the head is
+ * copied out and parsed (http-head.ts), and each piece of the body is handed on as it is (S3Body)
+ * and read into again only once the writer it went to has let it go (its write callback); while the
+ * next piece is still held, the socket stops reading. Only a body framed by its Content-Length is
+ * read here. A connection whose answer was not read whole, or whose pieces may still be held by a
+ * writer that went away, is closed, never reused.
+ */
+class GetConnection {
+  readonly socket: Socket;
+  readonly #pieces: Buffer[] = Array.from({ length: PIECES }, () => Buffer.allocUnsafe(PIECE));
+  readonly #held: boolean[] = new Array<boolean>(PIECES).fill(false);
+  /** The piece the next read lands in. */
+  #next = 0;
+  #paused = false;
+  readonly #head = Buffer.allocUnsafe(MAX_HEAD_BYTES + 1);
+  #headLength = 0;
+  #state: 'idle' | 'head' | 'body' | 'error' | 'done' | 'dead' = 'idle';
+  #keepAlive = true;
+  #remaining = 0;
+  #body: S3Body | null = null;
+  #answer: { resolve: (answer: S3Object | null) => void; reject: (err: unknown) => void } | null = null;
+  #refusal: { status: number; chunks: Buffer[] } | null = null;
+  readonly #release: (connection: GetConnection) => void;
+
+  constructor(
+    hostname: string,
+    port: number,
+    connectTimeoutMs: number,
+    host: string,
+    release: (connection: GetConnection) => void,
+  ) {
+    this.#release = release;
+    this.socket = netConnect({
+      host: hostname,
+      port,
+      noDelay: true,
+      onread: {
+        buffer: () => this.#pieces[this.#next]!,
+        callback: (length: number) => this.#read(length),
+      },
+    });
+    const timer = setTimeout(
+      () =>
+        this.socket.destroy(
+          Object.assign(new Error(`could not connect to ${host}`), { name: 'TimeoutError' }),
+        ),
+      connectTimeoutMs,
+    );
+    this.socket.once('connect', () => clearTimeout(timer));
+    this.socket.on('error', (err) => this.#fail(err));
+    this.socket.on('close', () => {
+      clearTimeout(timer);
+      this.#fail(new Error(`the connection to ${host} closed before the answer ended`));
+    });
+  }
+
+  /** Idle, open, every piece free: may carry another request. */
+  get reusable(): boolean {
+    return this.#state === 'idle' && !this.socket.destroyed;
+  }
+
+  get(request: string, idleTimeoutMs: number, host: string, signal: AbortSignal): Promise<S3Object | null> {
+    return new Promise<S3Object | null>((resolve, reject) => {
+      const abort = () => this.socket.destroy(signal.reason as Error);
+      signal.addEventListener('abort', abort, { once: true });
+      // The deadline covers the answer's head; the body is the caller's to read or destroy.
+      const settled = () => signal.removeEventListener('abort', abort);
+      this.#answer = {
+        resolve: (answer) => {
+          settled();
+          resolve(answer);
+        },
+        reject: (err) => {
+          settled();
+          reject(err);
+        },
+      };
+      this.#state = 'head';
+      this.#headLength = 0;
+      this.#keepAlive = true;
+      this.socket.setTimeout(idleTimeoutMs, () =>
+        this.socket.destroy(
+          Object.assign(new Error(`no answer from ${host} within ${idleTimeoutMs} ms`), {
+            name: 'TimeoutError',
+          }),
+        ),
+      );
+      this.socket.write(request, 'latin1');
+    });
+  }
+
+  /** The socket's read of `length` bytes into the piece #next; false stops reading. */
+  #read(length: number): boolean {
+    const piece = this.#pieces[this.#next]!;
+    if (this.#state === 'head') {
+      const before = this.#headLength;
+      const taken = Math.min(length, this.#head.length - before);
+      piece.copy(this.#head, before, 0, taken);
+      this.#headLength += taken;
+      let head: HttpHead | null;
+      try {
+        head = parseHttpHead(this.#head, this.#headLength);
+      } catch (err) {
+        this.socket.destroy(err as Error);
+        return false;
+      }
+      // Not whole yet: the piece was copied out, the next read lands in it again.
+      if (!head) return true;
+      this.#answered(head);
+      if ((this.#state as string) === 'dead') return false;
+      const start = head.length - before;
+      return start < length ? this.#received(start, length) : true;
+    }
+    return this.#received(0, length);
+  }
+
+  #answered(head: HttpHead): void {
+    const connection = head.headers.connection?.toLowerCase() ?? '';
+    this.#keepAlive = !connection.split(/\s*,\s*/).includes('close');
+    const framed = head.contentLength !== null && head.headers['transfer-encoding'] === undefined;
+    const status = head.status;
+    if (status >= 200 && status < 300) {
+      const answer = this.#answer!;
+      this.#answer = null;
+      if (!framed || (status !== 200 && status !== 206)) {
+        // Not this reader's to frame: another client asks again.
+        this.#state = 'dead';
+        this.socket.destroy();
+        answer.resolve(null);
+        return;
+      }
+      this.#state = 'body';
+      this.#remaining = head.contentLength!;
+      const body = new S3Body(this);
+      this.#body = body;
+      answer.resolve({ ...facts(head.headers), Body: body });
+      if (this.#remaining === 0) this.#bodyEnded();
+      return;
+    }
+    if (head.contentLength === null || head.contentLength > MAX_ERROR_BYTES || status < 200 || !framed) {
+      // An error document of no stated length, or too long to read: the status names the refusal.
+      const answer = this.#answer!;
+      this.#answer = null;
+      this.#state = 'dead';
+      this.socket.destroy();
+      answer.reject(refusalOf('GET', status, ''));
+      return;
+    }
+    this.#state = 'error';
+    this.#remaining = head.contentLength;
+    this.#refusal = { status, chunks: [] };
+    if (this.#remaining === 0) this.#refusalEnded();
+  }
+
+  /** An error document read whole: the GET is refused with it. */
+  #refusalEnded(): void {
+    const answer = this.#answer!;
+    const refusal = this.#refusal!;
+    this.#answer = null;
+    this.#refusal = null;
+    this.#done();
+    answer.reject(refusalOf('GET', refusal.status, Buffer.concat(refusal.chunks).toString('utf8')));
+  }
+
+  /** Bytes [start, end) of the piece just read, past the head; false stops reading. */
+  #received(start: number, end: number): boolean {
+    const length = end - start;
+    if ((this.#state !== 'body' && this.#state !== 'error') || length > this.#remaining) {
+      this.socket.destroy(new Error('the bucket sent more bytes than its answer holds'));
+      return false;
+    }
+    this.#remaining -= length;
+    if (this.#state === 'error') {
+      this.#refusal!.chunks.push(Buffer.from(this.#pieces[this.#next]!.subarray(start, end)));
+      if (this.#remaining === 0) this.#refusalEnded();
+      return true;
+    }
+    const piece = this.#next;
+    this.#held[piece] = true;
+    this.#next = (piece + 1) % PIECES;
+    const body = this.#body!;
+    body.arrived(this.#pieces[piece]!.subarray(start, end), piece);
+    if (this.#remaining === 0) this.#bodyEnded();
+    if (this.#held[this.#next]) {
+      this.#paused = true;
+      return false;
+    }
+    return true;
+  }
+
+  #bodyEnded(): void {
+    this.#state = 'done';
+    this.#body!.ended();
+    this.#releaseIfFree();
+  }
+
+  /** The body's piece was passed on and may be read into again. */
+  free(piece: number): void {
+    this.#held[piece] = false;
+    if (this.#paused && !this.#held[this.#next] && this.#state !== 'dead') {
+      this.#paused = false;
+      this.socket.resume();
+    }
+    this.#releaseIfFree();
+  }
+
+  #releaseIfFree(): void {
+    if (this.#state !== 'done' || this.#held.includes(true)) return;
+    this.#body = null;
+    this.#done();
+  }
+
+  /** The answer was read whole and nothing holds a piece: back to the pool, or closed. */
+  #done(): void {
+    if (!this.#keepAlive || this.socket.destroyed) {
+      this.#state = 'dead';
+      this.socket.destroy();
+      return;
+    }
+    this.#state = 'idle';
+    this.socket.setTimeout(0);
+    if (this.#paused) {
+      this.#paused = false;
+      this.socket.resume();
+    }
+    this.#release(this);
+  }
+
+  /** `body` was given up before its end (or its reader failed): the connection is closed. */
+  abandon(body: S3Body, err?: Error): void {
+    if (this.#body !== body || this.#state === 'idle' || this.#state === 'dead') return;
+    this.#state = 'dead';
+    this.socket.destroy(err);
+  }
+
+  #fail(err: Error): void {
+    const state = this.#state;
+    this.#state = 'dead';
+    if (state === 'idle' || state === 'dead') return;
+    this.socket.destroy();
+    const answer = this.#answer;
+    this.#answer = null;
+    answer?.reject(err);
+    // Once the last byte arrived the pieces hold the whole body: only the connection is lost.
+    if (state === 'body') this.#body?.destroy(err);
+  }
+}
+
+/**
+ * The body of a GET of s3-http.ts: bytes in the connection's reused pieces. Read as a stream, each
+ * piece is copied out as it is read (memory of its own per chunk, as any stream's); `sendTo` writes
+ * the pieces themselves and frees each once its write is done, so that the bytes pass through no
+ * memory allocated for them.
+ */
+export class S3Body extends Readable {
+  readonly #connection: GetConnection;
+  /** Pieces arrived and not yet passed on, in order. */
+  readonly #queue: { bytes: Buffer; piece: number }[] = [];
+  #ended = false;
+  #wanted = false;
+  #sink: Writable | null = null;
+  #sent: { resolve: () => void; reject: (err: unknown) => void } | null = null;
+
+  constructor(connection: GetConnection) {
+    super();
+    this.#connection = connection;
+  }
+
+  arrived(bytes: Buffer, piece: number): void {
+    this.#queue.push({ bytes, piece });
+    this.#pass();
+  }
+
+  ended(): void {
+    this.#ended = true;
+    this.#pass();
+  }
+
+  /**
+   * Writes the bytes to `out` and ends it; resolves once `out` finished. A piece is read into
+   * again only after its write's callback: never reused while `out` may still hold it.
+   */
+  sendTo(out: Writable): Promise<void> {
+    if (this.#sink || this.#wanted || this.destroyed) return pipeline(this, out);
+    this.#sink = out;
+    return new Promise<void>((resolve, reject) => {
+      this.#sent = { resolve, reject };
+      const gone = () => {
+        if (!out.writableFinished) this.destroy(new Error('the answer\u2019s reader went away'));
+      };
+      out.once('close', gone);
+      out.once('error', (err) => this.destroy(err));
+      this.once('error', reject);
+      this.once('close', () => {
+        if (!this.#ended || this.#queue.length > 0) reject(new Error('the bucket\u2019s answer ended early'));
+      });
+      this.#pass();
+    });
+  }
+
+  override _read(): void {
+    this.#wanted = true;
+    this.#pass();
+  }
+
+  override _destroy(err: Error | null, callback: (err?: Error | null) => void): void {
+    this.#queue.length = 0;
+    this.#connection.abandon(this);
+    callback(err);
+  }
+
+  #pass(): void {
+    if (this.destroyed) return;
+    const sink = this.#sink;
+    if (sink) {
+      while (this.#queue.length > 0) {
+        const { bytes, piece } = this.#queue.shift()!;
+        sink.write(bytes, (err) => {
+          if (err) this.destroy(err);
+          else this.#connection.free(piece);
+        });
+      }
+      if (this.#ended && this.#sent) {
+        const sent = this.#sent;
+        this.#sent = null;
+        sink.end(() => {
+          sent.resolve();
+          this.push(null);
+          this.resume();
+        });
+      }
+      return;
+    }
+    while (this.#wanted && this.#queue.length > 0) {
+      const { bytes, piece } = this.#queue.shift()!;
+      const copy = Buffer.from(bytes);
+      this.#connection.free(piece);
+      this.#wanted = this.push(copy);
+    }
+    if (this.#ended && this.#queue.length === 0 && this.#wanted) this.push(null);
+  }
+}
+
+/** Passes a store's object body on to `out`: an S3Body through its reused pieces, else piped. */
+export function sendBody(body: Readable, out: Writable): Promise<void> {
+  return body instanceof S3Body ? body.sendTo(out) : pipeline(body, out);
+}
+
 /** SHA-256 and HMAC-SHA256 from node:crypto in the shape the signer asks for. */
 class NodeSha256 {
   readonly #hash: ReturnType<typeof createHash> | ReturnType<typeof createHmac>;
@@ -237,15 +647,16 @@ function encodePath(path: string): string {
     .replace(/[!'()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`);
 }
 
-function facts(answer: IncomingMessage): S3Head {
+function facts(headers: Record<string, string | string[] | undefined>): S3Head {
   const metadata: Record<string, string> = {};
-  for (const [name, value] of Object.entries(answer.headers))
+  for (const [name, value] of Object.entries(headers))
     if (name.startsWith(META) && typeof value === 'string') metadata[name.slice(META.length)] = value;
-  const modified = answer.headers['last-modified'];
+  const modified = headers['last-modified'];
+  const etag = headers.etag;
   return {
-    ETag: answer.headers.etag ?? '',
-    ContentLength: Number(answer.headers['content-length'] ?? 0),
-    LastModified: modified ? new Date(modified) : new Date(0),
+    ETag: typeof etag === 'string' ? etag : '',
+    ContentLength: Number(headers['content-length'] ?? 0),
+    LastModified: typeof modified === 'string' && modified ? new Date(modified) : new Date(0),
     Metadata: metadata,
   };
 }
@@ -260,18 +671,22 @@ const HEAD_ERRORS: Record<number, string> = {
 
 /** S3's refusal as an Error named by its code, with the status where the SDK keeps it. */
 async function refusal(method: string, answer: IncomingMessage): Promise<Error> {
-  const status = answer.statusCode ?? 0;
   let text = '';
   if (method !== 'HEAD') {
     const chunks: Buffer[] = [];
     let length = 0;
     for await (const chunk of answer) {
       // An error document is small; nothing past 64 KiB is kept.
-      if (length < 65536) chunks.push(chunk as Buffer);
+      if (length < MAX_ERROR_BYTES) chunks.push(chunk as Buffer);
       length += (chunk as Buffer).length;
     }
     text = Buffer.concat(chunks).toString('utf8');
   } else answer.resume();
+  return refusalOf(method, answer.statusCode ?? 0, text);
+}
+
+/** The refusal named by the error document's code (`text`), else by the status as the SDK names it. */
+function refusalOf(method: string, status: number, text: string): Error {
   const code = /<Code>([^<]*)<\/Code>/.exec(text)?.[1];
   const message = /<Message>([^<]*)<\/Message>/.exec(text)?.[1];
   const name = code ?? HEAD_ERRORS[status] ?? `Http${status}`;

@@ -6,7 +6,7 @@
 
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Readable } from 'node:stream';
-import { pipeline } from 'node:stream/promises';
+import { sendBody } from '../../../src/store/s3-http.ts';
 import type { Store } from '../../../src/store/store.ts';
 import { closeOwnerOnly, listenOwnerOnly } from '../host/socket.ts';
 import { type Entry, handleKv, KV_LIMITS, valueTooLong } from './kv.ts';
@@ -130,8 +130,9 @@ async function serveR2(store: Store, req: IncomingMessage, res: ServerResponse):
   }
   res.write(answer.body);
   // A bucket that fails midway cuts the answer short: workerd sees the body end early and the
-  // worker's read of it fails.
-  await pipeline(answer.tail.stream, res).catch(() => res.destroy());
+  // worker's read of it fails. An S3 GET's bytes go out from the memory they were read into
+  // (s3-http.ts `sendBody`).
+  await sendBody(answer.tail.stream, res).catch(() => res.destroy());
 }
 
 /**
