@@ -24,7 +24,17 @@ export function buildProgram(): Command {
       'Build the worker in the current directory and publish it as a new deployment (env CELL_APP, SVC_S3_*)',
     )
     .option('--config <file>', 'Worker config (default: cell.jsonc, else cell.json)')
-    .action(async (flags: { config?: string }) => {
+    .option(
+      '--standby',
+      'Load first, print {"standby":"ready"}, then run the one job read from stdin, {"cwd","config","env"}, as a publish (how a node keeps a publisher waiting)',
+    )
+    .action(async (flags: { config?: string; standby?: boolean }) => {
+      if (flags.standby) {
+        const { publishStandby } = await import('./publish-standby.ts');
+        const published = await publishStandby(log);
+        if (published) process.stdout.write(`${JSON.stringify(published)}\n`);
+        return;
+      }
       // esbuild's service (a process of its own) starts while the publish's modules load; the
       // build then finds it running (docs/decisions.md "Start-up"). A failure to start is the
       // build's to report.

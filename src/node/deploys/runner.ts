@@ -7,6 +7,7 @@
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { access, constants, stat } from 'node:fs/promises';
 import { Problem } from '../../problem.ts';
+import { STANDBY_TOOK_LINE, type StandbyPublisher } from './standby.ts';
 
 /** What the runtime's last stdout line names, and the warnings it printed on the way. */
 export interface Published {
@@ -33,9 +34,19 @@ export interface PublishOptions {
   outputBytes: number;
   /** Aborting kills the process (the record was failed elsewhere, or the node stops). */
   signal?: AbortSignal;
-  /** Told the process id once it runs (the service notes it beside the staged artifact). */
-  onSpawn?: (pid: number) => void;
+  /**
+   * Told the process id once it runs (the service notes it beside the staged artifact), and whether
+   * it is the waiting publisher or a process started for this publish.
+   */
+  onSpawn?: (pid: number, publisher: 'standby' | 'one-shot') => void;
+  /**
+   * The node's waiting publisher (standby.ts): when one is ready, it is handed this publish as its
+   * job instead of a new process being started; otherwise the publish runs one-shot.
+   */
+  standby?: StandbyPublisher;
 }
+
+const STANDBY_TOOK = Buffer.from(`${STANDBY_TOOK_LINE}\n`);
 
 /** Grace between SIGTERM and SIGKILL when a publish is stopped. */
 const KILL_GRACE_MS = 5_000;
@@ -46,20 +57,46 @@ export async function runPublish(options: PublishOptions): Promise<Published> {
     throw new Problem('internal', 'Publish stopped', 'the publish was stopped before it started');
   const tail = new OutputTail(options.outputBytes);
   const stdoutTail = new OutputTail(Math.max(options.outputBytes, 4096));
+  const taken = (await options.standby?.take()) ?? null;
   let child: ChildProcess;
-  try {
-    child = spawn(options.cellBin, ['publish', '--config', options.config], {
-      cwd: options.cwd,
-      env: options.env,
-      stdio: ['ignore', 'pipe', 'pipe'],
-      // Its own process group, so a deadline stops the bundler and anything else it started.
-      detached: true,
-    });
-  } catch (err) {
-    throw new Problem('internal', 'Publish could not start', `${options.cellBin}: ${(err as Error).message}`);
+  if (taken) {
+    // The same arguments, environment and working directory a one-shot publish is given.
+    const job = { cwd: options.cwd, config: options.config, env: definedOnly(options.env) };
+    taken.stdin!.end(JSON.stringify(job));
+    child = taken;
+  } else {
+    try {
+      child = spawn(options.cellBin, ['publish', '--config', options.config], {
+        cwd: options.cwd,
+        env: options.env,
+        stdio: ['ignore', 'pipe', 'pipe'],
+        // Its own process group, so a deadline stops the bundler and anything else it started.
+        detached: true,
+      });
+    } catch (err) {
+      throw new Problem(
+        'internal',
+        'Publish could not start',
+        `${options.cellBin}: ${(err as Error).message}`,
+      );
+    }
   }
-  if (child.pid !== undefined) options.onSpawn?.(child.pid);
+  if (child.pid !== undefined) options.onSpawn?.(child.pid, taken ? 'standby' : 'one-shot');
+  // A waiting publisher says it took the job before anything else: one that ends without saying
+  // so died before this deploy reached it, and the publish runs one-shot instead.
+  let took = !taken;
+  let before = Buffer.alloc(0);
   child.stdout!.on('data', (chunk: Buffer) => {
+    if (!took) {
+      before = Buffer.concat([before, chunk]);
+      if (before.length < STANDBY_TOOK.length && STANDBY_TOOK.subarray(0, before.length).equals(before))
+        return;
+      took = true;
+      chunk = before.subarray(0, STANDBY_TOOK.length).equals(STANDBY_TOOK)
+        ? before.subarray(STANDBY_TOOK.length)
+        : before;
+      if (chunk.length === 0) return;
+    }
     tail.push(chunk);
     stdoutTail.push(chunk);
   });
@@ -68,6 +105,9 @@ export async function runPublish(options: PublishOptions): Promise<Published> {
     tail.push(chunk);
     warnings.push(chunk);
   });
+  // A waiting publisher's streams were paused once it said it was ready.
+  child.stdout!.resume();
+  child.stderr!.resume();
 
   let timedOut = false;
   let aborted = false;
@@ -98,6 +138,9 @@ export async function runPublish(options: PublishOptions): Promise<Published> {
   // Whatever the outcome, nothing of this publish keeps running.
   killGroup(child, 'SIGKILL');
 
+  if (!took && !timedOut && !aborted) {
+    return runPublish({ ...options, standby: undefined });
+  }
   if (timedOut) {
     throw new Problem(
       'deploy-timeout',
@@ -238,6 +281,12 @@ function lastJsonLine(stdout: string): Omit<Published, 'warnings'> | null {
     }
   } catch {}
   return null;
+}
+
+function definedOnly(env: NodeJS.ProcessEnv): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [name, value] of Object.entries(env)) if (value !== undefined) out[name] = value;
+  return out;
 }
 
 function killGroup(child: ChildProcess, signal: NodeJS.Signals): void {

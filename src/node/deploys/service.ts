@@ -42,6 +42,7 @@ import {
 } from './records.ts';
 import { type Published, RuntimeProbe, runPublish } from './runner.ts';
 import { findSkew, readNodeRecords, readRuntimePairs, versionSkew } from './skew.ts';
+import { StandbyPublisher } from './standby.ts';
 
 /** One accepted deploy on this node, from acceptance to its end: what intake staged, and its run. */
 interface Task extends StagedDeploy {
@@ -64,6 +65,8 @@ export class DeployService implements DaemonService, Deploys {
   /** Deploys a previous run left published, whose records this run is writing. */
   readonly #settling = new Set<string>();
   #startedMs = Date.now();
+  /** The publisher kept waiting for the next deploy (standby.ts). */
+  #standby: StandbyPublisher | null = null;
 
   async start(ctx: NodeContext): Promise<void> {
     this.#ctx = ctx;
@@ -74,6 +77,16 @@ export class DeployService implements DaemonService, Deploys {
       const leftovers = await clearStaging(staging);
       await mkdir(staging, { recursive: true, mode: 0o700 });
       this.#staging = staging;
+      this.#standby = new StandbyPublisher({
+        cellBin: ctx.settings.runtime.cellBin,
+        cwd: staging,
+        env: () => ({
+          ...runtimeBaseEnvironment(process.env, ctx.settings.runtime.cellEnv),
+          ...bucketEnvironment(ctx.settings.bucket, ctx.store.description),
+        }),
+        log: ctx.log,
+      });
+      this.#standby.fill();
       if (leftovers.length > 0) {
         // Records are settled in the background: the node serves meanwhile.
         void this.#failLeftovers(leftovers);
@@ -86,6 +99,7 @@ export class DeployService implements DaemonService, Deploys {
 
   async stop(): Promise<void> {
     this.#stopping.abort();
+    const standbyStopped = this.#standby?.stop();
     const ctx = this.#ctx;
     const tasks = [...this.#tasks.values()];
     for (const task of tasks) {
@@ -96,7 +110,7 @@ export class DeployService implements DaemonService, Deploys {
         task.abort.abort();
       }
     }
-    await Promise.allSettled(tasks.map((task) => task.done));
+    await Promise.allSettled([...tasks.map((task) => task.done), standbyStopped]);
     // A publish whose records could not be written yet keeps its note for the next start.
     if (this.#staging) await clearStaging(this.#staging, { keepPublished: true }).catch(() => {});
     if (ctx?.deploys === this) ctx.deploys = undefined;
@@ -238,7 +252,11 @@ export class DeployService implements DaemonService, Deploys {
         outputBytes: ctx.settings.deploy.outputBytes,
         signal: task.abort.signal,
         // Noted beside the artifact: a restart after a crash stops a publish still running.
-        onSpawn: (pid) => writeFileSync(join(task.dir, PID_FILE), String(pid)),
+        onSpawn: (pid, publisher) => {
+          writeFileSync(join(task.dir, PID_FILE), String(pid));
+          ctx.log.info({ deploy: task.id, pid, publisher }, `deploy ${task.id} publishing`);
+        },
+        standby: this.#standby ?? undefined,
       });
       // The runtime has moved the selector: the deployment is live. Noted first, so that even a
       // restart settles the deploy as what it is; then this node's runtime process looks at once,
@@ -314,6 +332,8 @@ export class DeployService implements DaemonService, Deploys {
     if (settled) await rm(task.dir, { recursive: true, force: true }).catch(() => {});
     task.ticket.release();
     this.#tasks.delete(task.id);
+    // The next deploy's publisher starts once this one has ended, not while it still needs the CPU.
+    this.#standby?.fill();
     this.#pump();
   }
 
