@@ -217,6 +217,8 @@ export class Supervisor {
   readonly #retellFirstMs: number;
   readonly #ports: PortPool;
   readonly #probe = new RuntimeProbe();
+  /** The runtime's version being asked now, which every start meanwhile waits for (#runtimeVersion). */
+  #versionAsked: Promise<string | null> | null = null;
   readonly #managed = new Map<string, Managed>();
   #desired = new Set<string>();
   #closed = false;
@@ -410,7 +412,7 @@ export class Supervisor {
     if (!this.#ports.claim(e.port, e.application)) return false;
     const m = this.#adopt(e.application);
     m.port = e.port;
-    m.runtimeVersion = (await this.#probe.version(this.#options.cellBin)) ?? '';
+    m.runtimeVersion = (await this.#runtimeVersion()) ?? '';
     const adopted = new AdoptedProcess(e.pid);
     this.#options.limits?.started(e.application, e.pid);
     this.#attach(m, adopted);
@@ -518,7 +520,7 @@ export class Supervisor {
 
   async #start(m: Managed): Promise<void> {
     const { cellBin } = this.#options;
-    const version = await this.#probe.version(cellBin);
+    const version = await this.#runtimeVersion();
     if (!this.#current(m)) return;
     if (version === null)
       return this.#failedStart(m, `${cellBin} is no runnable runtime (cell --version failed)`);
@@ -602,6 +604,19 @@ export class Supervisor {
     this.#noteProcesses();
     this.#schedule(m, this.#notReadyProbeMs(), () => this.#probeHealth(m, child));
     return finish;
+  }
+
+  /**
+   * The runtime's version (`cell --version`, kept while the binary is unchanged), asked once for
+   * all the starts under way: at a node's start every application starts at once, and each asking
+   * on its own ran one `cell --version` per application, 1,000 processes and their output in the
+   * daemon's heap together (bench/RESULTS.md "1,000 idle applications on one node").
+   */
+  #runtimeVersion(): Promise<string | null> {
+    this.#versionAsked ??= this.#probe.version(this.#options.cellBin).finally(() => {
+      this.#versionAsked = null;
+    });
+    return this.#versionAsked;
   }
 
   /** The application's port: its own while still bindable, else the lowest one it may take. */
