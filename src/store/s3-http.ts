@@ -575,7 +575,8 @@ export class S3Body extends Readable {
   override _destroy(err: Error | null, callback: (err?: Error | null) => void): void {
     this.#queue.length = 0;
     this.#connection.abandon(this);
-    callback(err);
+    // As Node's own answer bodies: a failure nobody listens for is not thrown at the process.
+    callback(this.listenerCount('error') > 0 ? err : null);
   }
 
   #pass(): void {
