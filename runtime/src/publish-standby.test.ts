@@ -12,7 +12,12 @@ import { openDirStore } from '../../src/store/dir.ts';
 import { getJson } from '../../src/store/store.ts';
 import { CELL_BIN, copyProject, dirBucketEnv, EXAMPLES } from '../../test/helpers/cell.ts';
 import { tempDir } from '../../test/helpers/svc.ts';
-import { STANDBY_READY_LINE, STANDBY_TOOK_LINE, type StandbyJob } from './publish-standby.ts';
+import {
+  STANDBY_READY_LINE,
+  STANDBY_TOOK_LINE,
+  STANDBY_WAKE_LINE,
+  type StandbyJob,
+} from './publish-standby.ts';
 
 const DEADLINE_MS = 60_000;
 
@@ -45,6 +50,8 @@ async function standby(
   return { code, stdout, stderr, readyFirst: stdout.startsWith(`${STANDBY_READY_LINE}\n`) };
 }
 
+const store = (bucketDir: string) => openDirStore(bucketDir);
+
 const baseEnv = (bucketDir: string) => ({
   PATH: process.env.PATH ?? '',
   HOME: process.env.HOME ?? '',
@@ -55,11 +62,15 @@ test('a standby publisher runs the job it is handed as cell publish, in its fold
   const bucketDir = tempDir('cell-standby-bucket-');
   const project = copyProject(join(EXAMPLES, 'hello'));
   // Started without an application: the job brings it, and the deploy id the record notes.
-  const run = await standby(baseEnv(bucketDir), {
-    cwd: project,
-    config: 'cell.jsonc',
-    env: { ...baseEnv(bucketDir), CELL_APP: 'hello', CELL_DEPLOY: 'dep-standby-1' },
-  });
+  // Woken first, as a node does when the deploy's upload begins.
+  const run = await standby(
+    baseEnv(bucketDir),
+    `${STANDBY_WAKE_LINE}\n${JSON.stringify({
+      cwd: project,
+      config: 'cell.jsonc',
+      env: { ...baseEnv(bucketDir), CELL_APP: 'hello', CELL_DEPLOY: 'dep-standby-1' },
+    })}`,
+  );
   assert.equal(run.code, 0, run.stderr);
   assert.ok(run.readyFirst);
   const lines = run.stdout.trimEnd().split('\n');
@@ -97,6 +108,11 @@ test('a standby publisher whose stdin ends without a job exits 0 having done not
   const none = await standby(baseEnv(bucketDir), null);
   assert.equal(none.code, 0, none.stderr);
   assert.equal(none.stdout, `${STANDBY_READY_LINE}\n`);
+  // Woken, then stdin ends without a job: it exits all the same (esbuild's service does not hold it).
+  const woken = await standby(baseEnv(bucketDir), `${STANDBY_WAKE_LINE}\n`);
+  assert.equal(woken.code, 0, woken.stderr);
+  assert.equal(woken.stdout, `${STANDBY_READY_LINE}\n`);
+  assert.deepEqual((await (await store(bucketDir)).list('', { recursive: true })).objects, []);
   const bad = await standby(baseEnv(bucketDir), '{"cwd": 3}');
   assert.equal(bad.code, 1);
   assert.match(bad.stderr, /cell: cell publish --standby needs a job/);

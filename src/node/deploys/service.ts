@@ -196,6 +196,11 @@ export class DeployService implements DaemonService, Deploys {
     if (skewed.length > 0) throw versionSkew(application, runtimeVersion, ctx.nodeId, skewed, pairs);
   }
 
+  /** A deploy's upload began: the waiting publisher gets ready for it (standby.ts). */
+  wakePublisher(): void {
+    this.#standby?.wake();
+  }
+
   /** Takes a staged, recorded deploy into the queue; it runs when a runner slot is free. */
   enqueue(staged: StagedDeploy): DeployStatus {
     const ctx = this.#context();
@@ -332,8 +337,9 @@ export class DeployService implements DaemonService, Deploys {
     if (settled) await rm(task.dir, { recursive: true, force: true }).catch(() => {});
     task.ticket.release();
     this.#tasks.delete(task.id);
-    // The next deploy's publisher starts once this one has ended, not while it still needs the CPU.
-    this.#standby?.fill();
+    // The next deploy's publisher starts once this one has ended, and the runtime has switched to
+    // what it published: not while they still need the CPU.
+    this.#standby?.fillSoon();
     this.#pump();
   }
 

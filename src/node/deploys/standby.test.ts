@@ -18,7 +18,13 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { waitFor } from '../../../test/helpers/svc.ts';
 import { runPublish } from './runner.ts';
-import { STANDBY_READY_LINE, STANDBY_TOOK_LINE, StandbyPublisher } from './standby.ts';
+import {
+  FILL_DELAY_MS,
+  STANDBY_READY_LINE,
+  STANDBY_TOOK_LINE,
+  STANDBY_WAKE_LINE,
+  StandbyPublisher,
+} from './standby.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'svc-standby-'));
 const quiet = { info() {}, warn() {} };
@@ -111,6 +117,32 @@ test('a publish is handed to the waiting publisher: the same config, working dir
   const next = standby.pid!;
   assert.ok(next > 0 && next !== pid);
   assert.equal((await publishWith(bin, standby)).deployment, `standby-${next}`);
+  await standby.stop();
+});
+
+test('after a deploy the next publisher starts a moment later, once the runtime has switched', async () => {
+  const bin = standbyRuntime('soon');
+  const standby = standbyOf(bin);
+  const asked = Date.now();
+  standby.fillSoon();
+  assert.equal(standby.pid, undefined);
+  await waitFor(() => standby.pid, 'the next publisher to start', 10_000);
+  assert.ok(Date.now() - asked >= FILL_DELAY_MS - 5);
+  await standby.stop();
+});
+
+test('a deploy on its way wakes the waiting publisher with a line before its job', async () => {
+  const bin = standbyRuntime('woken');
+  const standby = standbyOf(bin);
+  standby.fill();
+  const pid = standby.pid!;
+  standby.wake();
+  assert.equal((await publishWith(bin, standby)).deployment, `standby-${pid}`);
+  const [wake, job] = readFileSync(`${bin}.job`, 'utf8').split('\n');
+  assert.equal(wake, STANDBY_WAKE_LINE);
+  assert.equal(JSON.parse(job!).cwd, dir);
+  // Nothing waits now: a wake reaches no one and costs nothing.
+  standby.wake();
   await standby.stop();
 });
 

@@ -12,10 +12,17 @@ import { statSync } from 'node:fs';
 
 /** The line `cell publish --standby` writes once it waits for its job (runtime/src/publish-standby.ts). */
 export const STANDBY_READY_LINE = '{"standby":"ready"}';
+/** A line it may be sent before its job: a deploy is on its way (runtime/src/publish-standby.ts). */
+export const STANDBY_WAKE_LINE = '{"standby":"wake"}';
 /** The line it writes first once it has read its job: until then, a publisher that ends never took it. */
 export const STANDBY_TOOK_LINE = '{"standby":"took"}';
 /** How long a deploy waits for a standby that is still loading before it publishes one-shot. */
 const READY_WAIT_MS = 10_000;
+/**
+ * How long after a deploy ended the next publisher starts: its loading (about 0.1 s of a core)
+ * then does not compete with the runtime switching to the deployment just published.
+ */
+export const FILL_DELAY_MS = 250;
 /** Standby starts that may fail (exit before ready) in a row before the node stops trying. */
 const MAX_FAILED_STARTS = 3;
 
@@ -46,6 +53,7 @@ export class StandbyPublisher {
   /** The runtime file (by modification time) found not to offer `--standby`. */
   #refusedBy: number | null = null;
   #stopped = false;
+  #fillTimer: NodeJS.Timeout | undefined;
 
   constructor(options: StandbyOptions) {
     this.#options = options;
@@ -56,8 +64,20 @@ export class StandbyPublisher {
     return this.#waiting?.child.pid;
   }
 
+  /** fill(), after FILL_DELAY_MS (a deploy has just ended). */
+  fillSoon(): void {
+    if (this.#stopped || this.#fillTimer) return;
+    this.#fillTimer = setTimeout(() => {
+      this.#fillTimer = undefined;
+      this.fill();
+    }, FILL_DELAY_MS);
+    this.#fillTimer.unref();
+  }
+
   /** Starts a waiting publisher unless one waits, the node stops, or the runtime offers none. */
   fill(): void {
+    clearTimeout(this.#fillTimer);
+    this.#fillTimer = undefined;
     if (this.#stopped || this.#waiting !== null) return;
     const mtimeMs = runtimeMtime(this.#options.cellBin);
     if (mtimeMs === null) return;
@@ -122,6 +142,16 @@ export class StandbyPublisher {
   }
 
   /**
+   * A deploy is on its way (its upload began): the waiting publisher starts what the build needs
+   * (esbuild's service, which it keeps stopped while it merely waits, since it costs CPU).
+   */
+  wake(): void {
+    const waiting = this.#waiting;
+    if (!waiting || waiting.exited) return;
+    waiting.child.stdin?.write(`${STANDBY_WAKE_LINE}\n`);
+  }
+
+  /**
    * The waiting publisher, taken out of the pool (the caller hands it its job and owns it); null
    * when there is none ready, and the deploy publishes one-shot.
    */
@@ -153,6 +183,7 @@ export class StandbyPublisher {
   /** Stops the waiting publisher, if any, and starts no other; resolves once it has exited. */
   async stop(): Promise<void> {
     this.#stopped = true;
+    clearTimeout(this.#fillTimer);
     const waiting = this.#waiting;
     this.#waiting = null;
     if (!waiting || waiting.exited) return;
