@@ -15,7 +15,6 @@ import { tempDir } from '../../test/helpers/svc.ts';
 import {
   STANDBY_READY_LINE,
   STANDBY_TOOK_LINE,
-  STANDBY_WAKE_LINE,
   type StandbyJob,
 } from './publish-standby.ts';
 
@@ -62,15 +61,11 @@ test('a standby publisher runs the job it is handed as cell publish, in its fold
   const bucketDir = tempDir('cell-standby-bucket-');
   const project = copyProject(join(EXAMPLES, 'hello'));
   // Started without an application: the job brings it, and the deploy id the record notes.
-  // Woken first, as a node does when the deploy's upload begins.
-  const run = await standby(
-    baseEnv(bucketDir),
-    `${STANDBY_WAKE_LINE}\n${JSON.stringify({
-      cwd: project,
-      config: 'cell.jsonc',
-      env: { ...baseEnv(bucketDir), CELL_APP: 'hello', CELL_DEPLOY: 'dep-standby-1' },
-    })}`,
-  );
+  const run = await standby(baseEnv(bucketDir), {
+    cwd: project,
+    config: 'cell.jsonc',
+    env: { ...baseEnv(bucketDir), CELL_APP: 'hello', CELL_DEPLOY: 'dep-standby-1' },
+  });
   assert.equal(run.code, 0, run.stderr);
   assert.ok(run.readyFirst);
   const lines = run.stdout.trimEnd().split('\n');
@@ -108,10 +103,6 @@ test('a standby publisher whose stdin ends without a job exits 0 having done not
   const none = await standby(baseEnv(bucketDir), null);
   assert.equal(none.code, 0, none.stderr);
   assert.equal(none.stdout, `${STANDBY_READY_LINE}\n`);
-  // Woken, then stdin ends without a job: it exits all the same (esbuild's service does not hold it).
-  const woken = await standby(baseEnv(bucketDir), `${STANDBY_WAKE_LINE}\n`);
-  assert.equal(woken.code, 0, woken.stderr);
-  assert.equal(woken.stdout, `${STANDBY_READY_LINE}\n`);
   assert.deepEqual((await (await store(bucketDir)).list('', { recursive: true })).objects, []);
   const bad = await standby(baseEnv(bucketDir), '{"cwd": 3}');
   assert.equal(bad.code, 1);

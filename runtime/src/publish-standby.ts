@@ -1,8 +1,7 @@
 // `cell publish --standby` (docs/runtime.md "The environment contract", "A publisher kept
 // waiting"): a publish whose process starts before its deploy comes. It loads what a publish
 // needs (the publish's modules, esbuild's API, the bucket client the environment names), says
-// so with one line on stdout, then reads one job from stdin to its end, `{"cwd","config","env"}`
-// (after any number of wake lines, which start esbuild's service ahead of the job),
+// so with one line on stdout, then reads one job from stdin to its end, `{"cwd","config","env"}`,
 // and runs exactly what `cell publish --config <config>` would run in `cwd` with `env`: same
 // output, same exit. stdin ending without a job (the node stopped, or is gone) ends the process
 // with nothing done. One job per process: nothing of a publish is left for the next one.
@@ -15,11 +14,6 @@ export const STANDBY_READY_LINE = '{"standby":"ready"}';
 
 /** The line it writes next, once it has read its job. */
 export const STANDBY_TOOK_LINE = '{"standby":"took"}';
-
-/** A line the node may send before the job: a deploy is on its way, start what its build needs. */
-export const STANDBY_WAKE_LINE = '{"standby":"wake"}';
-/** How long esbuild's service keeps running after a wake that no job followed. */
-const WAKE_IDLE_MS = 60_000;
 
 /** What the node hands a standby publisher on stdin. */
 export interface StandbyJob {
@@ -38,28 +32,11 @@ export async function publishStandby(log: (line: string) => void): Promise<Publi
   if (/^https?:/.test(process.env.SVC_S3_ENDPOINT?.trim() ?? '')) await import('../../src/store/s3.ts');
   process.stdout.write(`${STANDBY_READY_LINE}\n`);
 
-  // esbuild's service is not started while the process waits: while it runs it pings this process
-  // every second, and a waiting publisher must cost no CPU. It starts when the node says a deploy
-  // is on its way (a wake line, as the deploy's upload begins) or with the job, and stops again
-  // should no job follow a wake. A failure to start is the build's to report.
-  let running = false;
-  let idle: NodeJS.Timeout | undefined;
-  const startEsbuild = () => {
-    if (!running) void esbuild.initialize({}).catch(() => {});
-    running = true;
-  };
-  const text = await readJob(process.stdin, () => {
-    startEsbuild();
-    clearTimeout(idle);
-    idle = setTimeout(() => {
-      running = false;
-      void esbuild.stop();
-    }, WAKE_IDLE_MS);
-    idle.unref();
-  });
-  clearTimeout(idle);
+  const text = await readToEnd(process.stdin);
   if (text.trim() === '') return null;
-  startEsbuild();
+  // esbuild's service starts with the job, not before: while it runs it pings this process every
+  // second, and a waiting publisher must cost no CPU. A failure to start is the build's to report.
+  void esbuild.initialize({}).catch(() => {});
   const job = parseJob(text);
   // First on stdout, before the publish's own output: the node knows the job reached a live process.
   process.stdout.write(`${STANDBY_TOOK_LINE}\n`);
@@ -69,21 +46,14 @@ export async function publishStandby(log: (line: string) => void): Promise<Publi
   return publish({ cwd: process.cwd(), configPath: job.config, env: process.env, log });
 }
 
-/** Reads stdin to its end: wake lines are told as they come, the rest is the job's text. */
-function readJob(stream: NodeJS.ReadableStream, onWake: () => void): Promise<string> {
+function readToEnd(stream: NodeJS.ReadableStream): Promise<string> {
   return new Promise((resolve, reject) => {
-    let pending = '';
-    let job = '';
+    let text = '';
     stream.setEncoding('utf8');
     stream.on('data', (chunk: string) => {
-      const lines = (pending + chunk).split('\n');
-      pending = lines.pop() ?? '';
-      for (const line of lines) {
-        if (line === STANDBY_WAKE_LINE) onWake();
-        else job += `${line}\n`;
-      }
+      text += chunk;
     });
-    stream.once('end', () => resolve(job + pending));
+    stream.once('end', () => resolve(text));
     stream.once('error', reject);
   });
 }

@@ -104,8 +104,6 @@ export interface Deploys {
   checkVersionSkew(application: string, runtimeVersion: string): Promise<void>;
   /** Takes a staged, recorded deploy into the queue; it runs when a runner slot is free. */
   enqueue(staged: StagedDeploy): DeployStatus;
-  /** A deploy's upload began: the node's waiting publisher may get ready for it. */
-  wakePublisher?(): void;
 }
 
 /** What intake hands over to the runner once an artifact is staged and checked. */

@@ -54,8 +54,6 @@ export async function acceptDeploy(ctx: NodeContext, request: DeployRequest): Pr
     throw new Problem('capability-missing', 'No deploy runner', `node ${ctx.nodeId} runs no deploy service`);
   }
   const { staging, runtimeVersion } = await service.capabilities();
-  // The publish follows within the upload's time, unless a check below refuses the deploy.
-  service.wakePublisher?.();
 
   const by = describeCaller(request.caller);
   await ensureApplicationForDeploy(

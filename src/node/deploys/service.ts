@@ -196,11 +196,6 @@ export class DeployService implements DaemonService, Deploys {
     if (skewed.length > 0) throw versionSkew(application, runtimeVersion, ctx.nodeId, skewed, pairs);
   }
 
-  /** A deploy's upload began: the waiting publisher gets ready for it (standby.ts). */
-  wakePublisher(): void {
-    this.#standby?.wake();
-  }
-
   /** Takes a staged, recorded deploy into the queue; it runs when a runner slot is free. */
   enqueue(staged: StagedDeploy): DeployStatus {
     const ctx = this.#context();

@@ -22,7 +22,6 @@ import {
   FILL_DELAY_MS,
   STANDBY_READY_LINE,
   STANDBY_TOOK_LINE,
-  STANDBY_WAKE_LINE,
   StandbyPublisher,
 } from './standby.ts';
 
@@ -128,21 +127,6 @@ test('after a deploy the next publisher starts a moment later, once the runtime 
   assert.equal(standby.pid, undefined);
   await waitFor(() => standby.pid, 'the next publisher to start', 10_000);
   assert.ok(Date.now() - asked >= FILL_DELAY_MS - 5);
-  await standby.stop();
-});
-
-test('a deploy on its way wakes the waiting publisher with a line before its job', async () => {
-  const bin = standbyRuntime('woken');
-  const standby = standbyOf(bin);
-  standby.fill();
-  const pid = standby.pid!;
-  standby.wake();
-  assert.equal((await publishWith(bin, standby)).deployment, `standby-${pid}`);
-  const [wake, job] = readFileSync(`${bin}.job`, 'utf8').split('\n');
-  assert.equal(wake, STANDBY_WAKE_LINE);
-  assert.equal(JSON.parse(job!).cwd, dir);
-  // Nothing waits now: a wake reaches no one and costs nothing.
-  standby.wake();
   await standby.stop();
 });
 

@@ -12,8 +12,6 @@ import { statSync } from 'node:fs';
 
 /** The line `cell publish --standby` writes once it waits for its job (runtime/src/publish-standby.ts). */
 export const STANDBY_READY_LINE = '{"standby":"ready"}';
-/** A line it may be sent before its job: a deploy is on its way (runtime/src/publish-standby.ts). */
-export const STANDBY_WAKE_LINE = '{"standby":"wake"}';
 /** The line it writes first once it has read its job: until then, a publisher that ends never took it. */
 export const STANDBY_TOOK_LINE = '{"standby":"took"}';
 /** How long a deploy waits for a standby that is still loading before it publishes one-shot. */
@@ -139,16 +137,6 @@ export class StandbyPublisher {
       });
     });
     this.#waiting = waiting;
-  }
-
-  /**
-   * A deploy is on its way (its upload began): the waiting publisher starts what the build needs
-   * (esbuild's service, which it keeps stopped while it merely waits, since it costs CPU).
-   */
-  wake(): void {
-    const waiting = this.#waiting;
-    if (!waiting || waiting.exited) return;
-    waiting.child.stdin?.write(`${STANDBY_WAKE_LINE}\n`);
   }
 
   /**
