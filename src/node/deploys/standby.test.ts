@@ -195,6 +195,31 @@ echo '{"application":"shop","script":"w","deployment":"oneshot"}'`,
   await standby.stop();
 });
 
+test('a runtime that neither says it is ready nor exits is a refusal too: after three, deploys stop waiting for it', async () => {
+  const bin = script(
+    'silent',
+    `if [ "$2" != "--config" ]; then exec sleep 300; fi
+echo '{"application":"shop","script":"w","deployment":"oneshot"}'`,
+  );
+  const standby = new StandbyPublisher({
+    cellBin: bin,
+    cwd: dir,
+    env: () => ({ PATH: process.env.PATH ?? '' }),
+    log: quiet,
+    readyWaitMs: 200,
+  });
+  const silent: number[] = [];
+  for (let i = 1; i <= 3; i++) {
+    standby.fill();
+    silent.push(standby.pid!);
+    assert.equal((await publishWith(bin, standby)).deployment, 'oneshot');
+  }
+  standby.fill();
+  assert.equal(standby.pid, undefined);
+  await waitFor(() => silent.every((pid) => !alive(pid)), 'the silent publishers to be stopped', 10_000);
+  await standby.stop();
+});
+
 test('a runtime replaced while its publisher waited is not used: the deploy runs the new file one-shot', async () => {
   const bin = standbyRuntime('replaced');
   const standby = standbyOf(bin);

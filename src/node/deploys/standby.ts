@@ -42,6 +42,8 @@ export interface StandbyOptions {
   /** The environment every publish of this node shares (bucket, runtime settings); a job brings its own whole. */
   env: () => NodeJS.ProcessEnv;
   log: { info(obj: object, msg: string): void; warn(obj: object, msg: string): void };
+  /** How long a deploy waits for a publisher still loading (default READY_WAIT_MS; tests shorten it). */
+  readyWaitMs?: number;
 }
 
 export class StandbyPublisher {
@@ -155,13 +157,16 @@ export class StandbyPublisher {
     const ready = await Promise.race([
       waiting.ready,
       new Promise<false>((resolve) => {
-        timer = setTimeout(() => resolve(false), READY_WAIT_MS);
+        timer = setTimeout(() => resolve(false), this.#options.readyWaitMs ?? READY_WAIT_MS);
       }),
     ]);
     clearTimeout(timer);
     if (this.#waiting !== waiting) return null;
     this.#waiting = null;
     if (!ready || waiting.exited) {
+      // Loading that long without a word counts as a refusal, as an exit would: a runtime
+      // that does not understand the flag must not hold up every deploy.
+      if (!waiting.exited) this.#failedStart(waiting.mtimeMs, null, null, 'not ready in time');
       this.#discard(waiting);
       return null;
     }
