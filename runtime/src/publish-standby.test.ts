@@ -12,11 +12,7 @@ import { openDirStore } from '../../src/store/dir.ts';
 import { getJson } from '../../src/store/store.ts';
 import { CELL_BIN, copyProject, dirBucketEnv, EXAMPLES } from '../../test/helpers/cell.ts';
 import { tempDir } from '../../test/helpers/svc.ts';
-import {
-  STANDBY_READY_LINE,
-  STANDBY_TOOK_LINE,
-  type StandbyJob,
-} from './publish-standby.ts';
+import { STANDBY_READY_LINE, STANDBY_TOOK_LINE, type StandbyJob } from './publish-standby.ts';
 
 const DEADLINE_MS = 60_000;
 

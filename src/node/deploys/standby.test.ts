@@ -18,12 +18,7 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { waitFor } from '../../../test/helpers/svc.ts';
 import { runPublish } from './runner.ts';
-import {
-  FILL_DELAY_MS,
-  STANDBY_READY_LINE,
-  STANDBY_TOOK_LINE,
-  StandbyPublisher,
-} from './standby.ts';
+import { FILL_DELAY_MS, STANDBY_READY_LINE, STANDBY_TOOK_LINE, StandbyPublisher } from './standby.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'svc-standby-'));
 const quiet = { info() {}, warn() {} };
