@@ -16,6 +16,7 @@ import type { DaemonService, NodeContext, StopOptions } from './context.ts';
 import { deployService } from './deploys/service.ts';
 import { fleetService } from './fleet/service.ts';
 import { identityService } from './identity-service.ts';
+import { settleMemory } from './memory-settle.ts';
 import { ensureNodeId } from './node-id.ts';
 import { runtimeHostService } from './runtime-host.ts';
 import { buildServer } from './server.ts';
@@ -112,7 +113,10 @@ export async function runDaemon(settings: Settings): Promise<void> {
     process.once('SIGUSR2', () => resolve('SIGUSR2'));
   });
   process.stdout.write(`svc ${SVC_VERSION} listening on ${daemon.url} as node "${daemon.ctx.nodeId}"\n`);
+  // Memory a start burst (or any other) left resident goes back once it is garbage.
+  const settler = settleMemory();
   const name = await signal;
+  settler.stop();
   const keepApplications = name === 'SIGUSR2';
   daemon.ctx.log.info(
     { signal: name, keepApplications },
