@@ -21,7 +21,7 @@ import { CasConflict, type Store, type StreamingStore } from './store.ts';
 const minioStarting = useMinio();
 minioStarting.catch(() => {}); // reported by the `before` below
 
-describe('S3 store, streaming calls (HEAD and PUT through its own requests)', () => {
+describe('S3 store, streaming calls (HEAD, PUT and GET through its own requests)', () => {
   let minio: Minio;
   const cleanups: (() => Promise<void>)[] = [];
 

@@ -106,8 +106,8 @@ class S3Store implements Store {
   readonly description: string;
   readonly #client: S3Client;
   /**
-   * The streaming HEAD and PUT as signed requests of their own (s3-http.ts), without the SDK's
-   * per-request cost; null without a key pair (the SDK's credential chain is used then).
+   * The streaming HEAD, PUT and GET as signed requests of their own (s3-http.ts), without the
+   * SDK's per-request cost; null without a key pair (the SDK's credential chain is used then).
    */
   readonly #http: S3Http | null;
   readonly #bucket: string;
