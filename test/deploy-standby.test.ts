@@ -10,7 +10,7 @@ import { test } from 'node:test';
 import { keyArg, openBucket } from './helpers/applications.ts';
 import { copyProject, EXAMPLES } from './helpers/cell.ts';
 import { CELL_REAL } from './helpers/deploys.ts';
-import { runSvc, startSail, tempDir, waitFor } from './helpers/svc.ts';
+import { groupMembers, runSvc, startSail, tempDir, waitFor } from './helpers/svc.ts';
 
 /** The processes whose parent is `parent` and whose command line runs `cell publish --standby`. */
 function standbysOf(parent: number): number[] {
@@ -26,20 +26,6 @@ function standbysOf(parent: number): number[] {
     } catch {}
   }
   return found;
-}
-
-/** Every live process in process group `pgid` (a publisher leads its own, esbuild's service in it). */
-function groupMembers(pgid: number): number[] {
-  const members: number[] = [];
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
-      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      if (Number(fields[2]) === pgid && fields[0] !== 'Z') members.push(Number(entry));
-    } catch {}
-  }
-  return members;
 }
 
 const alive = (pid: number) => existsSync(`/proc/${pid}`) && groupMembers(pid).includes(pid);

@@ -7,6 +7,7 @@
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { access, constants, stat } from 'node:fs/promises';
 import { Problem } from '../../problem.ts';
+import { signalGroup } from '../fleet/process-leftovers.ts';
 import { STANDBY_TOOK_LINE, type StandbyPublisher } from './standby.ts';
 
 /** What the runtime's last stdout line names, and the warnings it printed on the way. */
@@ -112,8 +113,8 @@ export async function runPublish(options: PublishOptions): Promise<Published> {
   let timedOut = false;
   let aborted = false;
   const stop = () => {
-    killGroup(child, 'SIGTERM');
-    const hard = setTimeout(() => killGroup(child, 'SIGKILL'), KILL_GRACE_MS);
+    signalGroup(child.pid, 'SIGTERM');
+    const hard = setTimeout(() => signalGroup(child.pid, 'SIGKILL'), KILL_GRACE_MS);
     hard.unref();
   };
   const timer = setTimeout(() => {
@@ -136,7 +137,7 @@ export async function runPublish(options: PublishOptions): Promise<Published> {
   clearTimeout(timer);
   options.signal?.removeEventListener('abort', onAbort);
   // Whatever the outcome, nothing of this publish keeps running.
-  killGroup(child, 'SIGKILL');
+  signalGroup(child.pid, 'SIGKILL');
 
   if (!took && !timedOut && !aborted) {
     return runPublish({ ...options, standby: undefined });
@@ -287,13 +288,4 @@ function definedOnly(env: NodeJS.ProcessEnv): Record<string, string> {
   const out: Record<string, string> = {};
   for (const [name, value] of Object.entries(env)) if (value !== undefined) out[name] = value;
   return out;
-}
-
-function killGroup(child: ChildProcess, signal: NodeJS.Signals): void {
-  if (child.pid === undefined) return;
-  try {
-    process.kill(-child.pid, signal);
-  } catch {
-    // Already gone.
-  }
 }

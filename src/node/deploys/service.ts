@@ -27,6 +27,7 @@ import {
 } from '../../runtime-contract/environment.ts';
 import { readSecrets } from '../../secrets/secrets.ts';
 import type { DaemonService, Deploys, NodeContext, StagedDeploy } from '../context.ts';
+import { signalGroup } from '../fleet/process-leftovers.ts';
 import { DeployLimits } from './limits.ts';
 import { publishedSteps } from './published.ts';
 import {
@@ -545,11 +546,7 @@ async function stopLeftoverPublish(entry: string): Promise<void> {
   const cwd = await realpath(`/proc/${pid}/cwd`).catch(() => null);
   const root = await realpath(entry).catch(() => entry);
   if (!cwd || !(cwd === root || cwd.startsWith(`${root}/`))) return;
-  try {
-    process.kill(-pid, 'SIGKILL');
-  } catch {
-    // Gone meanwhile.
-  }
+  signalGroup(pid, 'SIGKILL');
 }
 
 /** The application's secret names, for the runtime to refuse a var of the same name. */

@@ -16,7 +16,7 @@ import {
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { waitFor } from '../../../test/helpers/svc.ts';
+import { groupMembers, waitFor } from '../../../test/helpers/svc.ts';
 import { runPublish } from './runner.ts';
 import { FILL_DELAY_MS, STANDBY_READY_LINE, STANDBY_TOOK_LINE, StandbyPublisher } from './standby.ts';
 
@@ -71,20 +71,6 @@ const publishWith = (
 
 const alive = (pid: number) =>
   existsSync(`/proc/${pid}`) && !readFileSync(`/proc/${pid}/stat`, 'utf8').includes(') Z ');
-
-/** Every live process whose process group is `pgid`. */
-function groupMembers(pgid: number): number[] {
-  const members: number[] = [];
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
-      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      if (Number(fields[2]) === pgid && fields[0] !== 'Z') members.push(Number(entry));
-    } catch {}
-  }
-  return members;
-}
 
 test('a publish is handed to the waiting publisher: the same config, working directory and environment, on its stdin', async () => {
   const bin = standbyRuntime('ok');

@@ -9,6 +9,7 @@
 
 import { type ChildProcess, spawn } from 'node:child_process';
 import { statSync } from 'node:fs';
+import { signalGroup } from '../fleet/process-leftovers.ts';
 
 /** The line `cell publish --standby` writes once it waits for its job (runtime/src/publish-standby.ts). */
 export const STANDBY_READY_LINE = '{"standby":"ready"}';
@@ -182,7 +183,7 @@ export class StandbyPublisher {
     if (!waiting || waiting.exited) return;
     const exited = new Promise<void>((resolve) => waiting.child.once('exit', () => resolve()));
     this.#discard(waiting);
-    const hard = setTimeout(() => killGroup(waiting.child, 'SIGKILL'), 5_000);
+    const hard = setTimeout(() => signalGroup(waiting.child.pid, 'SIGKILL'), 5_000);
     await exited;
     clearTimeout(hard);
   }
@@ -192,7 +193,7 @@ export class StandbyPublisher {
     if (this.#waiting === waiting) this.#waiting = null;
     // Its stdin ending is already "no job"; the signal makes sure, esbuild's service included.
     waiting.child.stdin?.end();
-    killGroup(waiting.child, 'SIGTERM');
+    signalGroup(waiting.child.pid, 'SIGTERM');
   }
 
   #failedStart(mtimeMs: number, code: number | null, signal: NodeJS.Signals | null, stderr: string): void {
@@ -215,14 +216,5 @@ function runtimeMtime(bin: string): number | null {
     return statSync(bin).mtimeMs;
   } catch {
     return null;
-  }
-}
-
-function killGroup(child: ChildProcess, signal: NodeJS.Signals): void {
-  if (child.pid === undefined) return;
-  try {
-    process.kill(-child.pid, signal);
-  } catch {
-    // Already gone.
   }
 }

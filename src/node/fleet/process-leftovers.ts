@@ -68,7 +68,9 @@ export function groupAlive(pgid: number): boolean {
   }
 }
 
-function signalGroup(pgid: number, signal: NodeJS.Signals): void {
+/** Sends `signal` to process group `pgid` (a process started `detached` leads its own); none: nothing. */
+export function signalGroup(pgid: number | undefined, signal: NodeJS.Signals): void {
+  if (pgid === undefined) return;
   try {
     process.kill(-pgid, signal);
   } catch {

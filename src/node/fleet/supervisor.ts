@@ -36,6 +36,7 @@ import {
   processAlive,
   processFileText,
   readLeftovers,
+  signalGroup,
   stopLeftovers,
 } from './process-leftovers.ts';
 import { DEFAULT_RESTART_POLICY, judgeExit, PortPool, type RestartPolicy } from './process-policy.ts';
@@ -698,7 +699,7 @@ export class Supervisor {
 
   #exited(m: Managed, child: RuntimeChild, why: string): void {
     // Whatever it left behind goes with it.
-    killGroup(child, 'SIGKILL');
+    signalGroup(child.pid, 'SIGKILL');
     if (child.pid !== undefined) this.#options.limits?.exited(m.application, child.pid);
     if (m.child !== child) return;
     m.child = null;
@@ -765,7 +766,7 @@ export class Supervisor {
       const child = m.child;
       if (child) {
         signal(child, 'SIGTERM');
-        const hard = setTimeout(() => killGroup(child, 'SIGKILL'), this.#options.stopGraceMs ?? 30_000);
+        const hard = setTimeout(() => signalGroup(child.pid, 'SIGKILL'), this.#options.stopGraceMs ?? 30_000);
         await m.exited;
         clearTimeout(hard);
         this.#options.log.info({ application: m.application }, 'runtime process stopped');
@@ -948,14 +949,5 @@ function signal(child: RuntimeChild, name: NodeJS.Signals): void {
     child.kill(name);
   } catch {
     // Already gone.
-  }
-}
-
-function killGroup(child: RuntimeChild, name: NodeJS.Signals): void {
-  if (child.pid === undefined) return;
-  try {
-    process.kill(-child.pid, name);
-  } catch {
-    // The group is empty.
   }
 }
