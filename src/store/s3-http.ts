@@ -36,7 +36,7 @@ import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import { connect as netConnect, type Socket } from 'node:net';
 import { Readable, type Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import { SignatureV4 } from '@smithy/signature-v4';
+import type { SignatureV4 } from '@smithy/signature-v4';
 import type { SourceData } from '@smithy/types';
 import { type HttpHead, MAX_HEAD_BYTES, parseHttpHead } from './http-head.ts';
 
@@ -70,7 +70,11 @@ export class S3Http {
   readonly #host: string;
   readonly #agent: HttpAgent;
   readonly #request: typeof httpRequest;
-  readonly #signer: SignatureV4;
+  /**
+   * The SDK's signer, loaded at the first request: the runtime host imports this file for
+   * `sendBody` whatever its bucket, and a node on a local-directory bucket never signs.
+   */
+  #signer: Promise<SignatureV4> | null = null;
 
   constructor(options: S3HttpOptions) {
     this.#options = options;
@@ -83,14 +87,6 @@ export class S3Http {
       ? new HttpsAgent({ keepAlive: true, maxSockets: 50 })
       : new HttpAgent({ keepAlive: true, maxSockets: 50 });
     this.#request = https ? httpsRequest : httpRequest;
-    this.#signer = new SignatureV4({
-      service: 's3',
-      region: options.region,
-      credentials: { accessKeyId: options.accessKey, secretAccessKey: options.secretKey },
-      sha256: NodeSha256,
-      // S3 signs the path as sent, without encoding it a second time.
-      uriEscapePath: false,
-    });
   }
 
   close(): void {
@@ -240,7 +236,19 @@ export class S3Http {
 
   /** The request's headers with `host`, `x-amz-date` and the SigV4 `authorization`. */
   async #sign(method: string, path: string, given: Record<string, string>): Promise<Record<string, string>> {
-    const signed = await this.#signer.sign({
+    const { region, accessKey, secretKey } = this.#options;
+    this.#signer ??= import('@smithy/signature-v4').then(
+      ({ SignatureV4 }) =>
+        new SignatureV4({
+          service: 's3',
+          region,
+          credentials: { accessKeyId: accessKey, secretAccessKey: secretKey },
+          sha256: NodeSha256,
+          // S3 signs the path as sent, without encoding it a second time.
+          uriEscapePath: false,
+        }),
+    );
+    const signed = await (await this.#signer).sign({
       method,
       protocol: this.#url.protocol,
       hostname: this.#url.hostname,
