@@ -6,6 +6,7 @@
 // output, same exit. stdin ending without a job (the node stopped, or is gone) ends the process
 // with nothing done. One job per process: nothing of a publish is left for the next one.
 
+import { text as readText } from 'node:stream/consumers';
 import { CellError } from './errors.ts';
 import type { Published } from './publish.ts';
 
@@ -32,7 +33,7 @@ export async function publishStandby(log: (line: string) => void): Promise<Publi
   if (/^https?:/.test(process.env.SVC_S3_ENDPOINT?.trim() ?? '')) await import('../../src/store/s3.ts');
   process.stdout.write(`${STANDBY_READY_LINE}\n`);
 
-  const text = await readToEnd(process.stdin);
+  const text = await readText(process.stdin);
   if (text.trim() === '') return null;
   // esbuild's service starts with the job, not before: while it runs it pings this process every
   // second, and a waiting publisher must cost no CPU. A failure to start is the build's to report.
@@ -44,18 +45,6 @@ export async function publishStandby(log: (line: string) => void): Promise<Publi
   for (const name of Object.keys(process.env)) delete process.env[name];
   Object.assign(process.env, job.env);
   return publish({ cwd: process.cwd(), configPath: job.config, env: process.env, log });
-}
-
-function readToEnd(stream: NodeJS.ReadableStream): Promise<string> {
-  return new Promise((resolve, reject) => {
-    let text = '';
-    stream.setEncoding('utf8');
-    stream.on('data', (chunk: string) => {
-      text += chunk;
-    });
-    stream.once('end', () => resolve(text));
-    stream.once('error', reject);
-  });
 }
 
 export function parseJob(text: string): StandbyJob {

@@ -61,8 +61,9 @@ export async function runPublish(options: PublishOptions): Promise<Published> {
   const taken = (await options.standby?.take()) ?? null;
   let child: ChildProcess;
   if (taken) {
-    // The same arguments, environment and working directory a one-shot publish is given.
-    const job = { cwd: options.cwd, config: options.config, env: definedOnly(options.env) };
+    // The same arguments, environment and working directory a one-shot publish is given (JSON
+    // leaves out a variable the environment unsets, as spawn does).
+    const job = { cwd: options.cwd, config: options.config, env: options.env };
     taken.stdin!.end(JSON.stringify(job));
     child = taken;
   } else {
@@ -282,10 +283,4 @@ function lastJsonLine(stdout: string): Omit<Published, 'warnings'> | null {
     }
   } catch {}
   return null;
-}
-
-function definedOnly(env: NodeJS.ProcessEnv): Record<string, string> {
-  const out: Record<string, string> = {};
-  for (const [name, value] of Object.entries(env)) if (value !== undefined) out[name] = value;
-  return out;
 }
