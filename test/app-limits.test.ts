@@ -120,7 +120,7 @@ async function portOf(application: string): Promise<number> {
       ).processes;
       return processes.find((p) => p.application === application && p.ready) ?? null;
     },
-    `${application} ready\n${node.log().slice(-3000)}`,
+    () => `${application} ready\n${node.log().slice(-3000)}`,
     SERVE_MS,
   );
   assert.ok(found);
@@ -167,7 +167,7 @@ async function breach(kind: string, path: string): Promise<LimitEvent> {
       asked += 1;
       return (await limitEvents(kind, sinceMs))[0] ?? null;
     },
-    `a ${kind} event\n${node.log().slice(-4000)}`,
+    () => `a ${kind} event\n${node.log().slice(-4000)}`,
     BREACH_MS,
   );
   assert.ok(event);
@@ -175,7 +175,11 @@ async function breach(kind: string, path: string): Promise<LimitEvent> {
   await attack;
   // The front started a new workerd: the hostile application serves again.
   assert.equal(
-    await waitFor(() => body(hostile, '/'), `hostile serving again\n${node.log().slice(-3000)}`, SERVE_MS),
+    await waitFor(
+      () => body(hostile, '/'),
+      () => `hostile serving again\n${node.log().slice(-3000)}`,
+      SERVE_MS,
+    ),
     'hostile\n',
   );
   assert.equal(await body(quiet, '/'), 'quiet\n');

@@ -128,7 +128,7 @@ describe('assets served as Cloudflare serves them, through cell serve and worker
         const health = await fetchText(`${cell.url}/.well-known/cell/health`);
         return health?.status === 200 && JSON.parse(health.body).deployment === result.published!.deployment;
       },
-      `cell to serve ${application}\n${cell.stderr()}`,
+      () => `cell to serve ${application}\n${cell.stderr()}`,
       SERVE_DEADLINE_MS,
     );
     return { cell, result };

@@ -54,7 +54,7 @@ describe('the Cache API answers as an empty cache', () => {
         const answer = await fetch(`http://127.0.0.1:${port}/`).catch(() => null);
         return answer ? { status: answer.status, text: await answer.text() } : null;
       },
-      `cache-user to answer\n${target.node.log().slice(-3000)}`,
+      () => `cache-user to answer\n${target.node.log().slice(-3000)}`,
       SERVE_DEADLINE_MS,
     )) as { status: number; text: string };
     assert.equal(body.status, 200, body.text);

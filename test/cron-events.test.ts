@@ -46,7 +46,7 @@ async function readyProcess(node: SailProcess, signer: Signer, application: stri
         .processes;
       return processes.find((p) => p.application === application && p.ready);
     },
-    `${application} ready on ${node.nodeId}\n${node.log()}`,
+    () => `${application} ready on ${node.nodeId}\n${node.log()}`,
     SERVE_MS,
   );
   if (ready?.pid) runtimePids.push(ready.pid);

@@ -71,7 +71,7 @@ async function portOf(application: string): Promise<number> {
       const ready = (record?.value.processes ?? []).filter((p) => p.application === application && p.ready);
       return ready.length > 0 ? ready.map((p) => p.port) : null;
     },
-    `${application} to be ready\n${node?.log().slice(-3000)}`,
+    () => `${application} to be ready\n${node?.log().slice(-3000)}`,
     SERVE_DEADLINE_MS,
   )) as number[];
   return ports[0] as number;

@@ -128,7 +128,8 @@ describe('a deploy while a node’s daemon is down', () => {
         down = await startDown();
         await waitFor(
           async () => (await body(downPort)).includes(greeting),
-          `${greeting} served by the adopted runtime within a pass of the restart (${how})\n${down.log()}`,
+          () =>
+            `${greeting} served by the adopted runtime within a pass of the restart (${how})\n${down.log()}`,
           CONVERGE_MS,
         );
         const adopted = await processOn(down, admin, 'hello');
@@ -201,7 +202,7 @@ describe('the bucket frozen the moment the selector moves', () => {
           frozenAt > 0 &&
           accepting.log().includes('its records could not be written') &&
           deploy.stderr().includes('the poll failed'),
-        `the node and the CLI to meet the frozen bucket\n${deploy.stderr()}`,
+        () => `the node and the CLI to meet the frozen bucket\n${deploy.stderr()}`,
         90_000,
       );
       minio.thaw();
@@ -209,7 +210,8 @@ describe('the bucket frozen the moment the selector moves', () => {
         ports.map((port, i) =>
           waitFor(
             async () => (await body(port)).includes('after the thaw'),
-            `node ${nodes[i]!.nodeId} serving the new deployment within a pass of the thaw\n${nodes[i]!.log()}`,
+            () =>
+              `node ${nodes[i]!.nodeId} serving the new deployment within a pass of the thaw\n${nodes[i]!.log()}`,
             CONVERGE_MS,
           ),
         ),

@@ -63,7 +63,7 @@ test('each deploy is published by the waiting publisher, a dead one costs no dep
   const waitingOtherThan = (previous: number | null) =>
     waitFor(
       () => standbysOf(daemon).find((pid) => pid !== previous) ?? null,
-      `a waiting publisher other than ${previous}\n${node.log().slice(-3000)}`,
+      () => `a waiting publisher other than ${previous}\n${node.log().slice(-3000)}`,
       60_000,
     ) as Promise<number>;
   try {

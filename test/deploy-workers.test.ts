@@ -39,7 +39,7 @@ async function served(application: string, path = '/'): Promise<string> {
       const answer = await fetch(`http://127.0.0.1:${port}${path}`).catch(() => null);
       return answer?.status === 200 ? answer.text() : null;
     },
-    `${application} to serve ${path}\n${node.log().slice(-3000)}`,
+    () => `${application} to serve ${path}\n${node.log().slice(-3000)}`,
     SERVE_DEADLINE_MS,
   ) as Promise<string>;
 }

@@ -44,7 +44,7 @@ function fetchingProject(): string {
 async function serving(cell: CellProcess): Promise<void> {
   await waitFor(
     async () => (await fetchText(`${cell.url}/`))?.body === 'no fetch',
-    `cell to serve\n${cell.stderr()}`,
+    () => `cell to serve\n${cell.stderr()}`,
     SERVE_DEADLINE_MS,
   );
 }

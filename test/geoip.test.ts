@@ -60,7 +60,7 @@ describe('request.cf from --geoip-db', () => {
         const record = await getJson<NodeRecord>(bucket.store, keys.nodeRecord(node.nodeId));
         return record?.value.processes?.find((p) => p.application === APP && p.ready)?.port ?? null;
       },
-      `${APP} to be ready on ${node.nodeId}\n${node.log().slice(-3000)}`,
+      () => `${APP} to be ready on ${node.nodeId}\n${node.log().slice(-3000)}`,
       SERVE_DEADLINE_MS,
     ) as Promise<number>;
 

@@ -270,7 +270,7 @@ test("the coordinator's daemon restarted (SIGUSR2): a coordinator under a higher
   const stopping = old.stop('SIGUSR2');
   await waitFor(
     () => old.child.exitCode !== null || old.child.signalCode !== null,
-    `${old.nodeId} to exit on SIGUSR2\n${old.log().slice(-4000)}`,
+    () => `${old.nodeId} to exit on SIGUSR2\n${old.log().slice(-4000)}`,
     30_000,
   );
   assert.equal(await stopping, 0, 'SIGUSR2 exits 0, leaving the applications serving');

@@ -131,7 +131,7 @@ function readyPort(sail: SailProcess): Promise<number> {
       const record = await getJson<NodeRecord>(store, keys.nodeRecord(sail.nodeId));
       return record?.value.processes?.find((p) => p.application === APP && p.ready)?.port;
     },
-    `${APP} to be ready on ${sail.nodeId}\n${sail.log().slice(-3000)}`,
+    () => `${APP} to be ready on ${sail.nodeId}\n${sail.log().slice(-3000)}`,
     SERVE_DEADLINE_MS,
   ) as Promise<number>; // waitFor answers only a truthy value
 }
@@ -236,7 +236,7 @@ test('a Prometheus server scrapes both nodes: daemon, request, process and bindi
         )
       );
     },
-    `both nodes' series in Prometheus\n${prometheus.log()}`,
+    () => `both nodes' series in Prometheus\n${prometheus!.log()}`,
     SCRAPED_DEADLINE_MS,
   );
 

@@ -59,7 +59,7 @@ describe('a node:http server as a worker (cloudflare:node httpServerHandler)', (
     port = await target.portOf('node-http');
     await waitFor(
       async () => (await fetch(`http://127.0.0.1:${port}/`).catch(() => null))?.status === 200 || null,
-      `node-http to serve\n${target.node.log().slice(-3000)}`,
+      () => `node-http to serve\n${target.node.log().slice(-3000)}`,
       SERVE_DEADLINE_MS,
     );
   });

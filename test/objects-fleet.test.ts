@@ -86,7 +86,7 @@ describe('Durable Objects on two nodes', () => {
         const p = await processes(other);
         return p?.ready ? p.port : undefined;
       },
-      `${other.nodeId} to take the objects over\n${other.log()}`,
+      () => `${other.nodeId} to take the objects over\n${other.log()}`,
       DEADLINE_MS,
     );
     const read = await fetchText(`http://127.0.0.1:${takenPort}/shared`);

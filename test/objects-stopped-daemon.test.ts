@@ -93,7 +93,7 @@ describe('Durable Objects when the holder daemon alone is stopped', () => {
         const p = await processes(other);
         return p?.ready ? p.port : undefined;
       },
-      `${other.nodeId} to take the objects over\n${other.log()}`,
+      () => `${other.nodeId} to take the objects over\n${other.log()}`,
       DEADLINE_MS,
     ).then(Number);
     // From here two instances of an object would run, were the former holder serving: it is not.
@@ -119,7 +119,7 @@ describe('Durable Objects when the holder daemon alone is stopped', () => {
     stopped.delete(daemon);
     await waitFor(
       async () => /does not hold the Durable Objects/.test((await processes(holder))?.detail ?? ''),
-      `the former holder's host to say it stands by\n${holder.log()}`,
+      () => `the former holder's host to say it stands by\n${holder.log()}`,
       DEADLINE_MS,
     );
     // It stays so while the other node renews the lease three times (its looks go on meanwhile).
@@ -165,7 +165,7 @@ describe('Durable Objects when the holder daemon alone is stopped', () => {
         const p = await processes(again);
         return p?.ready && p.pid === front;
       },
-      `the same runtime, adopted and serving\n${again.log()}`,
+      () => `the same runtime, adopted and serving\n${again.log()}`,
       DEADLINE_MS,
     );
     assert.equal(await increment(takerPort), count + 1, 'every increment, from the same folder');

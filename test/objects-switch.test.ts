@@ -40,7 +40,7 @@ test('a new deployment with Durable Objects starts only once the serving workerd
   running.push(cell);
   await waitFor(
     async () => (await deploymentServed(cell)) === first.published?.deployment,
-    `v1 served\n${cell.stderr()}`,
+    () => `v1 served\n${cell.stderr()}`,
     60_000,
   );
 
@@ -65,7 +65,7 @@ test('a new deployment with Durable Objects starts only once the serving workerd
       most = Math.max(most, cell.children().length);
       return (await deploymentServed(cell)) === second.published?.deployment;
     },
-    `v2 served\n${cell.stderr()}`,
+    () => `v2 served\n${cell.stderr()}`,
     60_000,
   );
   const atSwitch = acknowledged;

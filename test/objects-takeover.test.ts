@@ -49,7 +49,11 @@ test('one runtime serves the objects, the other stands by; kill -9 of the holder
   const stateA = tempDir('objects-node-a-');
   const a = await startCell('counter', 'node-a', bucket, { CELL_STATE_DIR: stateA, ...TTL });
   running.push(a);
-  await waitFor(async () => (await health(a)) === 200, `node-a serving\n${a.stderr()}`, 60_000);
+  await waitFor(
+    async () => (await health(a)) === 200,
+    () => `node-a serving\n${a.stderr()}`,
+    60_000,
+  );
   const b = await startCell('counter', 'node-b', bucket, {
     CELL_STATE_DIR: tempDir('objects-node-b-'),
     ...TTL,
@@ -81,7 +85,11 @@ test('one runtime serves the objects, the other stands by; kill -9 of the holder
   for (const pid of processTree(a.child.pid as number)) process.kill(pid, 'SIGKILL');
   await a.stop();
   running.splice(running.indexOf(a), 1);
-  await waitFor(async () => (await health(b)) === 200, `node-b taking over\n${b.stderr()}`, 60_000);
+  await waitFor(
+    async () => (await health(b)) === 200,
+    () => `node-b taking over\n${b.stderr()}`,
+    60_000,
+  );
   const read = await fetchText(`${b.url}/shared`);
   assert.equal(JSON.parse(read?.body ?? '{}').count, acknowledged, 'every acknowledged increment');
   assert.equal(await increment(b), acknowledged + 1);
@@ -91,7 +99,7 @@ test('one runtime serves the objects, the other stands by; kill -9 of the holder
   running.push(again);
   await waitFor(
     () => again.stderr().includes('node node-b holds the Durable Objects of counter'),
-    `node-a standing by\n${again.stderr()}`,
+    () => `node-a standing by\n${again.stderr()}`,
   );
   assert.equal(await health(again), 503);
   assert.equal(again.children().length, 0);

@@ -111,7 +111,7 @@ async function baseOf(application: string): Promise<string> {
         (record?.value.processes ?? []).find((p) => p.application === application && p.ready)?.port ?? null
       );
     },
-    `${application} to be ready\n${node?.log().slice(-3000)}`,
+    () => `${application} to be ready\n${node?.log().slice(-3000)}`,
     SERVE_DEADLINE_MS,
   );
   return `http://127.0.0.1:${port}`;

@@ -86,7 +86,7 @@ describe('a redeploy through the node', () => {
     await deploy(project, 'second greeting');
     await waitFor(
       async () => (await body()).includes('second greeting'),
-      `the second greeting\n${node.log()}`,
+      () => `the second greeting\n${node.log()}`,
       SERVE_DEADLINE_MS,
     );
     // The same process switched: nothing was restarted to get there.
@@ -119,7 +119,11 @@ describe("a ready process's health", () => {
     for (const pid of workerd) process.kill(pid, 'SIGKILL');
     // The ready probe is 2 minutes apart and the front starts a new workerd within seconds: only
     // the front's health message makes the daemon see it not ready.
-    await waitFor(() => unready().length > 0, `told seen not ready\n${node.log()}`, 20_000);
+    await waitFor(
+      () => unready().length > 0,
+      () => `told seen not ready\n${node.log()}`,
+      20_000,
+    );
     const again = await waitFor(
       async () => {
         const p = await processOf('told');

@@ -49,7 +49,7 @@ async function serve(
       if (answer?.status !== 200) return false;
       return deployment === undefined || JSON.parse(answer.body).deployment === deployment;
     },
-    `cell to serve ${application}\n${cell.stderr()}`,
+    () => `cell to serve ${application}\n${cell.stderr()}`,
     60_000,
   );
   return cell;
@@ -379,7 +379,7 @@ describe('a cron trigger reaches the same objects', () => {
     // The next minute's run adds one to the object the fetch handler reached: one instance, not two.
     await waitFor(
       async () => (await json(`${cell.url}/cron`)).count === 2,
-      `the cron run to increment the object\n${cell.stderr()}`,
+      () => `the cron run to increment the object\n${cell.stderr()}`,
       75_000,
     );
   });

@@ -46,7 +46,7 @@ describe('Workers KV on two nodes', () => {
     assert.equal(await read(b), null, 'node b answers from its cache: the read cost no bucket request');
     const seen = await waitFor(
       async () => ((await read(b)) === 'from-a' ? Date.now() : undefined),
-      `node b to see the write\n${b.stderr()}`,
+      () => `node b to see the write\n${b.stderr()}`,
       (CACHE_TTL_S + 15) * 1000,
     );
     assert.ok(

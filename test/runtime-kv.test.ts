@@ -209,7 +209,7 @@ describe('Workers KV through the node daemon', () => {
         const p = state.processes.find((process) => process.application === 'kv');
         return p?.ready ? p.port : undefined;
       },
-      `kv ready\n${node.log()}`,
+      () => `kv ready\n${node.log()}`,
       FOLLOW_DEADLINE_MS,
     );
     const url = `http://127.0.0.1:${port}`;

@@ -53,7 +53,7 @@ describe('cell on MinIO', () => {
         const answer = await fetchText(`${cell.url}/.well-known/cell/health`);
         return answer?.status === 200 && JSON.parse(answer.body).deployment === deployment;
       },
-      `cell to serve ${deployment}\n${cell.stderr()}`,
+      () => `cell to serve ${deployment}\n${cell.stderr()}`,
       FOLLOW_DEADLINE_MS,
     );
 
@@ -94,7 +94,7 @@ describe('cell on MinIO', () => {
     assert.equal(second.code, 0, second.stderr);
     await waitFor(
       () => greetings.has('Hello again'),
-      `the second deployment\n${cell.stderr()}`,
+      () => `the second deployment\n${cell.stderr()}`,
       FOLLOW_DEADLINE_MS,
     );
     const atSwitch = requests;

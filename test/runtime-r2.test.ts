@@ -280,7 +280,7 @@ describe('R2 through the node daemon', () => {
         const p = state.processes.find((process) => process.application === 'r2');
         return p?.ready ? p.port : undefined;
       },
-      `r2 ready\n${node.log()}`,
+      () => `r2 ready\n${node.log()}`,
       FOLLOW_DEADLINE_MS,
     );
     const url = `http://127.0.0.1:${port}/objects/k`;

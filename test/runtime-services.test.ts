@@ -42,7 +42,7 @@ describe("service bindings to the application's own entrypoints, through cell pu
           answer?.status === 200 && JSON.parse(answer.body).deployment === published.published!.deployment
         );
       },
-      `cell to serve svc-self\n${cell.stderr()}`,
+      () => `cell to serve svc-self\n${cell.stderr()}`,
       FOLLOW_DEADLINE_MS,
     );
 
@@ -86,7 +86,7 @@ describe("service bindings to the application's own entrypoints, through cell pu
         const answer = await fetchText(`${cell.url}/ghost`);
         return answer?.status === 200 ? answer : undefined;
       },
-      `cell to serve svc-alone\n${cell.stderr()}`,
+      () => `cell to serve svc-alone\n${cell.stderr()}`,
       FOLLOW_DEADLINE_MS,
     );
     assert.equal(

@@ -52,7 +52,7 @@ describe('real Workers projects on cell', () => {
         const h = await fetchText(`${cell.url}/.well-known/cell/health`);
         return h?.status === 200 && JSON.parse(h.body).deployment === deployment;
       },
-      `cell to serve ${deployment}\n${cell.stderr()}`,
+      () => `cell to serve ${deployment}\n${cell.stderr()}`,
       SERVE_DEADLINE_MS,
     );
     const answer = await fetchText(`${cell.url}${path}`);
@@ -149,7 +149,7 @@ describe('real Workers projects on cell', () => {
         const finished = (await claims()).filter((c) => c.scheduled_ms > servingSince && c.outcome);
         return finished.length >= 2 ? finished : null;
       },
-      `two fired minutes\n${replicas.map((r) => r.stderr()).join('\n')}`,
+      () => `two fired minutes\n${replicas.map((r) => r.stderr()).join('\n')}`,
       CRON_DEADLINE_MS,
     );
     await store.close();

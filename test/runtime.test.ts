@@ -67,7 +67,7 @@ async function waitServing(cell: CellProcess, deployment: string): Promise<void>
       const h = await health(cell);
       return h?.status === 200 && h.body.deployment === deployment;
     },
-    `cell to serve ${deployment}\n${cell.stderr()}`,
+    () => `cell to serve ${deployment}\n${cell.stderr()}`,
     FOLLOW_DEADLINE_MS,
   );
 }
@@ -249,7 +249,7 @@ describe('cell', () => {
     assert.equal(second.code, 0, second.stderr);
     await waitFor(
       () => seen.has('two'),
-      `the second deployment to answer\n${cell.stderr()}`,
+      () => `the second deployment to answer\n${cell.stderr()}`,
       FOLLOW_DEADLINE_MS,
     );
     const countAtSwitch = requests;
@@ -294,7 +294,7 @@ describe('cell', () => {
     const cell = await serve('ready', 'node-a', { CELL_RETRY_MS: '200' });
     await waitFor(
       async () => (await health(cell))?.body.status === 'failed',
-      `a failed start\n${cell.stderr()}`,
+      () => `a failed start\n${cell.stderr()}`,
     );
     const h = await health(cell);
     assert.equal(h!.status, 503);
@@ -394,7 +394,10 @@ describe('cell', () => {
     await killed.stop('SIGKILL');
     assert.equal(isRunning(workerd!), true, 'SIGKILL leaves workerd running');
     const next = await serve('orphan', 'node-o', { CELL_STATE_DIR: stateDir });
-    await waitFor(() => !isRunning(workerd!), `the orphan to be stopped\n${next.stderr()}`);
+    await waitFor(
+      () => !isRunning(workerd!),
+      () => `the orphan to be stopped\n${next.stderr()}`,
+    );
     await waitServing(next, result.published!.deployment);
   });
 

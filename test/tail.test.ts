@@ -101,7 +101,7 @@ const runtimeLines = (tail: Tail, node: string) =>
 async function attached(tail: Tail, nodes: string[]): Promise<void> {
   await waitFor(
     () => nodes.every((node) => runtimeLines(tail, node).some((line) => line.startsWith('tail: attached'))),
-    `the tail to attach to ${nodes.join(', ')}\n${tail.stderr()}\n${JSON.stringify(tail.records)}`,
+    () => `the tail to attach to ${nodes.join(', ')}\n${tail.stderr()}\n${JSON.stringify(tail.records)}`,
   );
 }
 
@@ -130,7 +130,7 @@ describe('svc tail on two nodes', () => {
         const record = await getJson<NodeRecord>(bucket.store, keys.nodeRecord(node.nodeId));
         return record?.value.processes?.find((p) => p.application === APP && p.ready)?.port ?? null;
       },
-      `${APP} to be ready on ${node.nodeId}\n${node.log().slice(-3000)}`,
+      () => `${APP} to be ready on ${node.nodeId}\n${node.log().slice(-3000)}`,
       SERVE_DEADLINE_MS,
     ) as Promise<number>;
   const get = async (node: SailProcess, path: string, method = 'GET') => {
@@ -173,7 +173,7 @@ describe('svc tail on two nodes', () => {
     ] as const) {
       await waitFor(
         () => requests(tail, node.nodeId).length >= 5 && logs(tail, node.nodeId).length >= 5,
-        `five requests and lines from ${node.nodeId}\n${JSON.stringify(tail.records)}`,
+        () => `five requests and lines from ${node.nodeId}\n${JSON.stringify(tail.records)}`,
       );
       const seen = requests(tail, node.nodeId);
       assert.deepEqual(
@@ -211,9 +211,12 @@ describe('svc tail on two nodes', () => {
     assert.equal(await get(b, '/needle-post', 'POST'), 200);
     await waitFor(
       () => errors.records.some((r) => r.kind === 'exception') && requests(errors, a.nodeId).length > 0,
-      `the failed request and its exception\n${JSON.stringify(errors.records)}`,
+      () => `the failed request and its exception\n${JSON.stringify(errors.records)}`,
     );
-    await waitFor(() => requests(narrow, b.nodeId).length > 0, `b's POST\n${JSON.stringify(narrow.records)}`);
+    await waitFor(
+      () => requests(narrow, b.nodeId).length > 0,
+      () => `b's POST\n${JSON.stringify(narrow.records)}`,
+    );
     // A later request on each node, which both tails would show if nothing held it back, bounds the wait.
     assert.equal(await get(a, '/boom'), 500);
     await waitFor(() => requests(errors, a.nodeId).length === 2, 'the second failure');
@@ -347,7 +350,7 @@ describe('svc tail on two nodes', () => {
           runtimeLines(tail, node.nodeId).some(
             (line) => line.startsWith('cell: serving ') && line.includes(deployment),
           ),
-        `${node.nodeId} to say it serves ${deployment}\n${JSON.stringify(tail.records)}`,
+        () => `${node.nodeId} to say it serves ${deployment}\n${JSON.stringify(tail.records)}`,
         SERVE_DEADLINE_MS,
       );
     assert.equal(await get(b, '/after-the-deploy'), 200);
@@ -380,10 +383,13 @@ describe('svc tail on two nodes', () => {
     );
     tail.child.stdout!.resume();
     // Until the backlog is read the node may still drop: ask until a request after the stall is shown.
-    await waitFor(async () => {
-      assert.equal(await get(a, '/after-the-stall'), 200);
-      return requests(tail, a.nodeId).some((r) => r.url.endsWith('/after-the-stall'));
-    }, `a request after the stall\n${tail.stderr()}`);
+    await waitFor(
+      async () => {
+        assert.equal(await get(a, '/after-the-stall'), 200);
+        return requests(tail, a.nodeId).some((r) => r.url.endsWith('/after-the-stall'));
+      },
+      () => `a request after the stall\n${tail.stderr()}`,
+    );
     const dropped = tail.records.filter((r) => r.kind === 'dropped');
     assert.ok(dropped.length > 0, 'the tail was told records were dropped');
     assert.ok(dropped.every((r) => r.node === a.nodeId && r.dropped! > 0 && /dropped/.test(r.message!)));
@@ -401,7 +407,7 @@ describe('svc tail on two nodes', () => {
     await b.stop('SIGKILL');
     await waitFor(
       () => runtimeLines(tail, b.nodeId).some((line) => line.startsWith(`tail: lost node ${b.nodeId}`)),
-      `the tail to say it lost ${b.nodeId}\n${JSON.stringify(tail.records)}`,
+      () => `the tail to say it lost ${b.nodeId}\n${JSON.stringify(tail.records)}`,
     );
     // The runtime process outlives its daemon and keeps serving; what it serves meanwhile is not seen.
     const restarted = await startSail(['--endpoint', bucket.endpoint, '--cell-bin', CELL_REAL, ...B_PORTS], {
@@ -412,14 +418,14 @@ describe('svc tail on two nodes', () => {
     try {
       await waitFor(
         () => runtimeLines(tail, b.nodeId).some((line) => line === `tail: node ${b.nodeId} answers again`),
-        `the tail to say ${b.nodeId} answers again\n${JSON.stringify(tail.records)}`,
+        () => `the tail to say ${b.nodeId} answers again\n${JSON.stringify(tail.records)}`,
         SERVE_DEADLINE_MS,
       );
       ports.set(b.nodeId, await portOn(b));
       assert.equal(await get(b, '/after-restart'), 200);
       await waitFor(
         () => requests(tail, b.nodeId).some((r) => r.url.endsWith('/after-restart')),
-        `the request after the restart\n${JSON.stringify(tail.records)}`,
+        () => `the request after the restart\n${JSON.stringify(tail.records)}`,
       );
     } finally {
       await restarted.stop();
@@ -442,21 +448,21 @@ describe('svc tail on two nodes', () => {
         runtimeLines(tail, a.nodeId).includes(
           `tail: the runtime process on node ${a.nodeId} went away; waiting for the next one`,
         ),
-      `the tail to follow the next runtime process\n${JSON.stringify(tail.records)}`,
+      () => `the tail to follow the next runtime process\n${JSON.stringify(tail.records)}`,
       SERVE_DEADLINE_MS,
     );
     ports.set(a.nodeId, await portOn(a));
     assert.equal(await get(a, '/after-the-process'), 200);
     await waitFor(
       () => requests(tail, a.nodeId).some((r) => r.url.endsWith('/after-the-process')),
-      `the request to the next process\n${JSON.stringify(tail.records)}`,
+      () => `the request to the next process\n${JSON.stringify(tail.records)}`,
     );
 
     const listen = new URL(a.url).port;
     await a.stop(); // SIGTERM: the node drains and stops, as a service manager restarts it
     await waitFor(
       () => /svc tail: lost the node \(/.test(tail.stderr()),
-      `svc tail to say it lost its node\n${tail.stderr()}`,
+      () => `svc tail to say it lost its node\n${tail.stderr()}`,
     );
     const restarted = await startSail(['--endpoint', bucket.endpoint, '--cell-bin', CELL_REAL, ...B_PORTS], {
       stateDir: a.stateDir,
@@ -466,7 +472,7 @@ describe('svc tail on two nodes', () => {
     try {
       await waitFor(
         () => tail.stderr().includes(`svc tail: connected again to ${restarted.url}`),
-        `svc tail to connect again\n${tail.stderr()}`,
+        () => `svc tail to connect again\n${tail.stderr()}`,
         SERVE_DEADLINE_MS,
       );
       ports.set(a.nodeId, await portOn(a));
@@ -475,7 +481,7 @@ describe('svc tail on two nodes', () => {
           assert.equal(await get(a, '/after-the-node'), 200);
           return requests(tail, a.nodeId).some((r) => r.url.endsWith('/after-the-node'));
         },
-        `a request after the node restarted\n${JSON.stringify(tail.records)}`,
+        () => `a request after the node restarted\n${JSON.stringify(tail.records)}`,
       );
     } finally {
       tail.child.kill('SIGINT');

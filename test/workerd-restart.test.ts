@@ -39,7 +39,7 @@ describe('a workerd that dies', () => {
     cell = await startCell('hello', 'node-a', bucket);
     await waitFor(
       async () => (await fetchText(`${cell.url}/.well-known/cell/health`))?.status === 200,
-      `cell to serve hello\n${cell.stderr()}`,
+      () => `cell to serve hello\n${cell.stderr()}`,
       SERVE_DEADLINE_MS,
     );
   });
@@ -67,7 +67,7 @@ describe('a workerd that dies', () => {
           const now = cell.children();
           return now.length === 1 && now[0] !== first && answers.length > before + 20;
         },
-        `a new workerd serving requests\n${cell.stderr()}`,
+        () => `a new workerd serving requests\n${cell.stderr()}`,
         SERVE_DEADLINE_MS,
       );
       restarted = true;

@@ -149,7 +149,7 @@ export async function readyAppUrl(
       const p = state.processes?.find((process) => process.application === application);
       return p?.ready ? `http://127.0.0.1:${p.port}` : undefined;
     },
-    `${application} ready on ${node.nodeId}\n${node.log()}`,
+    () => `${application} ready on ${node.nodeId}\n${node.log()}`,
     deadlineMs,
   );
   return url as string;

@@ -202,7 +202,7 @@ export async function startServing(
         if (answer?.status !== 200) return false;
         return options.deployment === undefined || JSON.parse(answer.body).deployment === options.deployment;
       },
-      `cell to serve ${application}\n${cell.stderr()}`,
+      () => `cell to serve ${application}\n${cell.stderr()}`,
       options.deadlineMs ?? 60_000,
     );
   } catch (err) {

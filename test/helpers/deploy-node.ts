@@ -48,7 +48,7 @@ export async function startDeployNode(): Promise<DeployNode> {
           const process = record?.value.processes?.find((p) => p.application === application && p.ready);
           return process?.port ?? null;
         },
-        `${application} to be ready\n${node.log().slice(-3000)}`,
+        () => `${application} to be ready\n${node.log().slice(-3000)}`,
         SERVE_DEADLINE_MS,
       ) as Promise<number>,
     async stop() {

@@ -173,7 +173,7 @@ export async function startEchoPath(): Promise<EchoPath> {
     cell = serving;
     await waitFor(
       async () => (await fetchText(`${serving.url}/.well-known/cell/health`))?.status === 200,
-      `cell to serve the echo worker\n${serving.stderr()}`,
+      () => `cell to serve the echo worker\n${serving.stderr()}`,
       SERVE_DEADLINE_MS,
     );
     const probe = await freePort();

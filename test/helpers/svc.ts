@@ -241,10 +241,14 @@ export async function startSail(
   };
 }
 
-/** Polls `check` until it answers a truthy value or the deadline passes. */
+/**
+ * Polls `check` until it answers a truthy value or the deadline passes. `what` names the wait in
+ * the failure; a function is called only then, so output it quotes (a process's log) is the
+ * output at the deadline, not at the start of the wait.
+ */
 export async function waitFor<T>(
   check: () => Promise<T> | T,
-  what: string,
+  what: string | (() => string),
   timeoutMs = WAIT_DEADLINE_MS,
 ): Promise<T> {
   const deadline = Date.now() + timeoutMs;
@@ -258,5 +262,7 @@ export async function waitFor<T>(
     }
     await new Promise((r) => setTimeout(r, POLL_EVERY_MS));
   }
-  throw new Error(`timed out waiting for ${what}${lastError ? `: ${String(lastError)}` : ''}`);
+  throw new Error(
+    `timed out waiting for ${typeof what === 'function' ? what() : what}${lastError ? `: ${String(lastError)}` : ''}`,
+  );
 }
