@@ -9,10 +9,10 @@
 // socket read and its HTTP parser copies the body out of it; with the SDK's own garbage gone, V8's
 // young collections nearly stopped, the buffers piled up outside the heap and full collections
 // came every five or six GETs). So the GET is a request of its own on a raw keep-alive connection
-// (GetConnection) that reads into a few buffers of its own, parses the answer's head itself
-// (http-head.ts) and hands the body on from those buffers (S3Body, `sendBody`): no memory is
-// allocated per byte. Only a plain-http endpoint and an answer framed by its Content-Length are
-// read so; else `get` answers null and s3.ts asks the SDK.
+// (GetConnection) that parses the answer's head itself (http-head.ts) and hands the body on as it
+// was read (S3Body, `sendBody`): over plain TCP read into a few buffers of its own, so no memory is
+// allocated per byte; over TLS one Buffer per read, with no parser's copy. Only an answer framed
+// by its Content-Length is read so; else `get` answers null and s3.ts asks the SDK.
 //
 // Answers and failures are shaped as the SDK's are where s3.ts reads them: an answer's `ETag`,
 // `ContentLength`, `LastModified` and `Metadata` (the `x-amz-meta-*` headers, lower case);
@@ -33,9 +33,10 @@ import {
   type OutgoingHttpHeaders,
 } from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
-import { connect as netConnect, type Socket } from 'node:net';
+import { isIP, connect as netConnect, type Socket } from 'node:net';
 import { Readable, type Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
+import { connect as tlsConnect } from 'node:tls';
 import type { SignatureV4 } from '@smithy/signature-v4';
 import type { SourceData } from '@smithy/types';
 import { type HttpHead, MAX_HEAD_BYTES, parseHttpHead } from './http-head.ts';
@@ -99,10 +100,9 @@ export class S3Http {
   readonly #idle: GetConnection[] = [];
 
   /**
-   * One object (or `range` of it) as it arrives, read into reused memory (see GetConnection); a
-   * refusal as #send's. Null when this GET cannot be made here: an https endpoint, or a 2xx answer
-   * not framed by a Content-Length (chunked, or ended by closing), or one other than 200 and 206;
-   * the caller then asks another client.
+   * One object (or `range` of it) as it arrives (see GetConnection); a refusal as #send's. Null
+   * when this GET cannot be made here: a 2xx answer not framed by a Content-Length (chunked, or
+   * ended by closing), or one other than 200 and 206; the caller then asks another client.
    */
   async get(
     key: string,
@@ -110,7 +110,6 @@ export class S3Http {
     signal: AbortSignal,
   ): Promise<S3Object | null> {
     if (signal.aborted) return Promise.reject(signal.reason);
-    if (this.#url.protocol !== 'http:') return null;
     const path = `${this.#basePath}/${encodePath(this.#options.bucket)}/${encodePath(key)}`;
     const headers = await this.#sign('GET', path, {
       ...(range ? { range: `bytes=${range.offset}-${range.offset + range.length - 1}` } : {}),
@@ -121,17 +120,21 @@ export class S3Http {
     text += '\r\n';
     let connection = this.#idle.pop();
     while (connection && !connection.reusable) connection = this.#idle.pop();
+    const tls = this.#url.protocol === 'https:';
     connection ??= new GetConnection(
-      this.#url.hostname,
-      Number(this.#url.port || 80),
-      this.#options.connectTimeoutMs,
-      this.#host,
+      {
+        hostname: this.#url.hostname,
+        port: Number(this.#url.port || (tls ? 443 : 80)),
+        tls,
+        host: this.#host,
+      },
+      this.#options,
       (done) => {
         if (this.#idle.length < IDLE_CONNECTIONS && !this.#closed) this.#idle.push(done);
         else done.socket.destroy();
       },
     );
-    return connection.get(text, this.#options.idleTimeoutMs, this.#host, signal);
+    return connection.get(text, signal);
   }
 
   #closed = false;
@@ -274,20 +277,27 @@ const IDLE_CONNECTIONS = 8;
 const MAX_ERROR_BYTES = 64 * 1024;
 
 /**
- * One keep-alive connection of the GET, one request at a time. The socket reads (Node's `onread`)
- * into PIECES buffers of its own in turn, never into memory allocated per read: the head is
- * copied out and parsed (http-head.ts), and each piece of the body is handed on as it is (S3Body)
- * and read into again only once the writer it went to has let it go (its write callback); while the
- * next piece is still held, the socket stops reading. Only a body framed by its Content-Length is
- * read here. A connection whose answer was not read whole, or whose pieces may still be held by a
- * writer that went away, is closed, never reused.
+ * One keep-alive connection of the GET, one request at a time, over plain TCP or TLS; only how
+ * the bytes arrive differs. Over TCP the socket reads (Node's `onread`) into PIECES buffers of the
+ * connection's own in turn, never into memory allocated per read. Over TLS each read is a Buffer
+ * of its own (`data` events): a TLS socket does not keep to `onread` while paused (it decrypts
+ * into a buffer still held), and one Buffer per read is still far less than an HTTP client's
+ * parser and body copy. Either way the head is copied out and parsed (http-head.ts), and each read
+ * of the body is handed on as it is (S3Body) and counted as held until the writer it went to has
+ * let it go (its write callback); while the connection holds as much as it may (`#room`), the
+ * socket stops reading. Only a body framed by its Content-Length is read here. A connection whose
+ * answer was not read whole, or whose reads may still be held by a writer that went away, is
+ * closed, never reused.
  */
 class GetConnection {
   readonly socket: Socket;
-  readonly #pieces: Buffer[] = Array.from({ length: PIECES }, () => Buffer.allocUnsafe(PIECE));
-  readonly #held: boolean[] = new Array<boolean>(PIECES).fill(false);
-  /** The piece the next read lands in. */
+  /** The buffers a TCP socket reads into, in turn; null over TLS. */
+  readonly #pieces: Buffer[] | null;
+  /** The piece the next TCP read lands in. */
   #next = 0;
+  /** Reads handed on and not yet let go, and their bytes; they are let go in the order given. */
+  #held = 0;
+  #heldBytes = 0;
   #paused = false;
   readonly #head = Buffer.allocUnsafe(MAX_HEAD_BYTES + 1);
   #headLength = 0;
@@ -299,31 +309,54 @@ class GetConnection {
   #refusal: { status: number; chunks: Buffer[] } | null = null;
   readonly #release: (connection: GetConnection) => void;
 
+  readonly #idleTimeoutMs: number;
+
   constructor(
-    hostname: string,
-    port: number,
-    connectTimeoutMs: number,
-    host: string,
+    endpoint: { hostname: string; port: number; tls: boolean; host: string },
+    timeouts: { connectTimeoutMs: number; idleTimeoutMs: number },
     release: (connection: GetConnection) => void,
   ) {
     this.#release = release;
-    this.socket = netConnect({
-      host: hostname,
-      port,
-      noDelay: true,
-      onread: {
-        buffer: () => this.#pieces[this.#next]!,
-        callback: (length: number) => this.#read(length),
-      },
-    });
+    this.#idleTimeoutMs = timeouts.idleTimeoutMs;
+    const { hostname, port, host } = endpoint;
+    if (endpoint.tls) {
+      this.#pieces = null;
+      // SNI names the host, never an address (which TLS does not allow).
+      this.socket = tlsConnect({ host: hostname, port, ...(isIP(hostname) ? {} : { servername: hostname }) });
+      this.socket.setNoDelay(true);
+      this.socket.on('data', (bytes: Buffer) => {
+        if (!this.#read(bytes)) this.socket.pause();
+      });
+    } else {
+      const pieces = Array.from({ length: PIECES }, () => Buffer.allocUnsafe(PIECE));
+      this.#pieces = pieces;
+      this.socket = netConnect({
+        host: hostname,
+        port,
+        noDelay: true,
+        onread: {
+          buffer: () => pieces[this.#next]!,
+          callback: (length: number) => this.#read(pieces[this.#next]!.subarray(0, length)),
+        },
+      });
+    }
     const timer = setTimeout(
       () =>
         this.socket.destroy(
           Object.assign(new Error(`could not connect to ${host}`), { name: 'TimeoutError' }),
         ),
-      connectTimeoutMs,
+      timeouts.connectTimeoutMs,
     );
-    this.socket.once('connect', () => clearTimeout(timer));
+    // Over TLS the handshake is part of connecting.
+    this.socket.once(endpoint.tls ? 'secureConnect' : 'connect', () => clearTimeout(timer));
+    // Armed by each request (`get`), disarmed once its answer was read.
+    this.socket.on('timeout', () =>
+      this.socket.destroy(
+        Object.assign(new Error(`no answer from ${host} within ${timeouts.idleTimeoutMs} ms`), {
+          name: 'TimeoutError',
+        }),
+      ),
+    );
     this.socket.on('error', (err) => this.#fail(err));
     this.socket.on('close', () => {
       clearTimeout(timer);
@@ -331,12 +364,17 @@ class GetConnection {
     });
   }
 
-  /** Idle, open, every piece free: may carry another request. */
+  /** Whether the bytes handed on are in memory the connection reads into again (TCP's pieces). */
+  get reusesMemory(): boolean {
+    return this.#pieces !== null;
+  }
+
+  /** Idle, open, nothing held: may carry another request. */
   get reusable(): boolean {
     return this.#state === 'idle' && !this.socket.destroyed;
   }
 
-  get(request: string, idleTimeoutMs: number, host: string, signal: AbortSignal): Promise<S3Object | null> {
+  get(request: string, signal: AbortSignal): Promise<S3Object | null> {
     return new Promise<S3Object | null>((resolve, reject) => {
       const abort = () => this.socket.destroy(signal.reason as Error);
       signal.addEventListener('abort', abort, { once: true });
@@ -355,24 +393,17 @@ class GetConnection {
       this.#state = 'head';
       this.#headLength = 0;
       this.#keepAlive = true;
-      this.socket.setTimeout(idleTimeoutMs, () =>
-        this.socket.destroy(
-          Object.assign(new Error(`no answer from ${host} within ${idleTimeoutMs} ms`), {
-            name: 'TimeoutError',
-          }),
-        ),
-      );
+      this.socket.setTimeout(this.#idleTimeoutMs);
       this.socket.write(request, 'latin1');
     });
   }
 
-  /** The socket's read of `length` bytes into the piece #next; false stops reading. */
-  #read(length: number): boolean {
-    const piece = this.#pieces[this.#next]!;
+  /** The bytes of one socket read; false stops reading. */
+  #read(bytes: Buffer): boolean {
     if (this.#state === 'head') {
       const before = this.#headLength;
-      const taken = Math.min(length, this.#head.length - before);
-      piece.copy(this.#head, before, 0, taken);
+      const taken = Math.min(bytes.length, this.#head.length - before);
+      bytes.copy(this.#head, before, 0, taken);
       this.#headLength += taken;
       let head: HttpHead | null;
       try {
@@ -381,14 +412,14 @@ class GetConnection {
         this.socket.destroy(err as Error);
         return false;
       }
-      // Not whole yet: the piece was copied out, the next read lands in it again.
+      // Not whole yet: the bytes were copied out (a TCP read lands in the same piece again).
       if (!head) return true;
       this.#answered(head);
       if ((this.#state as string) === 'dead') return false;
       const start = head.length - before;
-      return start < length ? this.#received(start, length) : true;
+      return start < bytes.length ? this.#received(bytes.subarray(start)) : true;
     }
-    return this.#received(0, length);
+    return this.#received(bytes);
   }
 
   #answered(head: HttpHead): void {
@@ -439,30 +470,35 @@ class GetConnection {
     answer.reject(refusalOf('GET', refusal.status, Buffer.concat(refusal.chunks).toString('utf8')));
   }
 
-  /** Bytes [start, end) of the piece just read, past the head; false stops reading. */
-  #received(start: number, end: number): boolean {
-    const length = end - start;
-    if ((this.#state !== 'body' && this.#state !== 'error') || length > this.#remaining) {
+  /** Bytes of the answer's body (or error document) just read; false stops reading. */
+  #received(bytes: Buffer): boolean {
+    if ((this.#state !== 'body' && this.#state !== 'error') || bytes.length > this.#remaining) {
       this.socket.destroy(new Error('the bucket sent more bytes than its answer holds'));
       return false;
     }
-    this.#remaining -= length;
+    this.#remaining -= bytes.length;
     if (this.#state === 'error') {
-      this.#refusal!.chunks.push(Buffer.from(this.#pieces[this.#next]!.subarray(start, end)));
+      this.#refusal!.chunks.push(Buffer.from(bytes));
       if (this.#remaining === 0) this.#refusalEnded();
       return true;
     }
-    const piece = this.#next;
-    this.#held[piece] = true;
-    this.#next = (piece + 1) % PIECES;
-    const body = this.#body!;
-    body.arrived(this.#pieces[piece]!.subarray(start, end), piece);
+    this.#held++;
+    this.#heldBytes += bytes.length;
+    if (this.#pieces) this.#next = (this.#next + 1) % PIECES;
+    this.#body!.arrived(bytes);
     if (this.#remaining === 0) this.#bodyEnded();
-    if (this.#held[this.#next]) {
-      this.#paused = true;
-      return false;
-    }
-    return true;
+    if (this.#room()) return true;
+    this.#paused = true;
+    return false;
+  }
+
+  /**
+   * Whether the socket may read again: over TCP while the piece it reads into next is free (they
+   * are let go in order, so while not all are held); over TLS while less than as many bytes are
+   * held.
+   */
+  #room(): boolean {
+    return this.#pieces ? this.#held < PIECES : this.#heldBytes < PIECES * PIECE;
   }
 
   #bodyEnded(): void {
@@ -471,10 +507,11 @@ class GetConnection {
     this.#releaseIfFree();
   }
 
-  /** The body's piece was passed on and may be read into again. */
-  free(piece: number): void {
-    this.#held[piece] = false;
-    if (this.#paused && !this.#held[this.#next] && this.#state !== 'dead') {
+  /** The oldest read handed on (`length` bytes) was passed on and may be read into again. */
+  free(length: number): void {
+    this.#held--;
+    this.#heldBytes -= length;
+    if (this.#paused && this.#room() && this.#state !== 'dead') {
       this.#paused = false;
       this.socket.resume();
     }
@@ -482,12 +519,12 @@ class GetConnection {
   }
 
   #releaseIfFree(): void {
-    if (this.#state !== 'done' || this.#held.includes(true)) return;
+    if (this.#state !== 'done' || this.#held > 0) return;
     this.#body = null;
     this.#done();
   }
 
-  /** The answer was read whole and nothing holds a piece: back to the pool, or closed. */
+  /** The answer was read whole and nothing holds its bytes: back to the pool, or closed. */
   #done(): void {
     if (!this.#keepAlive || this.socket.destroyed) {
       this.#state = 'dead';
@@ -524,15 +561,16 @@ class GetConnection {
 }
 
 /**
- * The body of a GET of s3-http.ts: bytes in the connection's reused pieces. Read as a stream, each
- * piece is copied out as it is read (memory of its own per chunk, as any stream's); `sendTo` writes
- * the pieces themselves and frees each once its write is done, so that the bytes pass through no
- * memory allocated for them.
+ * The body of a GET of s3-http.ts: the connection's reads, in its reused pieces over TCP. Read as
+ * a stream, a piece is copied out as it is read (memory of its own per chunk, as any stream's); a
+ * TLS read is already a Buffer of its own and is pushed as it is. `sendTo` writes the reads
+ * themselves and lets each go once its write is done, so that the bytes pass through no memory
+ * allocated for them (over TCP) and the connection reads no further ahead than the writer takes.
  */
 export class S3Body extends Readable {
   readonly #connection: GetConnection;
   /** Pieces arrived and not yet passed on, in order. */
-  readonly #queue: { bytes: Buffer; piece: number }[] = [];
+  readonly #queue: Buffer[] = [];
   #ended = false;
   #wanted = false;
   #sink: Writable | null = null;
@@ -543,8 +581,8 @@ export class S3Body extends Readable {
     this.#connection = connection;
   }
 
-  arrived(bytes: Buffer, piece: number): void {
-    this.#queue.push({ bytes, piece });
+  arrived(bytes: Buffer): void {
+    this.#queue.push(bytes);
     this.#pass();
   }
 
@@ -592,10 +630,10 @@ export class S3Body extends Readable {
     const sink = this.#sink;
     if (sink) {
       while (this.#queue.length > 0) {
-        const { bytes, piece } = this.#queue.shift()!;
+        const bytes = this.#queue.shift()!;
         sink.write(bytes, (err) => {
           if (err) this.destroy(err);
-          else this.#connection.free(piece);
+          else this.#connection.free(bytes.length);
         });
       }
       if (this.#ended && this.#sent) {
@@ -610,16 +648,16 @@ export class S3Body extends Readable {
       return;
     }
     while (this.#wanted && this.#queue.length > 0) {
-      const { bytes, piece } = this.#queue.shift()!;
-      const copy = Buffer.from(bytes);
-      this.#connection.free(piece);
-      this.#wanted = this.push(copy);
+      const bytes = this.#queue.shift()!;
+      const chunk = this.#connection.reusesMemory ? Buffer.from(bytes) : bytes;
+      this.#connection.free(bytes.length);
+      this.#wanted = this.push(chunk);
     }
     if (this.#ended && this.#queue.length === 0 && this.#wanted) this.push(null);
   }
 }
 
-/** Passes a store's object body on to `out`: an S3Body through its reused pieces, else piped. */
+/** Passes a store's object body on to `out`: an S3Body read by read (`sendTo`), else piped. */
 export function sendBody(body: Readable, out: Writable): Promise<void> {
   return body instanceof S3Body ? body.sendTo(out) : pipeline(body, out);
 }

@@ -218,7 +218,7 @@ class S3Store implements Store {
     return this.#retrying(`read ${key}`, signal, async () => {
       try {
         // s3-http.ts's own GET, its bytes through reused memory; the SDK where that GET cannot go
-        // (no key pair, https, an answer not framed by its length).
+        // (no key pair, an answer not framed by its length).
         const own = this.#http && (await this.#http.get(this.#full(key), range, signal));
         if (own)
           return {

@@ -1,15 +1,22 @@
 // The bindings socket (docs/bindings.md "KV namespaces", "R2 buckets"): the runtime socket's rules
 // (owner-only, a stale file replaced, a listening host never displaced), workerd's KV requests
 // carried over HTTP to the KV service, a value past 25 MiB refused by its declared length, and
-// requests with the R2 headers carried to the R2 service on the same listener.
+// requests with the R2 headers carried to the R2 service on the same listener; an R2 get's bytes
+// passed on from an https bucket as they arrive, and cut short, never ended, when the bucket's
+// connection closes midway.
 
 import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { request } from 'node:http';
+import type { AddressInfo, Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
+import { createServer as createTlsServer } from 'node:tls';
 import { openDirStore } from '../../../src/store/dir.ts';
+import { openS3Store } from '../../../src/store/s3.ts';
+import { selfSignedCertificate, trustCertificate } from '../../../test/helpers/tls.ts';
 import { listenKvSocket } from './kv-socket.ts';
 
 function call(
@@ -138,6 +145,83 @@ describe('the bindings socket', () => {
     } finally {
       await socket.close();
       await store.close();
+    }
+  });
+  it('passes an R2 get on from an https bucket as it arrives, and cuts the answer short when the bucket closes midway', async () => {
+    const tls = selfSignedCertificate();
+    const trust = trustCertificate(tls.cert);
+    const body = randomBytes(1024 * 1024);
+    const record = encodeURIComponent(JSON.stringify({ version: 'a'.repeat(32), uploaded: 0 }));
+    let gets = 0;
+    const sockets = new Set<Socket>();
+    // A stand-in bucket: every GET answers the object; the second sends 300,000 bytes and closes.
+    const bucket = createTlsServer(tls, (socket) => {
+      sockets.add(socket);
+      socket.on('close', () => sockets.delete(socket));
+      socket.on('error', () => {});
+      socket.on('data', (chunk) => {
+        if (!chunk.includes('\r\n\r\n')) return;
+        const cut = gets++ === 1;
+        socket.write(
+          `HTTP/1.1 200 OK\r\nETag: "e"\r\nContent-Length: ${body.length}\r\nx-amz-meta-svc-r2: ${record}\r\n\r\n`,
+        );
+        if (cut) socket.end(body.subarray(0, 300_000));
+        else socket.write(body);
+      });
+    });
+    await new Promise<void>((resolve) => bucket.listen(0, '127.0.0.1', resolve));
+    const store = openS3Store({
+      endpoint: `https://127.0.0.1:${(bucket.address() as AddressInfo).port}`,
+      bucket: 'b',
+      accessKey: 'k',
+      secretKey: 's',
+      attempts: 1,
+    });
+    const path = join(dir, 'https.sock');
+    const socket = await listenKvSocket(path, store, () => {});
+    const get = () =>
+      new Promise<{ declared: number; bytes: Buffer }>((resolve, reject) => {
+        const req = request(
+          {
+            socketPath: path,
+            path: '/',
+            headers: {
+              'cell-r2-application': 'shop',
+              'cell-r2-bucket': 'data',
+              'cf-r2-request': JSON.stringify({ version: 1, method: 'get', object: 'k' }),
+            },
+          },
+          (res) => {
+            const chunks: Buffer[] = [];
+            res.on('data', (chunk: Buffer) => chunks.push(chunk));
+            res.on('error', reject);
+            res.on('end', () => {
+              const bytes = Buffer.concat(chunks);
+              const size = Number(res.headers['cf-r2-metadata-size']);
+              if (!res.complete) reject(new Error('the answer ended incomplete'));
+              else
+                resolve({
+                  declared: Number(res.headers['content-length']) - size,
+                  bytes: bytes.subarray(size),
+                });
+            });
+          },
+        );
+        req.on('error', reject);
+        req.end();
+      });
+    try {
+      const whole = await get();
+      assert.equal(whole.declared, body.length);
+      assert.ok(whole.bytes.equals(body));
+      // The caller sees its answer fail, never 300,000 bytes as a whole object.
+      await assert.rejects(get(), /aborted/);
+    } finally {
+      await socket.close();
+      await store.close();
+      for (const open of sockets) open.destroy();
+      await new Promise((resolve) => bucket.close(resolve));
+      trust.untrust();
     }
   });
 });
