@@ -7,6 +7,7 @@ import (
 	goruntime "runtime"
 	"strings"
 	"testing"
+	"time"
 )
 
 // workerdForTest is the workerd the runtime ships (the `workerd` npm package), or CELL_WORKERD.
@@ -144,6 +145,22 @@ func TestTheCheckRequestMustNameWhatItStarts(t *testing.T) {
 	} {
 		if _, err := readCheckRequest(strings.NewReader(bad)); err == nil {
 			t.Errorf("the request %q was accepted", bad)
+		}
+	}
+}
+
+// A small worker answers 15-40 ms after workerd starts: the first second is asked every 2 ms,
+// what still has not answered after it every 50 ms (docs/runtime.md, readiness).
+func TestTheProbeAsksOftenForASecondThenEvery50Ms(t *testing.T) {
+	for _, c := range []struct{ elapsed, want time.Duration }{
+		{0, 2 * time.Millisecond},
+		{40 * time.Millisecond, 2 * time.Millisecond},
+		{999 * time.Millisecond, 2 * time.Millisecond},
+		{time.Second, 50 * time.Millisecond},
+		{30 * time.Second, 50 * time.Millisecond},
+	} {
+		if got := probeWait(c.elapsed); got != c.want {
+			t.Errorf("%v after workerd started the probe waits %v, want %v", c.elapsed, got, c.want)
 		}
 	}
 }
