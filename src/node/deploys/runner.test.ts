@@ -65,6 +65,48 @@ test('WarningLines keeps at most MAX_WARNINGS and reads a last line without a ne
   assert.deepEqual(last.done(), ['tail']);
 });
 
+test('the selector move is told at the deployment line, before the runtime exits, and once', async () => {
+  const told = join(dir, 'told');
+  // The runtime goes on (and fails the test by exiting 1) until the node was told.
+  const bin = script(
+    'tells',
+    `echo "building"; echo '{"application":"shop","script":"w","deployment":"abc"}'; i=0; while [ ! -e ${told} ]; do i=$((i+1)); [ $i -gt 1000 ] && exit 1; sleep 0.01; done`,
+  );
+  let calls = 0;
+  const published = await runPublish({
+    cellBin: bin,
+    cwd: dir,
+    config: 'cell.json',
+    env: { PATH: process.env.PATH },
+    timeoutMs: 30_000,
+    outputBytes: 1000,
+    onSelectorMoved: () => {
+      calls++;
+      writeFileSync(told, '');
+    },
+  });
+  assert.equal(published.deployment, 'abc');
+  assert.equal(calls, 1);
+});
+
+test('no deployment line, nothing told', async () => {
+  let calls = 0;
+  await fails(
+    runPublish({
+      cellBin: script('untold', 'echo "building"; echo \'{"other":1}\'; exit 2'),
+      cwd: dir,
+      config: 'cell.json',
+      env: { PATH: process.env.PATH },
+      timeoutMs: 10_000,
+      outputBytes: 1000,
+      onSelectorMoved: () => calls++,
+    }),
+    'publish-failed',
+    /exited with 2/,
+  );
+  assert.equal(calls, 0);
+});
+
 test('exit 0 without a deployment line is publish-failed', async () => {
   await fails(run(script('silent', 'echo done')), 'publish-failed', /names no deployment[\s\S]*done/);
 });

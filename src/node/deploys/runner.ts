@@ -45,6 +45,12 @@ export interface PublishOptions {
    * job instead of a new process being started; otherwise the publish runs one-shot.
    */
   standby?: StandbyPublisher;
+  /**
+   * Told once, as soon as a whole stdout line names the deployment: the runtime writes it once the
+   * selector has moved, a few milliseconds before its process has exited (docs/deploys.md
+   * "Publishing"). What the publish comes to is still its exit's.
+   */
+  onSelectorMoved?: () => void;
 }
 
 const STANDBY_TOOK = Buffer.from(`${STANDBY_TOOK_LINE}\n`);
@@ -87,6 +93,7 @@ export async function runPublish(options: PublishOptions): Promise<Published> {
   // A waiting publisher says it took the job before anything else: one that ends without saying
   // so died before this deploy reached it, and the publish runs one-shot instead.
   let took = !taken;
+  let told = false;
   let before = Buffer.alloc(0);
   child.stdout!.on('data', (chunk: Buffer) => {
     if (!took) {
@@ -101,6 +108,10 @@ export async function runPublish(options: PublishOptions): Promise<Published> {
     }
     tail.push(chunk);
     stdoutTail.push(chunk);
+    if (!told && chunk.at(-1) === 0x0a && lastJsonLine(stdoutTail.text())) {
+      told = true;
+      options.onSelectorMoved?.();
+    }
   });
   const warnings = new WarningLines();
   child.stderr!.on('data', (chunk: Buffer) => {

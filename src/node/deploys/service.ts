@@ -244,6 +244,14 @@ export class DeployService implements DaemonService, Deploys {
         secretNames(ctx, task.application),
       ]);
       if (!current) return await this.#end(task, null);
+      // This node's runtime process is told to look as soon as the runtime says the selector
+      // moved, before the publisher has exited; the deploy's outcome is still its exit's.
+      let told = false;
+      const tellRuntime = () => {
+        if (told) return;
+        told = true;
+        ctx.fleet?.selectorMoved(task.application);
+      };
       const published = await runPublish({
         cellBin: ctx.settings.runtime.cellBin,
         cwd: task.root,
@@ -258,16 +266,18 @@ export class DeployService implements DaemonService, Deploys {
           ctx.log.info({ deploy: task.id, pid, publisher }, `deploy ${task.id} publishing`);
         },
         standby: this.#standby ?? undefined,
+        onSelectorMoved: tellRuntime,
       });
-      // The runtime has moved the selector: the deployment is live. Noted first, so that even a
-      // restart settles the deploy as what it is; then this node's runtime process looks at once,
-      // and the other nodes running it are told (they also follow the application record).
+      // The runtime has moved the selector: the deployment is live. Noted, so that even a restart
+      // settles the deploy as what it is. Telling the runtime processes (this node's, and the
+      // other nodes running it, which also follow the application record) needs no note first:
+      // they follow the selector, which names the deployment already.
       try {
         writeFileSync(join(task.dir, PUBLISHED_FILE), JSON.stringify(published));
       } catch (err) {
         ctx.log.warn({ err, deploy: task.id }, 'could not note a finished publish beside its artifact');
       }
-      ctx.fleet?.selectorMoved(task.application);
+      tellRuntime();
       outcome = published;
     } catch (err) {
       if (this.#stopping.signal.aborted) {
