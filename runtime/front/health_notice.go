@@ -10,6 +10,7 @@ package main
 import (
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -18,21 +19,24 @@ import (
 // soon is not worth more.
 const healthNoticeWait = 10 * time.Second
 
-// healthNotice is the `health` request: what the health answer says now.
+// healthNotice is the `health` request: what the health answer says now, and whether the host
+// asked for it (the `health` push) rather than it having changed.
 type healthNotice struct {
 	Status     string  `json:"status"`
 	Deployment *string `json:"deployment"`
+	Asked      bool    `json:"asked,omitempty"`
 }
 
 // HealthTeller sends a `health` notice each time the health answer's status or deployment differs
-// from the one last told; a notice the host does not know (an older host answers bad-request)
-// counts as told.
+// from the one last told, and each time the host asks; a notice the host does not know (an older
+// host answers bad-request) counts as told.
 type HealthTeller struct {
 	host  *Host
 	now   func() healthNotice
 	kick  chan struct{}
 	quit  chan struct{}
 	done  chan struct{}
+	asked atomic.Bool
 	mu    sync.Mutex
 	told  healthNotice
 	calls int
@@ -55,6 +59,12 @@ func (t *HealthTeller) Changed() {
 	case t.kick <- struct{}{}:
 	default:
 	}
+}
+
+// Ask says the host asked for the health: it is told whether it changed or not. Never blocks.
+func (t *HealthTeller) Ask() {
+	t.asked.Store(true)
+	t.Changed()
 }
 
 // Stop ends the teller; a notice under way is abandoned.
@@ -82,15 +92,18 @@ func (t *HealthTeller) run() {
 			return
 		case <-t.kick:
 		}
+		asked := t.asked.Swap(false)
 		now := t.now()
-		if sameHealth(now, t.told) {
+		if !asked && sameHealth(now, t.told) {
 			continue
 		}
 		t.mu.Lock()
 		t.calls++
 		t.mu.Unlock()
+		notice := now
+		notice.Asked = asked
 		var answer struct{}
-		err := t.host.CallWithin(healthNoticeWait, "health", now, &answer)
+		err := t.host.CallWithin(healthNoticeWait, "health", notice, &answer)
 		var refused *hostError
 		if err == nil || (errors.As(err, &refused) && refused.Code == "bad-request") {
 			t.told = now

@@ -101,3 +101,42 @@ func TestTheUnsupervisedWatchWakesRarely(t *testing.T) {
 		t.Errorf("a short bound: %v, want 250ms", got)
 	}
 }
+
+// Asked by the node's host (the `health` push), the front tells its health although it did not
+// change, marked asked, and counts the question as supervision (an orphaned front the daemon
+// asks this way does not drain for want of health probes).
+func TestTheHostsHealthQuestionIsAnsweredAndCountsAsSupervision(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "host.sock")
+	host := listenSocketHost(t, path)
+	cfg := testConfig()
+	cfg.HostSocket, cfg.PrivateHost = path, nil
+	r := newRuntime(cfg, func(string) {})
+	t.Cleanup(func() {
+		r.health.Stop()
+		r.host.Close(time.Second)
+	})
+	r.follower.setStatus(statusNoDeployment, "")
+	first := <-host.requests
+	if first["op"] != "health" || first["status"] != "no-deployment" || first["asked"] != nil {
+		t.Fatalf("the change told %v", first)
+	}
+	conn := <-host.conns
+	r.proxy.supervisedAt.Store(0)
+	if _, err := conn.Write([]byte(`{"push":"health"}` + "\n")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case n := <-host.requests:
+		if n["op"] != "health" || n["status"] != "no-deployment" || n["asked"] != true {
+			t.Fatalf("asked, the front told %v", n)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the question got no answer")
+	}
+	if r.proxy.SupervisedAt().UnixMilli() == 0 {
+		t.Fatal("being asked did not count as supervision")
+	}
+	if sent := r.health.Sent(); sent != 2 {
+		t.Fatalf("%d notices sent, want 2", sent)
+	}
+}

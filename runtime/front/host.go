@@ -84,6 +84,8 @@ type Host struct {
 	closing chan struct{}
 	// failing: the last connection attempt failed and said so; the next success says so too.
 	failing bool
+	// healthAsked is called when the host asks for this front's health (the `health` push).
+	healthAsked func()
 }
 
 type hostConn struct {
@@ -106,6 +108,15 @@ func NewHost(cfg *Config, env []string, log func(string)) *Host {
 		},
 		closing: make(chan struct{}),
 	}
+}
+
+// OnHealthAsked sets what to do when the host asks for this front's health (the `health` push,
+// which only the node daemon's host sends: its supervisor asks a ready front over this
+// connection rather than opening one to its health endpoint). `asked` must not block.
+func (h *Host) OnHealthAsked(asked func()) {
+	h.mu.Lock()
+	h.healthAsked = asked
+	h.mu.Unlock()
 }
 
 // Call sends one request (`op` and the fields of `request`) and decodes its result into
@@ -292,6 +303,15 @@ func (h *Host) readLines(conn *hostConn, lines *bufio.Scanner) {
 		}
 		if got.Push == "log" {
 			h.log(got.Line)
+			continue
+		}
+		if got.Push == "health" {
+			h.mu.Lock()
+			asked := h.healthAsked
+			h.mu.Unlock()
+			if asked != nil {
+				asked()
+			}
 			continue
 		}
 		if got.ID == nil {

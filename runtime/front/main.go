@@ -176,6 +176,12 @@ func newRuntime(cfg *Config, say func(string)) *runtime {
 	// The supervisor probes a ready front rarely; a change of its health is told to the host.
 	r.health = NewHealthTeller(r.host, func() healthNotice { return currentHealth(r.follower) })
 	r.follower.healthMoved = r.health.Changed
+	// The daemon's supervisor asks a ready front for its health over the host connection, which
+	// only the node's daemon holds: being asked counts as supervision, as its HTTP probe does.
+	r.host.OnHealthAsked(func() {
+		r.proxy.Supervised()
+		r.health.Ask()
+	})
 	return r
 }
 

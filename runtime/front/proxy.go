@@ -567,6 +567,9 @@ func (p *Proxy) CutUpgraded() {
 // SupervisedAt is when a supervisor last probed the health.
 func (p *Proxy) SupervisedAt() time.Time { return time.UnixMilli(p.supervisedAt.Load()) }
 
+// Supervised notes that a supervisor asked for the health another way (over the host connection).
+func (p *Proxy) Supervised() { p.supervisedAt.Store(time.Now().UnixMilli()) }
+
 var traceparent = regexp.MustCompile(`^00-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}$`)
 
 // span writes one span-shaped JSON line per request on stdout (CELL_OTEL=1).

@@ -9,6 +9,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
 import type { D1Service } from '../../runtime/src/bindings/d1.ts';
 import type { QueueWakers } from '../../runtime/src/bindings/queue-runner.ts';
+import type { HealthAsks } from '../../runtime/src/host/health-asks.ts';
 import type { SigningKeyPair } from '../auth/ed25519.ts';
 import type { AuthState } from '../auth/state.ts';
 import type { Settings } from '../config/settings.ts';
@@ -53,6 +54,11 @@ export interface NodeContext {
   d1?: D1Service;
   /** Wakes this node's queue consumers (runtime/src/bindings/queue-runner.ts); set by the runtime host service. */
   queueWakers?: QueueWakers;
+  /**
+   * Asks a runtime connected to this node's runtime host for its health over that connection
+   * (runtime/src/host/health-asks.ts); set by the runtime host service.
+   */
+  runtimeHealth?: Pick<HealthAsks, 'ask'>;
 }
 
 /**

@@ -18,6 +18,7 @@ import { listenServiceSocket, type ServiceSocket } from '../../runtime/src/bindi
 import { SERVICES_SOCKET } from '../../runtime/src/bindings/service-headers.ts';
 import { applicationRpcKey } from '../../runtime/src/bindings/service-rpc.ts';
 import { serviceTarget } from '../../runtime/src/bindings/service-targets.ts';
+import { HealthAsks } from '../../runtime/src/host/health-asks.ts';
 import { type HostSocket, listenHostSocket } from '../../runtime/src/host/socket.ts';
 import type { DaemonService } from './context.ts';
 import { forwardQuery } from './routes/d1.ts';
@@ -86,6 +87,9 @@ export function runtimeHostService(): DaemonService {
       };
       ctx.d1 = d1Service;
       objects = new HostObjects(ctx.store);
+      // The supervisor asks a ready runtime for its health over its connection (health-asks.ts).
+      const healthAsks = new HealthAsks();
+      ctx.runtimeHealth = healthAsks;
       socket = await listenHostSocket(runtimeHostSocketPath(ctx.settings.node.stateDir), {
         store: ctx.store,
         name: `svc ${ctx.version}`,
@@ -95,6 +99,7 @@ export function runtimeHostService(): DaemonService {
         objects,
         // A front's health changed: the supervisor, which probes ready fronts rarely, probes it now.
         healthMoved: (application) => ctx.fleet?.runtimeHealthMoved?.(application),
+        healthAsks,
         // A front whose connection ended may have exited: one the daemon adopted has no exit event.
         disconnected: (application) => ctx.fleet?.runtimeHealthMoved?.(application),
       });

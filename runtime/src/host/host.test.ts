@@ -27,8 +27,9 @@ import { waitFor } from '../../../test/helpers/svc.ts';
 import { cronId } from '../cron.ts';
 import { CELL_VERSION_LINE } from '../version.ts';
 import { workerdBinary } from '../workerd.ts';
+import { HealthAsks } from './health-asks.ts';
 import { linesOf, serveFront } from './host.ts';
-import { HOST_PROTOCOL_VERSION } from './protocol.ts';
+import { HEALTH_ASK_LINE, HOST_PROTOCOL_VERSION } from './protocol.ts';
 
 type Line = Record<string, unknown> & {
   id?: number | null;
@@ -629,6 +630,74 @@ test("a front's health notice and the end of its connection are told to the host
   input.end();
   await served;
   assert.deepEqual(told.at(-1), ['gone', 'shop']);
+});
+
+test("a front asked for its health (the health push) answers whoever asked, not as a notice; its connection's end answers null", async () => {
+  const push = VECTORS.messages.find((m) => m.from === 'host' && m.line.push === 'health');
+  assert.ok(push, 'the protocol file has the health push');
+  assert.equal(HEALTH_ASK_LINE, `${JSON.stringify(push.line)}\n`);
+  const store = await openDirStore(mkdtempSync(join(tmpdir(), 'host-asks-')));
+  const input = new PassThrough();
+  const written: Line[] = [];
+  const moved: unknown[] = [];
+  const asks = new HealthAsks();
+  const served = serveFront(
+    {
+      input,
+      write: (text) => {
+        for (const line of text.split('\n').filter(Boolean)) written.push(JSON.parse(line) as Line);
+      },
+      end: () => input.end(),
+    },
+    {
+      store,
+      name: 'svc test',
+      log: () => {},
+      healthMoved: (application, health) => moved.push([application, health]),
+      healthAsks: asks,
+    },
+  );
+  const send = (line: Record<string, unknown>) => input.write(`${JSON.stringify(line)}\n`);
+  assert.equal(await asks.ask('shop', 1_000), null, 'no front of it connected yet');
+  send({
+    id: 0,
+    op: 'hello',
+    protocol: HOST_PROTOCOL_VERSION,
+    application: 'shop',
+    node: 'node-1',
+    stateDir: mkdtempSync(join(tmpdir(), 'host-asks-front-')),
+    context: { workerd: '/bin/true', secretsFile: null, env: {} },
+  });
+  await waitFor(() => written.length >= 1, 'the hello answered');
+  // Two questions at once are one push; both get the answer.
+  const asked = [asks.ask('shop', 30_000), asks.ask('shop', 30_000)];
+  await waitFor(() => written.some((l) => l.push === 'health'), 'the push');
+  assert.equal(written.filter((l) => l.push === 'health').length, 1);
+  send({ id: 1, op: 'health', status: 'ready', deployment: 'abc', asked: true });
+  assert.deepEqual(await Promise.all(asked), [
+    { status: 'ready', deployment: 'abc' },
+    { status: 'ready', deployment: 'abc' },
+  ]);
+  // A change is still a notice.
+  send({ id: 2, op: 'health', status: 'starting', deployment: null });
+  await waitFor(() => moved.length === 1, 'the notice');
+  assert.deepEqual(moved, [['shop', { status: 'starting', deployment: null }]]);
+  // A front that does not answer (one older than the push): null after the wait.
+  assert.equal(await asks.ask('shop', 50), null);
+  // One that goes away meanwhile: null at once.
+  const pending = asks.ask('shop', 30_000);
+  input.end();
+  await served;
+  assert.equal(await pending, null);
+  assert.equal(await asks.ask('shop', 1_000), null);
+  assert.deepEqual(
+    written.filter((l) => l.id !== undefined).map((l) => [l.id, l.result]),
+    [
+      [0, { protocol: HOST_PROTOCOL_VERSION, host: 'svc test' }],
+      [1, {}],
+      [2, {}],
+    ],
+  );
 });
 
 function escapeRegExp(text: string): string {

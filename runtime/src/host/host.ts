@@ -5,7 +5,8 @@
 // front is one connection: a `hello` first (protocol version, application, private folder), then
 // `look` (follower.ts), `lease` (lease.ts), `cron-next` and `cron-fire` (cron.ts), `objects`
 // (how long this node's right to serve the Durable Objects holds, bindings/objects-host.ts),
-// and `health` (the front's health answer changed: its supervisor probes it),
+// and `health` (the front's health answer changed: its supervisor probes it; or the host asked
+// for it with the `health` push, health-asks.ts),
 // answered in the order they finish. Log lines about the application go back to the front, which writes them
 // on its stderr with its own, so they land in the application's output.
 
@@ -19,9 +20,11 @@ import { type LookContext, type LookRequest, look } from '../follower.ts';
 import { objectsDir } from '../instance.ts';
 import { type LeaseHolder, leaseKey, releaseLease, writeLease } from '../lease.ts';
 import { SecretsFile } from '../secrets.ts';
+import type { HealthAsks } from './health-asks.ts';
 import {
   BadRequest,
   errorLine,
+  HEALTH_ASK_LINE,
   type HelloRequest,
   HOST_PROTOCOL_VERSION,
   logLine,
@@ -64,6 +67,12 @@ export interface HostOptions {
    */
   healthMoved?: (application: string, health: { status: string; deployment: string | null }) => void;
   /**
+   * Where the fronts connected to this host can be asked for their health (the `health` push),
+   * and their answers (a `health` request marked `asked`) go; absent: such an answer is taken as
+   * a notice.
+   */
+  healthAsks?: HealthAsks;
+  /**
    * Told when a front's connection ends (the front exited, or closed it to stop): a supervisor
    * that cannot wait for the process (one it adopted) looks at once whether it still runs.
    */
@@ -96,6 +105,7 @@ interface Front {
 /** Serves one front until its connection ends and what it asked is answered. */
 export async function serveFront(connection: Connection, options: HostOptions): Promise<void> {
   let front: Front | null = null;
+  let detach: (() => void) | undefined;
   const underWay = new Set<Promise<void>>();
   for await (const line of linesOf(connection.input)) {
     if (line.trim() === '') continue;
@@ -109,6 +119,7 @@ export async function serveFront(connection: Connection, options: HostOptions): 
     if (!front) {
       front = greet(connection, request, options);
       if (!front) break;
+      detach = options.healthAsks?.attach(front.look.application, () => connection.write(HEALTH_ASK_LINE));
       continue;
     }
     const done = answer(front, request, options)
@@ -127,6 +138,7 @@ export async function serveFront(connection: Connection, options: HostOptions): 
     underWay.add(done);
   }
   front?.ended.abort();
+  detach?.();
   if (front) options.disconnected?.(front.look.application);
   await Promise.all(underWay);
   await front?.queues.stop();
@@ -279,12 +291,14 @@ async function answer(
   const f = request.fields;
   switch (request.op) {
     case 'health': {
-      // The front's health answer changed; whoever supervises it probes it to see how.
+      // The front's health answer changed; whoever supervises it probes it to see how. Or the
+      // host asked for it, and whoever asked gets it.
       const health = {
         status: string(f.status, 'status'),
         deployment: nullableString(f.deployment, 'deployment'),
       };
-      options.healthMoved?.(front.look.application, health);
+      if (f.asked === true && options.healthAsks) options.healthAsks.told(front.look.application, health);
+      else options.healthMoved?.(front.look.application, health);
       return {};
     }
     case 'look': {

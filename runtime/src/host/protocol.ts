@@ -112,6 +112,9 @@ export function errorLine(id: number | null, code: HostErrorCode, message: strin
   return `${JSON.stringify({ id, error: { code, message } })}\n`;
 }
 
+/** The host asks the front for its health; it answers with a `health` request marked `asked`. */
+export const HEALTH_ASK_LINE = `${JSON.stringify({ push: 'health' })}\n`;
+
 export function logLine(line: string): string {
   return `${JSON.stringify({ push: 'log', line })}\n`;
 }

@@ -352,6 +352,8 @@ function defaultSupervisor(
     objectsDir: join(ctx.settings.node.stateDir, 'objects'),
     onReadinessChange,
     secretsFile,
+    askHealth: (application, timeoutMs) =>
+      ctx.runtimeHealth?.ask(application, timeoutMs) ?? Promise.resolve(null),
     limits: new ApplicationLimits({
       settings: { memoryMb: runtime.appMemoryMb, cpuMs: runtime.appCpuMs, cpus: runtime.appCpus },
       controllers: detectControllers(ctx.nodeId),

@@ -264,6 +264,55 @@ test('a ready process is probed rarely; one that says its health moved is probed
   assert.equal(status(s, 'told')!.pid, ready.pid);
 });
 
+test('a ready process is asked over its host connection, not probed; an answer that differs, or none, is probed at once', async () => {
+  const deployments = tempDir('supervisor-deployments-');
+  mkdirSync(deployments, { recursive: true });
+  writeFileSync(join(deployments, 'asked'), 'd1');
+  let answer: { status: string; deployment: string | null } | null = { status: 'ready', deployment: 'd1' };
+  let asks = 0;
+  const s = await supervisor({
+    cellEnv: { STANDIN_SERVE_DEPLOYMENT_DIR: deployments },
+    healthCheckMs: 50,
+    readyHttpProbeMs: 600_000,
+    askHealth: async (application) => {
+      if (application === 'asked') asks++;
+      return answer;
+    },
+  });
+  await s.apply([{ application: 'asked' }]);
+  const ready = await readyStatus(s, 'asked');
+  const probes = async () => (await standinEnv(ready.port!)).healthProbes;
+  const atReady = await probes();
+  await waitFor(() => asks >= 10, 'ten asks');
+  assert.equal(await probes(), atReady, 'no HTTP probe while it answers ready with what it serves');
+  // Another deployment than its last probe said: probed.
+  answer = { status: 'ready', deployment: 'd2' };
+  await waitFor(async () => (await probes()) > atReady, 'a probe after a different answer');
+  // No answer (a front older than the question, or one that hangs): probed.
+  answer = null;
+  const before = await probes();
+  await waitFor(async () => (await probes()) > before + 2, 'probes while it does not answer');
+  assert.equal(status(s, 'asked')!.ready, true);
+});
+
+test('a ready process that answers its asks is still probed over HTTP every readyHttpProbeMs', async () => {
+  let asks = 0;
+  const s = await supervisor({
+    healthCheckMs: 50,
+    readyHttpProbeMs: 300,
+    askHealth: async () => {
+      asks++;
+      return { status: 'ready', deployment: null };
+    },
+  });
+  await s.apply([{ application: 'listener' }]);
+  const ready = await readyStatus(s, 'listener');
+  const probes = async () => (await standinEnv(ready.port!)).healthProbes;
+  const atReady = await probes();
+  await waitFor(async () => (await probes()) >= atReady + 2, 'two more probes');
+  assert.ok(asks >= 2, `asked ${asks} times between them`);
+});
+
 test('a hung process (SIGSTOP) sends nothing: the safety-net probe finds it not ready, and ready once it runs again', async () => {
   const s = await supervisor({ healthCheckMs: 500 });
   await s.apply([{ application: 'hung' }]);

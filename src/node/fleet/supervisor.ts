@@ -97,6 +97,17 @@ export interface SupervisorOptions {
   healthPollMs?: number;
   /** Health probe interval once it is ready (a process can stop being ready). */
   healthCheckMs?: number;
+  /**
+   * Asks a ready process for its health over its runtime host connection (the node's runtime
+   * host, runtime/src/host/health-asks.ts): null when it is not connected or does not answer in
+   * time. Absent: every ready check is an HTTP probe.
+   */
+  askHealth?: (
+    application: string,
+    timeoutMs: number,
+  ) => Promise<{ status: string; deployment: string | null } | null>;
+  /** How long a ready process may go without an HTTP probe while it answers asks (READY_HTTP_PROBE_MS). */
+  readyHttpProbeMs?: number;
   /** Between SIGTERM and SIGKILL of the process group. */
   stopGraceMs?: number;
   /** The first wait before a process lagging its desired deployment is told again (RETELL_FIRST_MS). */
@@ -182,6 +193,8 @@ interface Managed {
   notReadyReported: boolean;
   /** What the last health answer said it serves. */
   serving?: string;
+  /** When its health endpoint was last probed (asks in between do not count). */
+  probedAtMs: number;
   /** Why it is not ready, for the node record (ProcessStatus `detail`). */
   detail?: string;
 }
@@ -201,6 +214,15 @@ export const NEVER_READY_MS = 30_000;
  * and the unsupervised exit (UNSUPERVISED_EXIT_MS), which must stay well above it.
  */
 export const READY_PROBE_MS = 120_000;
+/**
+ * A ready process is asked over its runtime host connection (`askHealth`) rather than probed:
+ * no connection to open, about a quarter of a probe's CPU on each side. Its health endpoint is
+ * still probed at least this often, so a listener that stopped taking connections while the
+ * process answers its host is seen, and whenever an ask is not answered with the same ready
+ * deployment within HEALTH_ASK_TIMEOUT_MS.
+ */
+export const READY_HTTP_PROBE_MS = 600_000;
+export const HEALTH_ASK_TIMEOUT_MS = 1_000;
 /** How often, and for how long at most, a process told to switch is probed until it has. */
 const SWITCH_PROBE_MS = 50;
 /**
@@ -501,6 +523,7 @@ export class Supervisor {
       retellAtMs: 0,
       retold: 0,
       notReadyReported: false,
+      probedAtMs: 0,
     };
     this.#managed.set(application, m);
     return m;
@@ -642,10 +665,34 @@ export class Supervisor {
     }
   }
 
+  /**
+   * The ready safety net: asks the process over its host connection; an answer that it is ready
+   * and serves what its last probe said is taken as a probe's 200, anything else (no answer
+   * within HEALTH_ASK_TIMEOUT_MS, another status or deployment) probes at once, as does the
+   * READY_HTTP_PROBE_MS since the last probe.
+   */
+  async #checkReady(m: Managed, child: RuntimeChild): Promise<void> {
+    if (m.child !== child || !this.#current(m)) return;
+    const ask = this.#options.askHealth;
+    const httpEvery = this.#options.readyHttpProbeMs ?? READY_HTTP_PROBE_MS;
+    if (ask && m.ready && Date.now() - m.probedAtMs < httpEvery) {
+      const told = await ask(m.application, HEALTH_ASK_TIMEOUT_MS);
+      if (m.child !== child || !this.#current(m)) return;
+      // A probe scheduled meanwhile (a notice, a switch) is the check now.
+      if (m.timer) return;
+      if (m.ready && told?.status === 'ready' && told.deployment === (m.serving ?? null)) {
+        this.#schedule(m, this.#options.healthCheckMs ?? READY_PROBE_MS, () => this.#checkReady(m, child));
+        return;
+      }
+    }
+    await this.#probeHealth(m, child);
+  }
+
   async #probeHealth(m: Managed, child: RuntimeChild): Promise<void> {
     if (m.child !== child || !this.#current(m)) return;
     const health = await readHealth(this.#options.bindHost, m.port!, this.#options.nodeId);
     if (m.child !== child || !this.#current(m)) return;
+    m.probedAtMs = Date.now();
     const ok = health.status === 200;
     m.serving = health.deployment ?? m.serving;
     if (health.detail !== undefined) m.detail = health.detail;
@@ -681,12 +728,13 @@ export class Supervisor {
       });
     }
     const switching = Date.now() < m.switchWatchUntilMs && m.serving === m.servingWhenSignalled;
-    const every = switching
-      ? SWITCH_PROBE_MS
-      : m.ready
-        ? (this.#options.healthCheckMs ?? READY_PROBE_MS)
-        : this.#notReadyProbeMs();
-    this.#schedule(m, every, () => this.#probeHealth(m, child));
+    if (m.ready && !switching) {
+      this.#schedule(m, this.#options.healthCheckMs ?? READY_PROBE_MS, () => this.#checkReady(m, child));
+      return;
+    }
+    this.#schedule(m, switching ? SWITCH_PROBE_MS : this.#notReadyProbeMs(), () =>
+      this.#probeHealth(m, child),
+    );
   }
 
   /** The probe interval of a process not ready yet: `healthPollMs`, or longer while many start. */
