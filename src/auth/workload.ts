@@ -5,7 +5,6 @@
 // trust policy, discovery and JWKS caching, the algorithm table, trust-mismatch) is in oidc.ts.
 
 import type { Caller } from './caller.ts';
-import { workloadVerifierFor } from './oidc.ts';
 import type { VerifierDeps } from './state.ts';
 
 export type WorkloadCaller = Extract<Caller, { kind: 'workload' }>;
@@ -21,6 +20,9 @@ export async function verifyWorkloadToken(
   token: string,
   application: string | null,
 ): Promise<WorkloadCaller> {
+  // jose and the verifier are loaded with the first workload token: most nodes never see one,
+  // and a daemon keeps every module it loaded for as long as it runs.
+  const { workloadVerifierFor } = await import('./oidc.ts');
   return workloadVerifierFor(owner).verify(token, application);
 }
 

@@ -15,7 +15,7 @@ import { join } from 'node:path';
 import { type Readable, Transform, type TransformCallback, Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { createGunzip } from 'node:zlib';
-import { Parser, type ReadEntry } from 'tar';
+import type { ReadEntry } from 'tar';
 import { diskRefusal } from '../../config/state-file.ts';
 import { isProblem, Problem } from '../../problem.ts';
 
@@ -156,6 +156,9 @@ export async function unpackStream(
   limits: ArchiveLimits,
   onBytes?: ByteObserver,
 ): Promise<UnpackedArchive> {
+  // tar is loaded with the first deploy this node receives: an idle daemon keeps every module it
+  // loaded, and most nodes take few deploys.
+  const { Parser } = await import('tar');
   let expanded = 0;
   let entries = 0;
   let failure: unknown;
