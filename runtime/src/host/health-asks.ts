@@ -1,6 +1,6 @@
 // Asking a front for its health over its runtime host connection (docs/runtime.md "The runtime
 // host", the `health` push): the node's supervisor asks a ready front this way instead of opening
-// a connection to its health endpoint, which cost the daemon several times more CPU per question
+// a connection to its health endpoint, which costs both sides about half as much again per question
 // (docs/supervisor.md "The supervisor"). The front answers with its `health` request, marked `asked`.
 
 /** What a front's health answer says: its status, and the deployment it serves. */
