@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -208,8 +209,14 @@ func TestAFrontReconnectsToAHostThatRestarted(t *testing.T) {
 	first := listenSocketHost(t, path)
 	cfg := testConfig()
 	cfg.HostSocket, cfg.PrivateHost = path, nil
+	// Lines are logged from the host's own goroutine.
+	var logMu sync.Mutex
 	var logged []string
-	h := NewHost(cfg, nil, func(line string) { logged = append(logged, line) })
+	h := NewHost(cfg, nil, func(line string) {
+		logMu.Lock()
+		defer logMu.Unlock()
+		logged = append(logged, line)
+	})
 	t.Cleanup(func() { h.Close(time.Second) })
 	var answer struct {
 		Op string `json:"op"`
@@ -249,6 +256,8 @@ func TestAFrontReconnectsToAHostThatRestarted(t *testing.T) {
 	if len(second.conns) != 1 {
 		t.Fatalf("the front made %d connections to the new host, want 1", len(second.conns))
 	}
+	logMu.Lock()
+	defer logMu.Unlock()
 	if !strings.Contains(strings.Join(logged, "\n"), "connected to the runtime host again") {
 		t.Fatalf("the reconnection was not said: %q", logged)
 	}
