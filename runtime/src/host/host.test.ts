@@ -579,11 +579,13 @@ describe('cell host', () => {
   });
 });
 
-test("a front's health notice and the end of its connection are told to the host's owner, with its application", async () => {
-  const store = await openDirStore(mkdtempSync(join(tmpdir(), 'host-health-')));
+/**
+ * A front on a pipe to `serveFront` with `options`: `send` writes a line, `written` holds the host's
+ * lines as they come, `hello` greets as front `shop`; ending `input` ends the connection.
+ */
+function pipedFront(options: Omit<Parameters<typeof serveFront>[1], 'name' | 'log'>) {
   const input = new PassThrough();
   const written: Line[] = [];
-  const told: unknown[] = [];
   const served = serveFront(
     {
       input,
@@ -592,24 +594,31 @@ test("a front's health notice and the end of its connection are told to the host
       },
       end: () => input.end(),
     },
-    {
-      store,
-      name: 'svc test',
-      log: () => {},
-      healthMoved: (application, health) => told.push(['health', application, health]),
-      disconnected: (application) => told.push(['gone', application]),
-    },
+    { name: 'svc test', log: () => {}, ...options },
   );
   const send = (line: Record<string, unknown>) => input.write(`${JSON.stringify(line)}\n`);
-  send({
-    id: 0,
-    op: 'hello',
-    protocol: HOST_PROTOCOL_VERSION,
-    application: 'shop',
-    node: 'node-1',
-    stateDir: mkdtempSync(join(tmpdir(), 'host-health-front-')),
-    context: { workerd: '/bin/true', secretsFile: null, env: {} },
+  const hello = () =>
+    send({
+      id: 0,
+      op: 'hello',
+      protocol: HOST_PROTOCOL_VERSION,
+      application: 'shop',
+      node: 'node-1',
+      stateDir: mkdtempSync(join(tmpdir(), 'host-piped-front-')),
+      context: { workerd: '/bin/true', secretsFile: null, env: {} },
+    });
+  return { input, written, served, send, hello };
+}
+
+test("a front's health notice and the end of its connection are told to the host's owner, with its application", async () => {
+  const store = await openDirStore(mkdtempSync(join(tmpdir(), 'host-health-')));
+  const told: unknown[] = [];
+  const { input, written, served, send, hello } = pipedFront({
+    store,
+    healthMoved: (application, health) => told.push(['health', application, health]),
+    disconnected: (application) => told.push(['gone', application]),
   });
+  hello();
   send({ id: 1, op: 'health', status: 'starting', deployment: null });
   send({ id: 2, op: 'health', status: 'ready', deployment: 'abc' });
   send({ id: 3, op: 'health', status: 7 });
@@ -637,37 +646,15 @@ test("a front asked for its health (the health push) answers whoever asked, not 
   assert.ok(push, 'the protocol file has the health push');
   assert.equal(HEALTH_ASK_LINE, `${JSON.stringify(push.line)}\n`);
   const store = await openDirStore(mkdtempSync(join(tmpdir(), 'host-asks-')));
-  const input = new PassThrough();
-  const written: Line[] = [];
   const moved: unknown[] = [];
   const asks = new HealthAsks();
-  const served = serveFront(
-    {
-      input,
-      write: (text) => {
-        for (const line of text.split('\n').filter(Boolean)) written.push(JSON.parse(line) as Line);
-      },
-      end: () => input.end(),
-    },
-    {
-      store,
-      name: 'svc test',
-      log: () => {},
-      healthMoved: (application, health) => moved.push([application, health]),
-      healthAsks: asks,
-    },
-  );
-  const send = (line: Record<string, unknown>) => input.write(`${JSON.stringify(line)}\n`);
-  assert.equal(await asks.ask('shop', 1_000), null, 'no front of it connected yet');
-  send({
-    id: 0,
-    op: 'hello',
-    protocol: HOST_PROTOCOL_VERSION,
-    application: 'shop',
-    node: 'node-1',
-    stateDir: mkdtempSync(join(tmpdir(), 'host-asks-front-')),
-    context: { workerd: '/bin/true', secretsFile: null, env: {} },
+  const { input, written, served, send, hello } = pipedFront({
+    store,
+    healthMoved: (application, health) => moved.push([application, health]),
+    healthAsks: asks,
   });
+  assert.equal(await asks.ask('shop', 1_000), null, 'no front of it connected yet');
+  hello();
   await waitFor(() => written.length >= 1, 'the hello answered');
   // Two questions at once are one push; both get the answer.
   const asked = [asks.ask('shop', 30_000), asks.ask('shop', 30_000)];
