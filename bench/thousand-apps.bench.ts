@@ -3,11 +3,15 @@
 //   Target (bench/RESULTS.md "1,000 idle applications on one node"): PSS of every process the
 //   node started (cell-front and workerd of each application) at most 12 GB; daemon RSS at most
 //   150 MB.
-// Run: scripts/with-node node bench/thousand-apps.bench.ts [applications] [idle seconds]
+// Run: scripts/with-node node bench/thousand-apps.bench.ts [applications] [idle seconds] [checkout|dist]
 //   applications  default 1000 copies of examples/hello (bench/idle-fleet.ts seeds them)
 //   idle seconds  default 120: once every application answered through its port, memory is
 //                 sampled every 10 s for this long and averaged; CPU of the tree is measured over
 //                 the same window
+//   checkout      default: the daemon (bin/svc) and runtime (runtime/bin/cell) from the checkout,
+//                 TypeScript through type stripping, compiled through .state/compile-cache
+//   dist          the release bundle operators run: the daemon from dist/svc.mjs and its runtime
+//                 dist/cell.mjs (`make dist`, built first)
 //
 // Real parts: a local-directory bucket, one `svc sail` with the real runtime (runtime/bin/cell,
 // cell-front, workerd) and a port range of 1,200 ports (the default 999 cannot hold 1,000).
@@ -16,6 +20,7 @@
 // minutes; every process it started is killed by PID if it fails.
 
 import { readdirSync, readFileSync } from 'node:fs';
+import { buildDist, DIST_CELL } from '../scripts/build-dist.ts';
 import { type SailProcess, startSail } from '../test/helpers/svc.ts';
 import {
   descendants,
@@ -32,6 +37,8 @@ import {
 
 const applications = Number(process.argv[2] ?? 1000);
 const idleSeconds = Number(process.argv[3] ?? 120);
+const build = process.argv[4] ?? 'checkout';
+if (build !== 'checkout' && build !== 'dist') throw new Error(`unknown build ${build}: checkout or dist`);
 const PORTS: [number, number] = [35_000, 36_199];
 const START_DEADLINE_MS = 60 * 60_000;
 const SETTLE_MS = 30_000;
@@ -41,8 +48,10 @@ async function main(): Promise<void> {
     .split('\n')
     .filter((l) => /open files|processes/.test(l))
     .map((l) => l.replace(/\s+/g, ' ').trim());
+  // The release bundle names its runtime explicitly, so the daemon cannot fall back to the checkout's.
+  const dist = build === 'dist' ? { bin: await buildDist(), cellBin: ['--cell-bin', DIST_CELL] } : null;
   console.log(
-    `thousand-apps bench: ${applications} applications, node ${process.version}, load ${loadAverage()}`,
+    `thousand-apps bench: ${applications} applications, ${build}, node ${process.version}, load ${loadAverage()}`,
   );
   console.log(`  limits the daemon inherits: ${limits.join('; ')}`);
   const seedStarted = Date.now();
@@ -52,7 +61,10 @@ async function main(): Promise<void> {
   const { note, cleanup } = watchNodeTree(() => node);
   try {
     const started = Date.now();
-    node = await startSail(seededNodeFlags(seeded, PORTS), { timeoutMs: 120_000 });
+    node = await startSail([...seededNodeFlags(seeded, PORTS), ...(dist?.cellBin ?? [])], {
+      timeoutMs: 120_000,
+      bin: dist?.bin,
+    });
     const daemonPid = node.child.pid!;
     let peakDaemonRss = 0;
     let lastShown = 0;

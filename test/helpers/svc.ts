@@ -179,6 +179,8 @@ export async function startSail(
     listen?: string | null;
     /** A command the daemon runs under, e.g. `ip netns exec <ns>`; it must exec the daemon in place. */
     under?: string[];
+    /** The svc entry script to run, e.g. the release bundle dist/svc.mjs; bin/svc by default. */
+    bin?: string;
   } = {},
 ): Promise<SailProcess> {
   const listen =
@@ -194,7 +196,16 @@ export async function startSail(
   }
   const child = spawn(
     command as string,
-    [...prefix, SVC_BIN, 'sail', ...listenFlags, '--state-dir', stateDir, ...portFlags, ...flags],
+    [
+      ...prefix,
+      options.bin ?? SVC_BIN,
+      'sail',
+      ...listenFlags,
+      '--state-dir',
+      stateDir,
+      ...portFlags,
+      ...flags,
+    ],
     {
       env: { ...process.env, SVC_LOG_LEVEL: process.env.SVC_LOG_LEVEL ?? 'warn', ...options.env },
       stdio: ['ignore', 'pipe', 'pipe'],
