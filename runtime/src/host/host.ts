@@ -20,7 +20,7 @@ import { type LookContext, type LookRequest, look } from '../follower.ts';
 import { objectsDir } from '../instance.ts';
 import { type LeaseHolder, leaseKey, releaseLease, writeLease } from '../lease.ts';
 import { SecretsFile } from '../secrets.ts';
-import type { HealthAsks } from './health-asks.ts';
+import type { FrontHealth, HealthAsks } from './health-asks.ts';
 import {
   BadRequest,
   errorLine,
@@ -65,7 +65,7 @@ export interface HostOptions {
    * deployment it serves), so a supervisor that probes ready fronts rarely probes this one now;
    * absent: the notice is answered and dropped.
    */
-  healthMoved?: (application: string, health: { status: string; deployment: string | null }) => void;
+  healthMoved?: (application: string, health: FrontHealth) => void;
   /**
    * Where the fronts connected to this host can be asked for their health (the `health` push),
    * and their answers (a `health` request marked `asked`) go; absent: such an answer is taken as

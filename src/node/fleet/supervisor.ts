@@ -15,6 +15,7 @@ import { connect, createServer } from 'node:net';
 import { finished } from 'node:stream/promises';
 import { setTimeout as delay } from 'node:timers/promises';
 import type { Logger } from 'pino';
+import type { FrontHealth } from '../../../runtime/src/host/health-asks.ts';
 import { RetriedStateFile } from '../../config/state-file.ts';
 import { type EventSink, eventTail } from '../../observability/events.ts';
 import { runtimeReportReader } from '../../observability/runtime-reports.ts';
@@ -102,10 +103,7 @@ export interface SupervisorOptions {
    * host, runtime/src/host/health-asks.ts): null when it is not connected or does not answer in
    * time. Absent: every ready check is an HTTP probe.
    */
-  askHealth?: (
-    application: string,
-    timeoutMs: number,
-  ) => Promise<{ status: string; deployment: string | null } | null>;
+  askHealth?: (application: string, timeoutMs: number) => Promise<FrontHealth | null>;
   /** How long a ready process may go without an HTTP probe while it answers asks (READY_HTTP_PROBE_MS). */
   readyHttpProbeMs?: number;
   /** Between SIGTERM and SIGKILL of the process group. */
