@@ -32,7 +32,8 @@ type Proxy struct {
 	log      func(string)
 	// geoip fills request.cf (geoip.go); nil: none, and a client's blob is still removed.
 	geoip *GeoIP
-	// supervisedAt is when a supervisor last probed the health (unix ms).
+	// supervisedAt is when a supervisor last asked for the health, by probe or over the host
+	// connection (unix ms).
 	supervisedAt atomic.Int64
 
 	// hold bounds the wait for a deployment that is starting (holdWhileStarting); holding counts
@@ -47,7 +48,7 @@ type Proxy struct {
 // NewProxy makes the handler.
 func NewProxy(cfg *Config, follower *Follower, log func(string)) *Proxy {
 	p := &Proxy{cfg: cfg, follower: follower, log: log, hold: holdWhileStarting, upgraded: map[net.Conn]struct{}{}}
-	p.supervisedAt.Store(time.Now().UnixMilli())
+	p.Supervised()
 	return p
 }
 
@@ -106,7 +107,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 func (p *Proxy) health(w http.ResponseWriter, r *http.Request) {
 	if r.Header.Get(p.cfg.SupervisorHeader) != "" {
-		p.supervisedAt.Store(time.Now().UnixMilli())
+		p.Supervised()
 	}
 	status, lastError, active := healthNow(p.follower)
 	ready := active != nil && status == statusReady
@@ -573,10 +574,10 @@ func (p *Proxy) CutUpgraded() {
 	}
 }
 
-// SupervisedAt is when a supervisor last probed the health.
+// SupervisedAt is when a supervisor last asked for the health.
 func (p *Proxy) SupervisedAt() time.Time { return time.UnixMilli(p.supervisedAt.Load()) }
 
-// Supervised notes that a supervisor asked for the health another way (over the host connection).
+// Supervised notes that a supervisor asked for the health (its probe, or over the host connection).
 func (p *Proxy) Supervised() { p.supervisedAt.Store(time.Now().UnixMilli()) }
 
 var traceparent = regexp.MustCompile(`^00-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}$`)
