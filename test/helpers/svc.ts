@@ -179,14 +179,16 @@ export async function startSail(
     listen?: string | null;
     /** A command the daemon runs under, e.g. `ip netns exec <ns>`; it must exec the daemon in place. */
     under?: string[];
-    /** The svc entry script to run, e.g. the release bundle dist/svc.mjs; bin/svc by default. */
+    /** An executable svc entry to run through its shebang, e.g. the release bundle dist/svc.mjs; bin/svc by default. */
     bin?: string;
   } = {},
 ): Promise<SailProcess> {
   const listen =
     options.listen === undefined ? `127.0.0.1:${options.port ?? (await freePort())}` : options.listen;
   const stateDir = options.stateDir ?? tempDir('svc-node-');
-  const [command, ...prefix] = [...(options.under ?? []), process.execPath];
+  // A release bundle runs through its shebang, with the Node flags it names, as an operator runs it.
+  const entry = options.bin ? [options.bin] : [process.execPath, SVC_BIN];
+  const [command, ...prefix] = [...(options.under ?? []), ...entry];
   const listenFlags = listen === null ? [] : ['--listen', listen];
   // A daemon started again on its state directory keeps its ports, so it adopts its runtimes.
   let portFlags: string[] = [];
@@ -196,16 +198,7 @@ export async function startSail(
   }
   const child = spawn(
     command as string,
-    [
-      ...prefix,
-      options.bin ?? SVC_BIN,
-      'sail',
-      ...listenFlags,
-      '--state-dir',
-      stateDir,
-      ...portFlags,
-      ...flags,
-    ],
+    [...prefix, 'sail', ...listenFlags, '--state-dir', stateDir, ...portFlags, ...flags],
     {
       env: { ...process.env, SVC_LOG_LEVEL: process.env.SVC_LOG_LEVEL ?? 'warn', ...options.env },
       stdio: ['ignore', 'pipe', 'pipe'],
