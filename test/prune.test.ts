@@ -6,6 +6,7 @@ import assert from 'node:assert/strict';
 import { afterEach, beforeEach, describe, it } from 'node:test';
 import { Problem } from '../src/problem.ts';
 import { keys } from '../src/registry/keys.ts';
+import { NODE_DEAD_AFTER_MS } from '../src/registry/liveness.ts';
 import { requireVerifiedRuntimes } from '../src/runtime-tools/capability.ts';
 import type { Answerer } from '../src/runtime-tools/consent.ts';
 import { type PruneRun, parseKeep, parseOlderThan, prune } from '../src/runtime-tools/prune.ts';
@@ -461,14 +462,14 @@ describe('deployment prune', () => {
       }
       await seedNode(store, 'n2', { cell: '0.9.0' });
       assert.equal((await refusal(guard())).code, 'capability-missing');
-      await seedNode(store, 'n2', { cell: '0.9.0', beatMs: Date.now() - 60_000 }); // not answering
+      await seedNode(store, 'n2', { cell: '0.9.0', beatMs: Date.now() - NODE_DEAD_AFTER_MS - 1_000 }); // not answering
       await guard();
       await seedNode(store, 'n3', {}); // answering, no release reported
       assert.equal((await refusal(guard())).code, 'capability-missing');
     });
 
     it('refuses when no node answers', async () => {
-      await seedNode(store, 'n1', { cell: '0.6.2', beatMs: Date.now() - 60_000 });
+      await seedNode(store, 'n1', { cell: '0.6.2', beatMs: Date.now() - NODE_DEAD_AFTER_MS - 1_000 });
       const problem = await refusal(requireVerifiedRuntimes(store, Date.now(), 'svc deployment prune'));
       assert.equal(problem.code, 'capability-missing');
     });

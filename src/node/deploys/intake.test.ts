@@ -13,6 +13,7 @@ import { metadataHeader, standinArtifact, tgz } from '../../../test/helpers/arti
 import { type Signer, startTestNode, type TestNode } from '../../../test/helpers/in-process-node.ts';
 import { waitFor } from '../../../test/helpers/svc.ts';
 import { keys } from '../../registry/keys.ts';
+import { NODE_DEAD_AFTER_MS } from '../../registry/liveness.ts';
 import type { ApplicationRecord, NodeRecord } from '../../registry/records.ts';
 import { deployRoutes } from '../routes/deploys.ts';
 import { DeployReaper } from './reaper.ts';
@@ -301,7 +302,10 @@ describe('deploy intake in process', () => {
       await settled(allowed.body.id);
       await node.store.delete(keys.runtimePairs);
       // A node whose heartbeat stopped is not answering: it does not count.
-      await node.store.putJson(keys.nodeRecord('node-other'), { ...other, beatMs: Date.now() - 60_000 });
+      await node.store.putJson(keys.nodeRecord('node-other'), {
+        ...other,
+        beatMs: Date.now() - NODE_DEAD_AFTER_MS - 1_000,
+      });
       const stale = await deploy('skewed', standinArtifact());
       assert.equal(stale.status, 202);
       await settled(stale.body.id);
